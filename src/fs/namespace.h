@@ -1,0 +1,66 @@
+/*
+ * ns: the rules that turn S3 keys under a directory prefix into directory
+ * entries (DESIGN.md, "Namespace").
+ *
+ * A listing of prefix P with delimiter '/' yields objects P+name and common
+ * prefixes P+name+'/'.  Rules, applied in ns_dir_finish:
+ *  - the marker object P itself (key == P, "dir/") is not an entry;
+ *  - a name that is empty, ".", "..", longer than 255 bytes, or contains a
+ *    NUL byte cannot be a path component: skipped and reported;
+ *  - a name beginning with ".ckptfs" belongs to ckptfs: hidden silently;
+ *  - a name that is both an object and a common prefix is shown as the
+ *    directory; the object is shadowed and reported (mountpoint-s3 does the
+ *    same);
+ *  - an object "name/" (marker) under P shows as directory "name".
+ * Entries are sorted by name (bytewise) so lookups can bisect.
+ * Reports go through a callback so the caller can log each key once.
+ */
+#ifndef CKPTFS_FS_NAMESPACE_H
+#define CKPTFS_FS_NAMESPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "s3/xml.h"
+
+typedef struct ns_entry {
+	char *name;
+	bool is_dir;
+	uint64_t size;  /* files */
+	char *etag;     /* files; NULL for directories */
+	struct timespec mtime; /* files: LastModified; dirs: marker's or 0 */
+} ns_entry;
+
+typedef enum ns_reason {
+	NS_SKIP_INVALID_NAME,
+	NS_SKIP_SHADOWED_BY_DIR,
+} ns_reason;
+
+typedef void (*ns_report_fn)(void *arg, const char *key, size_t key_len,
+			     ns_reason why);
+
+typedef struct ns_dir {
+	ns_entry *v;
+	size_t n, cap;
+	struct timespec newest; /* newest mtime among objects seen (incl. marker) */
+	ns_report_fn report;
+	void *report_arg;
+} ns_dir;
+
+void ns_dir_init(ns_dir *d, ns_report_fn report, void *arg);
+void ns_dir_free(ns_dir *d);
+/* Feed one page of a delimiter listing of dir_prefix.  Returns -1 on ENOMEM. */
+int ns_dir_add_page(ns_dir *d, const char *dir_prefix, const s3_list_result *page);
+/* Sort, drop invalid and shadowed names.  Call once after the last page. */
+void ns_dir_finish(ns_dir *d);
+/* Bisects the finished listing.  NULL when absent. */
+const ns_entry *ns_dir_find(const ns_dir *d, const char *name);
+
+/* Whether one path component is acceptable as a name (not hidden). */
+bool ns_name_valid(const char *name, size_t len);
+/* Whether a name is reserved for ckptfs (".ckptfs" prefix). */
+bool ns_name_hidden(const char *name, size_t len);
+
+#endif
