@@ -1,1 +1,227 @@
-/* stub */
+/*
+ * ckptfs mount s3://bucket[/prefix] MOUNTPOINT [options]
+ *
+ * Parses the command line and -o options into mount_args; fs/mount.c does
+ * the work.  Options that mount(8) passes through (rw, dev, _netdev, ...)
+ * are accepted and ignored; anything unknown is an error, so a typo never
+ * silently changes behaviour.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "fs/mount.h"
+
+static const char *const ignored_opts[] = {
+	"rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto",
+	"noauto", "user", "nouser", "users", "_netdev", "defaults", "async",
+	"atime", "noatime", "relatime", NULL,
+};
+
+static void mount_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ckptfs mount s3://BUCKET[/PREFIX] MOUNTPOINT [options]\n"
+		"\n"
+		"  -f, --foreground      stay in the foreground (log to stderr)\n"
+		"  -d, --debug           debug logging (implies -f)\n"
+		"  --endpoint URL        S3 endpoint (default from AWS config, else AWS)\n"
+		"  --region REGION       signing region (default from AWS config, else us-east-1)\n"
+		"  --profile NAME        AWS profile for credentials and config\n"
+		"  -o OPT[,OPT...]       mount options:\n"
+		"      endpoint=URL region=R profile=P ca_bundle=PATH\n"
+		"      addressing=auto|path|virtual\n"
+		"      allow_other uid=N gid=N umask=OCTAL nonempty\n"
+		"      entry_timeout=S attr_timeout=S dir_timeout=S (default 1)\n"
+		"      log=stderr|syslog debug insecure\n"
+		"\n"
+		"Unmount with: fusermount3 -u MOUNTPOINT\n");
+}
+
+static int set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : -1;
+}
+
+static int parse_num(const char *k, const char *v, int base, double *dbl,
+		     unsigned long *ul)
+{
+	char *end;
+	if (dbl) {
+		*dbl = strtod(v, &end);
+		if (*v && !*end && *dbl >= 0)
+			return 0;
+	} else {
+		*ul = strtoul(v, &end, base);
+		if (*v && !*end)
+			return 0;
+	}
+	fprintf(stderr, "ckptfs: invalid value '%s' for mount option %s\n", v,
+		k);
+	return -1;
+}
+
+static int apply_opt(mount_args *a, const char *k, const char *v)
+{
+	unsigned long ul;
+	if (!v) {
+		if (!strcmp(k, "allow_other"))
+			return a->allow_other = true, 0;
+		if (!strcmp(k, "nonempty"))
+			return a->nonempty = true, 0;
+		if (!strcmp(k, "debug"))
+			return a->debug = true, 0;
+		if (!strcmp(k, "insecure"))
+			return a->insecure = true, 0;
+		if (!strcmp(k, "ro"))
+			return 0; /* the mount is read-only anyway */
+		for (int i = 0; ignored_opts[i]; i++)
+			if (!strcmp(k, ignored_opts[i]))
+				return 0;
+	} else if (!strcmp(k, "endpoint")) {
+		return set_str(&a->endpoint, v);
+	} else if (!strcmp(k, "region")) {
+		return set_str(&a->region, v);
+	} else if (!strcmp(k, "profile")) {
+		return set_str(&a->profile, v);
+	} else if (!strcmp(k, "ca_bundle")) {
+		return set_str(&a->ca_bundle, v);
+	} else if (!strcmp(k, "addressing")) {
+		if (!strcmp(v, "auto"))
+			return a->addressing = S3_ADDR_AUTO, 0;
+		if (!strcmp(v, "path"))
+			return a->addressing = S3_ADDR_PATH, 0;
+		if (!strcmp(v, "virtual"))
+			return a->addressing = S3_ADDR_VIRTUAL, 0;
+	} else if (!strcmp(k, "uid")) {
+		if (parse_num(k, v, 10, NULL, &ul) < 0)
+			return -1;
+		return a->fs.uid = (uid_t)ul, 0;
+	} else if (!strcmp(k, "gid")) {
+		if (parse_num(k, v, 10, NULL, &ul) < 0)
+			return -1;
+		return a->fs.gid = (gid_t)ul, 0;
+	} else if (!strcmp(k, "umask")) {
+		if (parse_num(k, v, 8, NULL, &ul) < 0 || ul > 0777)
+			return -1;
+		return a->fs.umask = (mode_t)ul, 0;
+	} else if (!strcmp(k, "entry_timeout")) {
+		return parse_num(k, v, 0, &a->fs.entry_timeout, NULL);
+	} else if (!strcmp(k, "attr_timeout")) {
+		return parse_num(k, v, 0, &a->fs.attr_timeout, NULL);
+	} else if (!strcmp(k, "dir_timeout")) {
+		return parse_num(k, v, 0, &a->fs.dir_timeout, NULL);
+	} else if (!strcmp(k, "log")) {
+		a->log_set = true;
+		if (!strcmp(v, "syslog"))
+			return a->use_syslog = true, 0;
+		if (!strcmp(v, "stderr"))
+			return a->use_syslog = false, 0;
+	}
+	fprintf(stderr, "ckptfs: unknown mount option '%s%s%s'\n", k,
+		v ? "=" : "", v ? v : "");
+	return -1;
+}
+
+static int parse_opts(mount_args *a, const char *list)
+{
+	char *copy = strdup(list);
+	int rc = copy ? 0 : -1;
+	char *save = NULL;
+	for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (eq)
+			*eq++ = '\0';
+		rc = apply_opt(a, tok, eq);
+	}
+	free(copy);
+	return rc;
+}
+
+enum { OPT_ENDPOINT = 256, OPT_REGION, OPT_PROFILE };
+
+static int parse_args(mount_args *a, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"foreground", no_argument, NULL, 'f'},
+		{"debug", no_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{"endpoint", required_argument, NULL, OPT_ENDPOINT},
+		{"region", required_argument, NULL, OPT_REGION},
+		{"profile", required_argument, NULL, OPT_PROFILE},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+fdho:", lo, NULL)) != -1 ||
+	       optind < argc) {
+		if (c == -1) { /* positional argument; options may follow */
+			char **slot = !a->url ? &a->url
+				      : !a->mountpoint ? &a->mountpoint
+						       : NULL;
+			if (!slot) {
+				fprintf(stderr,
+					"ckptfs: unexpected argument '%s'\n",
+					argv[optind]);
+				return -1;
+			}
+			*slot = strdup(argv[optind++]);
+			continue;
+		}
+		switch (c) {
+		case 'f':
+			a->foreground = true;
+			break;
+		case 'd':
+			a->debug = a->foreground = true;
+			break;
+		case 'h':
+			mount_usage(stdout);
+			exit(0);
+		case 'o':
+			if (parse_opts(a, optarg) < 0)
+				return -1;
+			break;
+		case OPT_ENDPOINT:
+			set_str(&a->endpoint, optarg);
+			break;
+		case OPT_REGION:
+			set_str(&a->region, optarg);
+			break;
+		case OPT_PROFILE:
+			set_str(&a->profile, optarg);
+			break;
+		default:
+			mount_usage(stderr);
+			return -1;
+		}
+	}
+	if (!a->url || !a->mountpoint) {
+		fprintf(stderr, "ckptfs: mount needs s3://BUCKET[/PREFIX] and "
+				"MOUNTPOINT\n");
+		mount_usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	mount_args a;
+	mount_args_init(&a);
+	int rc = parse_args(&a, argc, argv) < 0 ? 1 : fs_mount_main(&a);
+	mount_args_free(&a);
+	return rc;
+}
+
+const cli_cmd cli_cmd_mount = {
+	.name = "mount",
+	.usage = "s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPT,...]",
+	.summary = "mount a bucket prefix",
+	.exec = cmd_mount,
+};

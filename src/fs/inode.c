@@ -1,1 +1,292 @@
-/* stub: to be written */
+/*
+ * fs_inode table: two chained hash indexes over the same nodes.
+ *
+ * Invariants: every live node is in the ino index; a node is in the path
+ * index iff !detached; the root (ino 1) is never freed before the table.
+ * A node is freed when nlookup == 0 and refs == 0; freeing drops the
+ * reference it held on its parent, which may free the parent in turn.
+ */
+#include "fs/inode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/buf.h"
+
+struct fs_itable {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	fs_inode **by_ino, **by_path;
+	size_t nbuckets; /* power of two */
+	size_t count;
+	uint64_t next_ino;
+	fs_inode *root;
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static size_t ino_slot(const fs_itable *t, uint64_t ino)
+{
+	return (size_t)((ino * 11400714819323198485ULL) >> 17) &
+	       (t->nbuckets - 1);
+}
+
+static size_t path_slot(const fs_itable *t, const char *path)
+{
+	return (size_t)hash_str(path) & (t->nbuckets - 1);
+}
+
+static void insert_ino(fs_itable *t, fs_inode *n)
+{
+	size_t s = ino_slot(t, n->ino);
+	n->next_ino = t->by_ino[s];
+	t->by_ino[s] = n;
+}
+
+static void insert_path(fs_itable *t, fs_inode *n)
+{
+	size_t s = path_slot(t, n->path);
+	n->next_path = t->by_path[s];
+	t->by_path[s] = n;
+}
+
+static void remove_path(fs_itable *t, fs_inode *n)
+{
+	fs_inode **pp = &t->by_path[path_slot(t, n->path)];
+	for (; *pp; pp = &(*pp)->next_path) {
+		if (*pp == n) {
+			*pp = n->next_path;
+			break;
+		}
+	}
+	n->detached = true;
+}
+
+static void remove_ino(fs_itable *t, fs_inode *n)
+{
+	fs_inode **pp = &t->by_ino[ino_slot(t, n->ino)];
+	for (; *pp; pp = &(*pp)->next_ino) {
+		if (*pp == n) {
+			*pp = n->next_ino;
+			break;
+		}
+	}
+}
+
+static void grow(fs_itable *t)
+{
+	size_t old = t->nbuckets;
+	fs_inode **oi = t->by_ino, **op = t->by_path;
+	fs_inode **ni = calloc(old * 2, sizeof *ni);
+	fs_inode **np = calloc(old * 2, sizeof *np);
+	if (!ni || !np) {
+		free(ni);
+		free(np);
+		return; /* keep the old, longer chains */
+	}
+	t->by_ino = ni;
+	t->by_path = np;
+	t->nbuckets = old * 2;
+	for (size_t i = 0; i < old; i++) {
+		for (fs_inode *n = oi[i], *nx; n; n = nx) {
+			nx = n->next_ino;
+			insert_ino(t, n);
+		}
+		for (fs_inode *n = op[i], *nx; n; n = nx) {
+			nx = n->next_path;
+			insert_path(t, n);
+		}
+	}
+	free(oi);
+	free(op);
+}
+
+static fs_inode *node_new(fs_itable *t, fs_inode *parent, const char *name,
+			  bool is_dir)
+{
+	fs_inode *n = calloc(1, sizeof *n);
+	if (!n)
+		return NULL;
+	n->ino = t->next_ino++;
+	n->name = strdup(name);
+	buf p = BUF_INIT;
+	if (parent && parent->path[0])
+		buf_printf(&p, "%s/%s", parent->path, name);
+	else
+		buf_puts(&p, name);
+	n->path = buf_steal(&p);
+	if (!n->name || !n->path) {
+		free(n->name);
+		free(n->path);
+		free(n);
+		return NULL;
+	}
+	n->is_dir = is_dir;
+	n->parent = parent;
+	if (parent)
+		parent->refs++;
+	if (t->count + 1 > t->nbuckets)
+		grow(t);
+	insert_ino(t, n);
+	insert_path(t, n);
+	t->count++;
+	return n;
+}
+
+fs_itable *fs_itable_new(void)
+{
+	fs_itable *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->nbuckets = 1024;
+	t->by_ino = calloc(t->nbuckets, sizeof *t->by_ino);
+	t->by_path = calloc(t->nbuckets, sizeof *t->by_path);
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	t->next_ino = 1; /* FUSE_ROOT_ID */
+	if (t->by_ino && t->by_path)
+		t->root = node_new(t, NULL, "", true);
+	if (!t->root) {
+		fs_itable_free(t);
+		return NULL;
+	}
+	t->root->nlookup = 1;
+	return t;
+}
+
+static void node_free(fs_inode *n)
+{
+	if (n->listing) {
+		ns_dir_free(n->listing);
+		free(n->listing);
+	}
+	free(n->name);
+	free(n->path);
+	free(n->etag);
+	free(n);
+}
+
+void fs_itable_free(fs_itable *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; t->by_ino && i < t->nbuckets; i++) {
+		for (fs_inode *n = t->by_ino[i], *nx; n; n = nx) {
+			nx = n->next_ino;
+			node_free(n);
+		}
+	}
+	free(t->by_ino);
+	free(t->by_path);
+	pthread_cond_destroy(&t->cv);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+void fs_itable_lock(fs_itable *t)
+{
+	pthread_mutex_lock(&t->mu);
+}
+
+void fs_itable_unlock(fs_itable *t)
+{
+	pthread_mutex_unlock(&t->mu);
+}
+
+void fs_itable_wait(fs_itable *t)
+{
+	pthread_cond_wait(&t->cv, &t->mu);
+}
+
+void fs_itable_broadcast(fs_itable *t)
+{
+	pthread_cond_broadcast(&t->cv);
+}
+
+fs_inode *fs_itable_root(fs_itable *t)
+{
+	return t->root;
+}
+
+fs_inode *fs_itable_get(fs_itable *t, uint64_t ino)
+{
+	for (fs_inode *n = t->by_ino[ino_slot(t, ino)]; n; n = n->next_ino)
+		if (n->ino == ino)
+			return n;
+	return NULL;
+}
+
+static fs_inode *find_path(fs_itable *t, const char *path)
+{
+	for (fs_inode *n = t->by_path[path_slot(t, path)]; n; n = n->next_path)
+		if (strcmp(n->path, path) == 0)
+			return n;
+	return NULL;
+}
+
+fs_inode *fs_itable_child(fs_itable *t, fs_inode *parent, const char *name,
+			  bool is_dir)
+{
+	buf p = BUF_INIT;
+	if (parent->path[0])
+		buf_printf(&p, "%s/%s", parent->path, name);
+	else
+		buf_puts(&p, name);
+	fs_inode *n = find_path(t, buf_cstr(&p));
+	buf_free(&p);
+	if (n && n->is_dir == is_dir && n->parent == parent)
+		return n;
+	if (n)
+		remove_path(t, n); /* changed type remotely: a new inode */
+	return node_new(t, parent, name, is_dir);
+}
+
+static void maybe_free(fs_itable *t, fs_inode *n)
+{
+	while (n && n != t->root && n->nlookup == 0 && n->refs == 0) {
+		fs_inode *parent = n->parent;
+		if (!n->detached)
+			remove_path(t, n);
+		remove_ino(t, n);
+		t->count--;
+		node_free(n);
+		if (parent)
+			parent->refs--;
+		n = parent;
+	}
+}
+
+void fs_itable_forget(fs_itable *t, fs_inode *n, uint64_t nlookup)
+{
+	n->nlookup = nlookup > n->nlookup ? 0 : n->nlookup - nlookup;
+	maybe_free(t, n);
+}
+
+void fs_inode_ref(fs_inode *n)
+{
+	n->refs++;
+}
+
+void fs_itable_unref(fs_itable *t, fs_inode *n)
+{
+	n->refs--;
+	maybe_free(t, n);
+}
+
+size_t fs_itable_count(fs_itable *t)
+{
+	return t->count;
+}
+
+double fs_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}

@@ -1,1 +1,80 @@
-/* stub */
+/*
+ * fs_inode: the inode table of the mount.
+ *
+ * Every name the kernel knows has an fs_inode.  Inode numbers are never
+ * reused (a 64-bit counter), so the FUSE generation can stay 0.  Two
+ * indexes: by number (for every FUSE call) and by path (so a lookup of a
+ * known path returns the same inode).  Lifetime follows the FUSE protocol:
+ * nlookup counts lookups the kernel holds and `forget` drops them; a node
+ * also holds internal references (children keep their parent, open handles
+ * keep their node).  A node is freed when both reach zero.  If a path
+ * changes type remotely (file becomes directory), the old node is detached
+ * from the path index and a new one takes its place; the old number stays
+ * valid until forgotten.
+ *
+ * Locking: the table has one mutex; every function here requires it held
+ * (fs_itable_lock) except new/free.  Nodes carry no lock of their own.
+ */
+#ifndef CKPTFS_FS_INODE_H
+#define CKPTFS_FS_INODE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "fs/namespace.h"
+
+typedef struct fs_inode fs_inode;
+
+struct fs_inode {
+	uint64_t ino;
+	uint64_t nlookup; /* kernel references */
+	uint64_t refs;    /* internal references */
+	fs_inode *parent; /* NULL for the root */
+	char *name;       /* "" for the root */
+	char *path;       /* relative to the mount root: "", "a", "a/b" */
+	bool is_dir;
+	bool detached; /* no longer in the path index */
+
+	/* attributes (files: from listing or HEAD) */
+	uint64_t size;
+	char *etag;
+	struct timespec mtime;
+	double attr_time; /* monotonic seconds when attributes were set */
+
+	/* directories: cached listing */
+	ns_dir *listing;
+	double listing_time;
+	bool listing_busy; /* a thread is fetching it */
+
+	/* private to the table */
+	fs_inode *next_ino, *next_path;
+};
+
+typedef struct fs_itable fs_itable;
+
+fs_itable *fs_itable_new(void);
+void fs_itable_free(fs_itable *t);
+void fs_itable_lock(fs_itable *t);
+void fs_itable_unlock(fs_itable *t);
+/* Condition tied to the table mutex, for waiting on listing_busy. */
+void fs_itable_wait(fs_itable *t);
+void fs_itable_broadcast(fs_itable *t);
+
+fs_inode *fs_itable_root(fs_itable *t);
+fs_inode *fs_itable_get(fs_itable *t, uint64_t ino);
+/* Finds or creates the child `name` of parent with the given type. */
+fs_inode *fs_itable_child(fs_itable *t, fs_inode *parent, const char *name,
+			  bool is_dir);
+/* Drops n kernel references; frees the node when nothing holds it. */
+void fs_itable_forget(fs_itable *t, fs_inode *n, uint64_t nlookup);
+void fs_inode_ref(fs_inode *n);
+void fs_itable_unref(fs_itable *t, fs_inode *n);
+size_t fs_itable_count(fs_itable *t);
+
+/* Monotonic clock in seconds. */
+double fs_now(void);
+
+#endif

@@ -1,1 +1,278 @@
-/* stub: to be written */
+/*
+ * fs_mount: mount orchestration (see mount.h for the fork discipline).
+ */
+#include "fs/mount.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "http/loop.h"
+#include "s3/client.h"
+#include "util/buf.h"
+#include "util/log.h"
+
+void mount_args_init(mount_args *a)
+{
+	memset(a, 0, sizeof *a);
+	a->fs.entry_timeout = 1.0;
+	a->fs.attr_timeout = 1.0;
+	a->fs.dir_timeout = 1.0;
+	a->fs.uid = getuid();
+	a->fs.gid = getgid();
+	a->fs.umask = 022;
+}
+
+void mount_args_free(mount_args *a)
+{
+	free(a->url);
+	free(a->mountpoint);
+	free(a->endpoint);
+	free(a->region);
+	free(a->profile);
+	free(a->ca_bundle);
+}
+
+static int check_mountpoint(const mount_args *a)
+{
+	struct stat st;
+	if (stat(a->mountpoint, &st) < 0) {
+		fprintf(stderr, "ckptfs: mountpoint %s: %s\n", a->mountpoint,
+			strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "ckptfs: mountpoint %s is not a directory\n",
+			a->mountpoint);
+		return -1;
+	}
+	if (a->nonempty)
+		return 0;
+	DIR *d = opendir(a->mountpoint);
+	if (!d) {
+		fprintf(stderr, "ckptfs: mountpoint %s: %s\n", a->mountpoint,
+			strerror(errno));
+		return -1;
+	}
+	struct dirent *de;
+	bool empty = true;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = false;
+	closedir(d);
+	if (!empty) {
+		fprintf(stderr,
+			"ckptfs: mountpoint %s is not empty (use -o nonempty "
+			"to mount over it anyway)\n",
+			a->mountpoint);
+		return -1;
+	}
+	return 0;
+}
+
+static void explain_access_error(const s3_settings *s, const s3_err *e)
+{
+	const char *hint = "";
+	if (strcmp(e->code, "NoSuchBucket") == 0)
+		hint = "the bucket does not exist";
+	else if (strcmp(e->code, "InvalidAccessKeyId") == 0 ||
+		 strcmp(e->code, "SignatureDoesNotMatch") == 0 ||
+		 e->http_status == 403)
+		hint = "the credentials were refused; check the access key, "
+		       "secret and profile";
+	else if (e->curl_code)
+		hint = "the endpoint cannot be reached";
+	fprintf(stderr, "ckptfs: cannot mount s3://%s/%s from %s: %s%s%s\n",
+		s->bucket, s->prefix, s->endpoint, hint, hint[0] ? ": " : "",
+		e->msg);
+}
+
+/* Everything up to a live, empty FUSE session.  Returns NULL on error. */
+struct mounted {
+	s3_settings settings;
+	creds_chain *creds;
+	http_loop *loop;
+	s3_client *s3;
+	fs_ctx *fs;
+	struct fuse_session *se;
+};
+
+static void mounted_free(struct mounted *m)
+{
+	if (m->se)
+		fuse_session_destroy(m->se);
+	fs_ctx_free(m->fs);
+	s3_client_free(m->s3);
+	http_loop_free(m->loop);
+	creds_chain_free(m->creds);
+	s3_settings_free(&m->settings);
+}
+
+static int setup_s3(mount_args *a, struct mounted *m)
+{
+	char *err = NULL;
+	s3_settings *s = &m->settings;
+	if (s3_parse_url(a->url, &s->bucket, &s->prefix, &err) < 0)
+		goto fail;
+	s->endpoint = a->endpoint ? strdup(a->endpoint) : NULL;
+	s->region = a->region ? strdup(a->region) : NULL;
+	s->profile = a->profile ? strdup(a->profile) : NULL;
+	s->ca_bundle = a->ca_bundle ? strdup(a->ca_bundle) : NULL;
+	s->addressing = a->addressing;
+	if (s3_settings_resolve(s, &err) < 0)
+		goto fail;
+	if (check_mountpoint(a) < 0)
+		return -1;
+	m->creds = creds_chain_new(s->profile);
+	s3_creds c = {0};
+	if (!m->creds || creds_chain_get(m->creds, &c, &err) < 0)
+		goto fail;
+	s3_creds_free(&c);
+	http_loop_opts lo = {.ca_bundle = s->ca_bundle,
+			     .insecure = a->insecure};
+	m->loop = http_loop_new(&lo);
+	s3_client_opts co = {.retry = RETRY_POLICY_DEFAULT};
+	m->s3 = m->loop ? s3_client_new(s, m->creds, m->loop, &co) : NULL;
+	if (!m->s3) {
+		fprintf(stderr, "ckptfs: cannot start the S3 client\n");
+		return -1;
+	}
+	s3_err e;
+	if (s3_check_access(m->s3, s->prefix, &e) < 0) {
+		explain_access_error(s, &e);
+		return -1;
+	}
+	return 0;
+fail:
+	fprintf(stderr, "ckptfs: %s\n", err ? err : "out of memory");
+	free(err);
+	return -1;
+}
+
+static int setup_fuse(mount_args *a, struct mounted *m)
+{
+	m->fs = fs_ctx_new(m->s3, m->settings.prefix, &a->fs);
+	if (!m->fs)
+		return -1;
+	buf o = BUF_INIT;
+	buf_printf(&o, "fsname=s3://%s/%s,subtype=ckptfs,default_permissions",
+		   m->settings.bucket, m->settings.prefix);
+	if (a->allow_other)
+		buf_puts(&o, ",allow_other");
+	char *argv[] = {"ckptfs", "-o", (char *)buf_cstr(&o), NULL};
+	struct fuse_args fa = FUSE_ARGS_INIT(3, argv);
+	m->se = fuse_session_new(&fa, fs_lowlevel_ops(),
+				 sizeof(struct fuse_lowlevel_ops), m->fs);
+	fuse_opt_free_args(&fa);
+	buf_free(&o);
+	if (!m->se) {
+		fprintf(stderr, "ckptfs: cannot create the FUSE session\n");
+		return -1;
+	}
+	if (fuse_session_mount(m->se, a->mountpoint) != 0) {
+		fprintf(stderr, "ckptfs: cannot mount on %s (is /dev/fuse "
+				"available and fusermount3 installed?)\n",
+			a->mountpoint);
+		return -1;
+	}
+	return 0;
+}
+
+static int serve(struct mounted *m)
+{
+	if (fuse_set_signal_handlers(m->se) != 0)
+		return -1;
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_max_threads(cfg, 16);
+	fuse_loop_cfg_set_idle_threads(cfg, 8);
+	log_info("mounted s3://%s/%s", m->settings.bucket, m->settings.prefix);
+	int rc = fuse_session_loop_mt(m->se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	fuse_remove_signal_handlers(m->se);
+	fuse_session_unmount(m->se);
+	log_info("unmounted");
+	return rc;
+}
+
+static void report(int fd, char status)
+{
+	if (fd < 0)
+		return;
+	ssize_t w = write(fd, &status, 1);
+	(void)w;
+	close(fd);
+}
+
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+	if (fd < 0)
+		return;
+	dup2(fd, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
+static int run(mount_args *a, int ready_fd)
+{
+	struct mounted m;
+	memset(&m, 0, sizeof m);
+	int rc = 1;
+	if (setup_s3(a, &m) == 0 && setup_fuse(a, &m) == 0) {
+		report(ready_fd, 'y');
+		if (!a->foreground) {
+			if (!a->log_set || a->use_syslog)
+				detach_stdio();
+			int r = chdir("/");
+			(void)r;
+		}
+		rc = serve(&m) == 0 ? 0 : 1;
+	} else {
+		report(ready_fd, 'n');
+	}
+	mounted_free(&m);
+	return rc;
+}
+
+int fs_mount_main(mount_args *a)
+{
+	bool syslog_mode = a->log_set ? a->use_syslog : !a->foreground;
+	log_init(a->debug ? LOG_LVL_DEBUG : LOG_LVL_INFO, syslog_mode);
+	if (a->foreground)
+		return run(a, -1);
+	int p[2];
+	if (pipe(p) < 0) {
+		perror("ckptfs: pipe");
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("ckptfs: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		setsid();
+		_exit(run(a, p[1]));
+	}
+	close(p[1]);
+	char status = 'n';
+	ssize_t r;
+	while ((r = read(p[0], &status, 1)) < 0 && errno == EINTR)
+		;
+	close(p[0]);
+	if (r == 1 && status == 'y')
+		return 0;
+	int ws;
+	waitpid(pid, &ws, 0);
+	return 1;
+}

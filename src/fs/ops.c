@@ -1,1 +1,779 @@
-/* stub: to be written */
+/*
+ * fs_ops: FUSE low-level operations.
+ *
+ * Concurrency: libfuse's multi-threaded loop calls these from several
+ * worker threads.  The inode table (and everything hanging off inodes:
+ * attributes, listings) is guarded by the table mutex, which is never held
+ * across network I/O: a thread that needs a listing marks the directory
+ * busy, drops the lock, lists, and publishes the result; others wait on the
+ * table's condition variable instead of listing the same directory twice.
+ * Open handles are owned by one fs_handle each with its own mutex for the
+ * read window.
+ *
+ * Directory mtime: the newest LastModified among the objects of its own
+ * listing (marker included), known once the directory has been listed.
+ * Until then the entry is returned with attr_timeout 0 so that a stat asks
+ * again (getattr lists the directory to learn it).
+ */
+#include "fs/ops.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "fs/inode.h"
+#include "fs/namespace.h"
+#include "util/buf.h"
+#include "util/log.h"
+
+#define LOGGED_MAX 4096
+
+struct fs_ctx {
+	s3_client *s3;
+	char *prefix;
+	fs_itable *it;
+	fs_opts o;
+	struct timespec mount_time;
+	pthread_mutex_t log_mu;
+	uint64_t logged[LOGGED_MAX]; /* hashes of keys already reported */
+	size_t n_logged;
+};
+
+typedef struct fs_handle {
+	fs_inode *node; /* holds a reference */
+	char *key;
+	char etag[128];
+	uint64_t size;
+	pthread_mutex_t mu;
+	char *win;          /* read window */
+	uint64_t win_off;
+	size_t win_len, win_cap;
+	uint64_t next_seq;  /* where a sequential reader would read next */
+	size_t ra;          /* current read-ahead size */
+} fs_handle;
+
+typedef struct fs_dirent_snap {
+	char *name;
+	bool is_dir;
+	uint64_t size;
+	struct timespec mtime;
+} fs_dirent_snap;
+
+typedef struct fs_dirhandle {
+	fs_dirent_snap *v;
+	size_t n;
+} fs_dirhandle;
+
+/* ---- context ---------------------------------------------------------- */
+
+fs_ctx *fs_ctx_new(s3_client *s3, const char *prefix, const fs_opts *o)
+{
+	fs_ctx *fs = calloc(1, sizeof *fs);
+	if (!fs)
+		return NULL;
+	fs->s3 = s3;
+	fs->prefix = strdup(prefix);
+	fs->it = fs_itable_new();
+	fs->o = *o;
+	if (!fs->o.readahead_max)
+		fs->o.readahead_max = 8u << 20;
+	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
+	pthread_mutex_init(&fs->log_mu, NULL);
+	if (!fs->prefix || !fs->it) {
+		fs_ctx_free(fs);
+		return NULL;
+	}
+	fs_itable_root(fs->it)->mtime = fs->mount_time;
+	return fs;
+}
+
+void fs_ctx_free(fs_ctx *fs)
+{
+	if (!fs)
+		return;
+	fs_itable_free(fs->it);
+	pthread_mutex_destroy(&fs->log_mu);
+	free(fs->prefix);
+	free(fs);
+}
+
+static fs_ctx *ctx(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* Logs each skipped key once per mount (bounded memory). */
+static void report_key(void *arg, const char *key, size_t key_len,
+		       ns_reason why)
+{
+	fs_ctx *fs = arg;
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < key_len; i++)
+		h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
+	pthread_mutex_lock(&fs->log_mu);
+	bool seen = false;
+	for (size_t i = 0; i < fs->n_logged && !seen; i++)
+		seen = fs->logged[i] == h;
+	if (!seen && fs->n_logged < LOGGED_MAX)
+		fs->logged[fs->n_logged++] = h;
+	pthread_mutex_unlock(&fs->log_mu);
+	if (seen)
+		return;
+	log_warn("skipping key \"%.*s\": %s", (int)key_len, key,
+		 why == NS_SKIP_SHADOWED_BY_DIR
+			 ? "a directory of the same name hides it"
+			 : "it cannot be a path (empty, '.', '..' or over 255 bytes component)");
+}
+
+/* ---- keys and attributes ---------------------------------------------- */
+
+static char *object_key(fs_ctx *fs, const fs_inode *n)
+{
+	buf b = BUF_INIT;
+	buf_printf(&b, "%s%s", fs->prefix, n->path);
+	return buf_steal(&b);
+}
+
+static char *dir_prefix(fs_ctx *fs, const fs_inode *d)
+{
+	buf b = BUF_INIT;
+	buf_puts(&b, fs->prefix);
+	if (d->path[0])
+		buf_printf(&b, "%s/", d->path);
+	return buf_steal(&b);
+}
+
+static void fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = n->ino;
+	st->st_uid = fs->o.uid;
+	st->st_gid = fs->o.gid;
+	if (n->is_dir) {
+		st->st_mode = S_IFDIR | (0777 & ~fs->o.umask);
+		st->st_nlink = 2;
+		st->st_size = 4096;
+	} else {
+		st->st_mode = S_IFREG | (0666 & ~fs->o.umask);
+		st->st_nlink = 1;
+		st->st_size = (off_t)n->size;
+		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	}
+	st->st_blksize = 1 << 20;
+	struct timespec t = n->mtime;
+	if (t.tv_sec == 0 && t.tv_nsec == 0)
+		t = fs->mount_time;
+	st->st_mtim = st->st_ctim = st->st_atim = t;
+}
+
+static void set_file_attrs(fs_inode *n, const ns_entry *e)
+{
+	n->size = e->size;
+	n->mtime = e->mtime;
+	if (!n->etag || !e->etag || strcmp(n->etag, e->etag) != 0) {
+		free(n->etag);
+		n->etag = e->etag ? strdup(e->etag) : NULL;
+	}
+	n->attr_time = fs_now();
+}
+
+/* ---- listings --------------------------------------------------------- */
+
+static int fetch_listing(fs_ctx *fs, const char *prefix, ns_dir *out,
+			 s3_err *e)
+{
+	ns_dir_init(out, report_key, fs);
+	char *token = NULL;
+	int rc = 0;
+	do {
+		s3_list_result page = {0};
+		rc = s3_list_page(fs->s3, prefix, "/", token, 1000, &page, e);
+		free(token);
+		token = NULL;
+		if (rc < 0)
+			break;
+		if (ns_dir_add_page(out, prefix, &page) < 0) {
+			s3_list_result_free(&page);
+			e->err = ENOMEM;
+			rc = -1;
+			break;
+		}
+		if (page.truncated && page.next_token)
+			token = strdup(page.next_token);
+		s3_list_result_free(&page);
+	} while (token);
+	if (rc < 0) {
+		ns_dir_free(out);
+		return -1;
+	}
+	ns_dir_finish(out);
+	return 0;
+}
+
+/*
+ * Makes d->listing fresh.  Called and returns with the table locked; drops
+ * the lock while listing.  Returns 0 or a negative errno.
+ */
+static int dir_load(fs_ctx *fs, fs_inode *d)
+{
+	for (;;) {
+		if (d->listing && fs_now() - d->listing_time < fs->o.dir_timeout)
+			return 0;
+		if (!d->listing_busy)
+			break;
+		fs_itable_wait(fs->it);
+	}
+	d->listing_busy = true;
+	fs_inode_ref(d);
+	char *prefix = dir_prefix(fs, d);
+	fs_itable_unlock(fs->it);
+
+	ns_dir *nd = calloc(1, sizeof *nd);
+	s3_err e = {0};
+	int rc = nd ? fetch_listing(fs, prefix, nd, &e) : -1;
+	if (rc < 0) {
+		log_error("%s", e.msg[0] ? e.msg : "out of memory listing");
+		free(nd);
+		nd = NULL;
+		rc = -(e.err ? e.err : EIO);
+	}
+	free(prefix);
+
+	fs_itable_lock(fs->it);
+	d->listing_busy = false;
+	fs_itable_broadcast(fs->it);
+	if (nd) {
+		if (d->listing) {
+			ns_dir_free(d->listing);
+			free(d->listing);
+		}
+		d->listing = nd;
+		d->listing_time = fs_now();
+		if (nd->newest.tv_sec)
+			d->mtime = nd->newest;
+		d->attr_time = d->listing_time;
+	}
+	fs_itable_unref(fs->it, d);
+	return rc;
+}
+
+/* Child inode for a listing entry, attributes updated. Table locked. */
+static fs_inode *child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
+{
+	fs_inode *c = fs_itable_child(fs->it, parent, e->name, e->is_dir);
+	if (!c)
+		return NULL;
+	if (!e->is_dir)
+		set_file_attrs(c, e);
+	else if (!c->listing && (e->mtime.tv_sec || e->mtime.tv_nsec))
+		c->mtime = e->mtime;
+	return c;
+}
+
+static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
+{
+	/* a directory whose mtime is not known yet: make stat ask again */
+	if (n->is_dir && !n->listing)
+		return 0.0;
+	return fs->o.attr_timeout;
+}
+
+static void fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep)
+{
+	memset(ep, 0, sizeof *ep);
+	ep->ino = n->ino;
+	ep->generation = 0;
+	ep->entry_timeout = fs->o.entry_timeout;
+	ep->attr_timeout = entry_attr_timeout(fs, n);
+	fill_stat(fs, n, &ep->attr);
+}
+
+/* ---- lookup / getattr / forget ---------------------------------------- */
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fs_ctx *fs = ctx(req);
+	fs_itable_lock(fs->it);
+	fs_inode *p = fs_itable_get(fs->it, parent);
+	if (!p || !p->is_dir) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, p ? ENOTDIR : ENOENT);
+		return;
+	}
+	int rc = dir_load(fs, p);
+	const ns_entry *e = rc == 0 ? ns_dir_find(p->listing, name) : NULL;
+	if (rc < 0 || !e) {
+		fs_itable_unlock(fs->it);
+		if (rc < 0) {
+			fuse_reply_err(req, -rc);
+		} else {
+			struct fuse_entry_param ep = {0};
+			ep.entry_timeout = fs->o.entry_timeout;
+			fuse_reply_entry(req, &ep); /* cached negative entry */
+		}
+		return;
+	}
+	fs_inode *c = child_for(fs, p, e);
+	if (!c) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	c->nlookup++;
+	struct fuse_entry_param ep;
+	fill_entry(fs, c, &ep);
+	fs_itable_unlock(fs->it);
+	fuse_reply_entry(req, &ep);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_ctx *fs = ctx(req);
+	fs_itable_lock(fs->it);
+	fs_inode *n = fs_itable_get(fs->it, ino);
+	if (n)
+		fs_itable_forget(fs->it, n, nlookup);
+	fs_itable_unlock(fs->it);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	fs_ctx *fs = ctx(req);
+	fs_itable_lock(fs->it);
+	for (size_t i = 0; i < count; i++) {
+		fs_inode *n = fs_itable_get(fs->it, forgets[i].ino);
+		if (n)
+			fs_itable_forget(fs->it, n, forgets[i].nlookup);
+	}
+	fs_itable_unlock(fs->it);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	fs_ctx *fs = ctx(req);
+	fs_itable_lock(fs->it);
+	fs_inode *n = fs_itable_get(fs->it, ino);
+	if (!n) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->is_dir) {
+		int rc = dir_load(fs, n); /* learns the directory's mtime */
+		if (rc < 0)
+			log_debug("getattr %s: listing failed, stale mtime",
+				  n->path);
+	}
+	struct stat st;
+	fill_stat(fs, n, &st);
+	fs_itable_unlock(fs->it);
+	fuse_reply_attr(req, &st, fs->o.attr_timeout);
+}
+
+/* ---- directories ------------------------------------------------------ */
+
+static void dirhandle_free(fs_dirhandle *dh)
+{
+	for (size_t i = 0; i < dh->n; i++)
+		free(dh->v[i].name);
+	free(dh->v);
+	free(dh);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	fs_ctx *fs = ctx(req);
+	fs_itable_lock(fs->it);
+	fs_inode *d = fs_itable_get(fs->it, ino);
+	if (!d || !d->is_dir) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
+		return;
+	}
+	int rc = dir_load(fs, d);
+	if (rc < 0) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* a snapshot keeps offsets stable while the listing is refreshed */
+	fs_dirhandle *dh = calloc(1, sizeof *dh);
+	size_t n = d->listing->n;
+	if (dh && n)
+		dh->v = calloc(n, sizeof *dh->v);
+	if (!dh || (n && !dh->v)) {
+		fs_itable_unlock(fs->it);
+		free(dh);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const ns_entry *e = &d->listing->v[i];
+		dh->v[i] = (fs_dirent_snap){strdup(e->name), e->is_dir,
+					    e->size, e->mtime};
+		if (!dh->v[i].name)
+			break;
+		dh->n++;
+	}
+	fs_itable_unlock(fs->it);
+	fi->fh = (uint64_t)(uintptr_t)dh;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+static fs_inode *snap_child(fs_ctx *fs, fs_inode *d, const fs_dirent_snap *s)
+{
+	ns_entry e = {.name = s->name, .is_dir = s->is_dir, .size = s->size,
+		      .etag = NULL, .mtime = s->mtime};
+	fs_inode *c = fs_itable_child(fs->it, d, s->name, s->is_dir);
+	if (c && !s->is_dir) {
+		/* keep the known etag; the snapshot does not carry it */
+		char *etag = c->etag;
+		c->etag = NULL;
+		set_file_attrs(c, &e);
+		c->etag = etag;
+	}
+	return c;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, struct fuse_file_info *fi, bool plus)
+{
+	fs_ctx *fs = ctx(req);
+	fs_dirhandle *dh = (fs_dirhandle *)(uintptr_t)fi->fh;
+	char *out = malloc(size);
+	if (!out) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	fs_itable_lock(fs->it);
+	fs_inode *d = fs_itable_get(fs->it, ino);
+	for (size_t i = (size_t)off; d && i < dh->n + 2; i++) {
+		const char *name;
+		fs_inode *c = NULL;
+		struct stat st;
+		memset(&st, 0, sizeof st);
+		if (i < 2) {
+			name = i == 0 ? "." : "..";
+			c = i == 0 || !d->parent ? d : d->parent;
+		} else {
+			name = dh->v[i - 2].name;
+			c = snap_child(fs, d, &dh->v[i - 2]);
+			if (!c)
+				break;
+		}
+		size_t need;
+		if (plus) {
+			struct fuse_entry_param ep;
+			fill_entry(fs, c, &ep);
+			if (i < 2) {
+				/* "." and "..": no entry, no lookup count */
+				ep.ino = 0;
+				ep.entry_timeout = ep.attr_timeout = 0;
+			}
+			need = fuse_add_direntry_plus(req, out + used,
+						      size - used, name, &ep,
+						      (off_t)(i + 1));
+			if (need <= size - used && i >= 2)
+				c->nlookup++;
+		} else {
+			fill_stat(fs, c, &st);
+			need = fuse_add_direntry(req, out + used, size - used,
+						 name, &st, (off_t)(i + 1));
+		}
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fs_itable_unlock(fs->it);
+	fuse_reply_buf(req, out, used);
+	free(out);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	dirhandle_free((fs_dirhandle *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+static void handle_free(fs_ctx *fs, fs_handle *h)
+{
+	fs_itable_lock(fs->it);
+	fs_itable_unref(fs->it, h->node);
+	fs_itable_unlock(fs->it);
+	pthread_mutex_destroy(&h->mu);
+	free(h->key);
+	free(h->win);
+	free(h);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fs_ctx *fs = ctx(req);
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fs_itable_lock(fs->it);
+	fs_inode *n = fs_itable_get(fs->it, ino);
+	if (!n || n->is_dir) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, n ? EISDIR : ENOENT);
+		return;
+	}
+	fs_inode_ref(n);
+	char *key = object_key(fs, n);
+	fs_itable_unlock(fs->it);
+
+	/* pin the version this handle reads */
+	s3_head_result hr;
+	s3_err e;
+	fs_handle *h = calloc(1, sizeof *h);
+	if (!h || !key || s3_head(fs->s3, key, &hr, &e) < 0) {
+		int err = h && key ? e.err : ENOMEM;
+		if (h && key)
+			log_warn("open %s: %s", key, e.msg);
+		free(h);
+		free(key);
+		fs_itable_lock(fs->it);
+		fs_itable_unref(fs->it, n);
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, err);
+		return;
+	}
+	h->node = n;
+	h->key = key;
+	h->size = hr.size;
+	snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
+	pthread_mutex_init(&h->mu, NULL);
+	h->ra = 1u << 20;
+
+	fs_itable_lock(fs->it);
+	n->size = hr.size;
+	if (hr.mtime.tv_sec)
+		n->mtime = hr.mtime;
+	free(n->etag);
+	n->etag = strdup(hr.etag);
+	n->attr_time = fs_now();
+	fs_itable_unlock(fs->it);
+
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->keep_cache = 0;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		handle_free(fs, h); /* interrupted open */
+}
+
+/* Fetches a window starting at off into h->win.  h->mu held. */
+static int window_fill(fs_ctx *fs, fs_handle *h, uint64_t off, size_t want)
+{
+	bool seq = off == h->next_seq;
+	h->ra = seq ? h->ra * 2 : (1u << 20);
+	if (h->ra > fs->o.readahead_max)
+		h->ra = fs->o.readahead_max;
+	size_t len = want > h->ra ? want : h->ra;
+	if (len > h->size - off)
+		len = (size_t)(h->size - off);
+	if (len > h->win_cap) {
+		char *p = realloc(h->win, len);
+		if (!p)
+			return -ENOMEM;
+		h->win = p;
+		h->win_cap = len;
+	}
+	size_t got = 0;
+	s3_err e;
+	if (s3_get_range(fs->s3, h->key, off, len, h->etag, h->win, &got,
+			 &e) < 0) {
+		h->win_len = 0;
+		if (e.err == ESTALE)
+			log_error("read %s: the object changed since it was "
+				  "opened; reopen to read the new version",
+				  h->key);
+		else
+			log_error("read %s: %s", h->key, e.msg);
+		return e.err == ESTALE ? -EIO : -(e.err ? e.err : EIO);
+	}
+	h->win_off = off;
+	h->win_len = got;
+	return 0;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	fs_ctx *fs = ctx(req);
+	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
+	uint64_t uoff = (uint64_t)off;
+	if (off < 0 || uoff >= h->size || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > h->size - uoff)
+		size = (size_t)(h->size - uoff);
+	pthread_mutex_lock(&h->mu);
+	bool hit = uoff >= h->win_off && uoff + size <= h->win_off + h->win_len;
+	int rc = hit ? 0 : window_fill(fs, h, uoff, size);
+	if (rc == 0 && uoff + size > h->win_off + h->win_len)
+		size = (size_t)(h->win_off + h->win_len - uoff); /* short */
+	if (rc < 0) {
+		pthread_mutex_unlock(&h->mu);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	h->next_seq = uoff + size;
+	fuse_reply_buf(req, h->win + (uoff - h->win_off), size);
+	pthread_mutex_unlock(&h->mu);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	handle_free(ctx(req), (fs_handle *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- misc ------------------------------------------------------------- */
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	memset(&sv, 0, sizeof sv);
+	sv.f_bsize = 1 << 20;
+	sv.f_frsize = 4096;
+	sv.f_blocks = sv.f_bfree = sv.f_bavail = (fsblkcnt_t)1 << 38; /* 1 PiB */
+	sv.f_files = sv.f_ffree = sv.f_favail = (fsfilcnt_t)1 << 32;
+	sv.f_namemax = 255;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	fuse_reply_err(req, ENODATA);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+}
+
+/* Every modifying operation: the mount is read-only for now. */
+static void ro_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
+		     dev_t r)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_unlink(fuse_req_t req, fuse_ino_t p, const char *n)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_symlink(fuse_req_t req, const char *l, fuse_ino_t p,
+		       const char *n)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_rename(fuse_req_t req, fuse_ino_t p, const char *n,
+		      fuse_ino_t np, const char *nn, unsigned int f)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_link(fuse_req_t req, fuse_ino_t i, fuse_ino_t np,
+		    const char *nn)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_setattr(fuse_req_t req, fuse_ino_t i, struct stat *a, int t,
+		       struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
+		      struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_setxattr(fuse_req_t req, fuse_ino_t i, const char *n,
+			const char *v, size_t s, int f)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_removexattr(fuse_req_t req, fuse_ino_t i, const char *n)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void ro_fallocate(fuse_req_t req, fuse_ino_t i, int m, off_t o,
+			 off_t l, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.access = op_access,
+	.mknod = ro_mknod,
+	.mkdir = ro_mkdir,
+	.unlink = ro_unlink,
+	.rmdir = ro_unlink,
+	.symlink = ro_symlink,
+	.rename = ro_rename,
+	.link = ro_link,
+	.setattr = ro_setattr,
+	.create = ro_create,
+	.setxattr = ro_setxattr,
+	.removexattr = ro_removexattr,
+	.fallocate = ro_fallocate,
+};
+
+const struct fuse_lowlevel_ops *fs_lowlevel_ops(void)
+{
+	return &ops;
+}

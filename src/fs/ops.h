@@ -1,1 +1,38 @@
-/* stub */
+/*
+ * fs_ops: the FUSE low-level operations of a read-only mount.
+ *
+ * One function per fuse_lowlevel_ops entry, each replying exactly once.
+ * Directory contents come from ListObjectsV2 listings cached per directory
+ * inode for dir_timeout seconds (namespace rules in fs/namespace.h); file
+ * attributes come from those listings and are refreshed by a HEAD at open,
+ * which also pins the ETag the handle reads (ranged GETs carry If-Match, so
+ * a handle never mixes two versions of an object).  Writes fail with EROFS.
+ */
+#ifndef CKPTFS_FS_OPS_H
+#define CKPTFS_FS_OPS_H
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "s3/client.h"
+
+typedef struct fs_opts {
+	double entry_timeout; /* seconds the kernel caches names */
+	double attr_timeout;  /* seconds the kernel caches attributes */
+	double dir_timeout;   /* seconds a directory listing is reused */
+	uid_t uid;
+	gid_t gid;
+	mode_t umask;
+	size_t readahead_max; /* per-handle read window, bytes */
+} fs_opts;
+
+typedef struct fs_ctx fs_ctx;
+
+/* prefix: "" or "a/b/" (the bucket prefix that is the mount's root). */
+fs_ctx *fs_ctx_new(s3_client *s3, const char *prefix, const fs_opts *o);
+void fs_ctx_free(fs_ctx *fs);
+
+const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
+
+#endif

@@ -1,1 +1,386 @@
-/* stub: to be written */
+/*
+ * http loop: a single thread that owns the CURLM handle.
+ *
+ * Submissions go onto a mutex-protected queue and the thread is woken with
+ * curl_multi_wakeup.  The thread moves queued transfers into the multi
+ * handle, drives curl_multi_perform/curl_multi_poll, and on completion fills
+ * the result fields and calls the transfer's done callback.  Easy handles
+ * are pooled (curl_easy_reset keeps their connection-independent caches);
+ * connections live in the multi handle's pool and are reused by host.
+ */
+#include "http/loop.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/log.h"
+
+#define EASY_POOL_MAX 64
+
+struct http_loop {
+	CURLM *multi;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	http_xfer *q_head, *q_tail; /* submitted, not yet started */
+	http_xfer *active;          /* in the multi handle (loop thread) */
+	bool stopping;
+	http_loop_opts opts;
+	char *ca_bundle;
+	CURL *pool[EASY_POOL_MAX]; /* loop thread only */
+	int pool_n;
+};
+
+static size_t body_cb(char *p, size_t sz, size_t nm, void *arg)
+{
+	http_xfer *x = arg;
+	size_t n = sz * nm;
+	/* Error bodies always go to resp_body so callers can parse them. */
+	if (x->sink && x->status < 300)
+		return x->sink(x->sink_arg, p, n);
+	return buf_append(&x->resp_body, p, n) == 0 ? n : 0;
+}
+
+static size_t header_cb(char *p, size_t sz, size_t nm, void *arg)
+{
+	http_xfer *x = arg;
+	size_t n = sz * nm;
+	/* A new status line starts a new response (redirects, 100-continue). */
+	if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+		buf_reset(&x->resp_headers);
+		const char *sp = memchr(p, ' ', n);
+		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+	}
+	return buf_append(&x->resp_headers, p, n) == 0 ? n : 0;
+}
+
+static CURL *easy_get(http_loop *l)
+{
+	if (l->pool_n > 0)
+		return l->pool[--l->pool_n];
+	return curl_easy_init();
+}
+
+static void easy_put(http_loop *l, CURL *e)
+{
+	curl_easy_reset(e);
+	if (l->pool_n < EASY_POOL_MAX)
+		l->pool[l->pool_n++] = e;
+	else
+		curl_easy_cleanup(e);
+}
+
+static void setup_method(CURL *e, http_xfer *x)
+{
+	if (strcmp(x->method, "HEAD") == 0) {
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(x->method, "GET") != 0) {
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, x->method);
+	}
+	if (x->body || strcmp(x->method, "PUT") == 0 ||
+	    strcmp(x->method, "POST") == 0) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)x->body_len);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body ? x->body : "");
+	}
+}
+
+static CURL *xfer_start(http_loop *l, http_xfer *x)
+{
+	CURL *e = easy_get(l);
+	if (!e)
+		return NULL;
+	x->errbuf[0] = '\0';
+	curl_easy_setopt(e, CURLOPT_URL, x->url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+			 x->timeout_ms ? x->timeout_ms
+				       : l->opts.default_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+			 l->opts.connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	if (l->ca_bundle)
+		curl_easy_setopt(e, CURLOPT_CAINFO, l->ca_bundle);
+	if (l->opts.insecure) {
+		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	setup_method(e, x);
+	return e;
+}
+
+static void xfer_fail_now(http_xfer *x, int code, const char *why)
+{
+	x->curl_code = code;
+	x->status = 0;
+	snprintf(x->errbuf, sizeof x->errbuf, "%s", why);
+	if (x->done)
+		x->done(x, x->done_arg);
+}
+
+static void start_queued(http_loop *l)
+{
+	pthread_mutex_lock(&l->mu);
+	http_xfer *q = l->q_head;
+	l->q_head = l->q_tail = NULL;
+	pthread_mutex_unlock(&l->mu);
+	while (q) {
+		http_xfer *x = q;
+		q = q->next;
+		x->next = NULL;
+		CURL *e = xfer_start(l, x);
+		if (!e) {
+			xfer_fail_now(x, CURLE_OUT_OF_MEMORY, "out of memory");
+			continue;
+		}
+		if (curl_multi_add_handle(l->multi, e) != CURLM_OK) {
+			easy_put(l, e);
+			xfer_fail_now(x, CURLE_FAILED_INIT, "cannot add transfer");
+			continue;
+		}
+		x->easy = e;
+		x->next = l->active;
+		l->active = x;
+	}
+}
+
+static void active_remove(http_loop *l, http_xfer *x)
+{
+	for (http_xfer **pp = &l->active; *pp; pp = &(*pp)->next) {
+		if (*pp == x) {
+			*pp = x->next;
+			break;
+		}
+	}
+	x->next = NULL;
+	x->easy = NULL;
+}
+
+static void finish_done(http_loop *l)
+{
+	CURLMsg *m;
+	int left;
+	while ((m = curl_multi_info_read(l->multi, &left))) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		CURL *e = m->easy_handle;
+		http_xfer *x = NULL;
+		curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&x);
+		x->curl_code = m->data.result;
+		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->status);
+		if (x->curl_code != CURLE_OK && !x->errbuf[0])
+			snprintf(x->errbuf, sizeof x->errbuf, "%s",
+				 curl_easy_strerror(x->curl_code));
+		curl_multi_remove_handle(l->multi, e);
+		easy_put(l, e);
+		active_remove(l, x);
+		if (x->done)
+			x->done(x, x->done_arg);
+	}
+}
+
+static void abort_all(http_loop *l)
+{
+	while (l->active) {
+		http_xfer *x = l->active;
+		CURL *e = x->easy;
+		curl_multi_remove_handle(l->multi, e);
+		easy_put(l, e);
+		active_remove(l, x);
+		xfer_fail_now(x, CURLE_ABORTED_BY_CALLBACK, "shutting down");
+	}
+	pthread_mutex_lock(&l->mu);
+	http_xfer *q = l->q_head;
+	l->q_head = l->q_tail = NULL;
+	pthread_mutex_unlock(&l->mu);
+	while (q) {
+		http_xfer *x = q;
+		q = q->next;
+		xfer_fail_now(x, CURLE_ABORTED_BY_CALLBACK, "shutting down");
+	}
+}
+
+static void *loop_main(void *arg)
+{
+	http_loop *l = arg;
+	for (;;) {
+		pthread_mutex_lock(&l->mu);
+		bool stop = l->stopping;
+		pthread_mutex_unlock(&l->mu);
+		if (stop)
+			break;
+		start_queued(l);
+		int running = 0;
+		curl_multi_perform(l->multi, &running);
+		finish_done(l);
+		curl_multi_poll(l->multi, NULL, 0, 1000, NULL);
+	}
+	abort_all(l);
+	return NULL;
+}
+
+http_loop *http_loop_new(const http_loop_opts *o)
+{
+	http_loop *l = calloc(1, sizeof *l);
+	if (!l)
+		return NULL;
+	l->opts = *o;
+	if (!l->opts.default_timeout_ms)
+		l->opts.default_timeout_ms = 120000;
+	if (!l->opts.connect_timeout_ms)
+		l->opts.connect_timeout_ms = 5000;
+	if (o->ca_bundle)
+		l->ca_bundle = strdup(o->ca_bundle);
+	pthread_mutex_init(&l->mu, NULL);
+	l->multi = curl_multi_init();
+	if (!l->multi)
+		goto fail;
+	curl_multi_setopt(l->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+			  o->max_host_connections ? o->max_host_connections
+						  : 64L);
+	curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS, 128L);
+	if (pthread_create(&l->thread, NULL, loop_main, l) != 0)
+		goto fail;
+	return l;
+fail:
+	if (l->multi)
+		curl_multi_cleanup(l->multi);
+	pthread_mutex_destroy(&l->mu);
+	free(l->ca_bundle);
+	free(l);
+	return NULL;
+}
+
+void http_loop_free(http_loop *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->stopping = true;
+	pthread_mutex_unlock(&l->mu);
+	curl_multi_wakeup(l->multi);
+	pthread_join(l->thread, NULL);
+	for (int i = 0; i < l->pool_n; i++)
+		curl_easy_cleanup(l->pool[i]);
+	curl_multi_cleanup(l->multi);
+	pthread_mutex_destroy(&l->mu);
+	free(l->ca_bundle);
+	free(l);
+}
+
+void http_submit(http_loop *l, http_xfer *x)
+{
+	x->next = NULL;
+	pthread_mutex_lock(&l->mu);
+	bool stopping = l->stopping;
+	if (!stopping) {
+		if (l->q_tail)
+			l->q_tail->next = x;
+		else
+			l->q_head = x;
+		l->q_tail = x;
+	}
+	pthread_mutex_unlock(&l->mu);
+	if (stopping)
+		xfer_fail_now(x, CURLE_ABORTED_BY_CALLBACK, "shutting down");
+	else
+		curl_multi_wakeup(l->multi);
+}
+
+struct waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	http_done_fn inner;
+	void *inner_arg;
+};
+
+static void waiter_done(http_xfer *x, void *arg)
+{
+	struct waiter *w = arg;
+	if (w->inner)
+		w->inner(x, w->inner_arg);
+	pthread_mutex_lock(&w->mu);
+	w->done = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+int http_perform(http_loop *l, http_xfer *x)
+{
+	struct waiter w = {.done = false, .inner = x->done,
+			   .inner_arg = x->done_arg};
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	x->done = waiter_done;
+	x->done_arg = &w;
+	http_submit(l, x);
+	pthread_mutex_lock(&w.mu);
+	while (!w.done)
+		pthread_cond_wait(&w.cv, &w.mu);
+	pthread_mutex_unlock(&w.mu);
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+	x->done = w.inner;
+	x->done_arg = w.inner_arg;
+	return x->curl_code;
+}
+
+void http_xfer_reset_result(http_xfer *x)
+{
+	x->curl_code = 0;
+	x->status = 0;
+	buf_reset(&x->resp_body);
+	buf_reset(&x->resp_headers);
+	x->errbuf[0] = '\0';
+}
+
+void http_xfer_free(http_xfer *x)
+{
+	free(x->url);
+	x->url = NULL;
+	curl_slist_free_all(x->headers);
+	x->headers = NULL;
+	buf_free(&x->resp_body);
+	buf_free(&x->resp_headers);
+}
+
+bool http_xfer_header(const http_xfer *x, const char *name, char *out,
+		      size_t outsz)
+{
+	size_t nl = strlen(name);
+	const char *p = buf_cstr(&x->resp_headers);
+	while (*p) {
+		const char *eol = strchr(p, '\n');
+		size_t linelen = eol ? (size_t)(eol - p) : strlen(p);
+		if (linelen > nl && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
+			const char *v = p + nl + 1;
+			const char *end = p + linelen;
+			while (v < end && (*v == ' ' || *v == '\t'))
+				v++;
+			while (end > v && (end[-1] == '\r' || end[-1] == ' '))
+				end--;
+			size_t vl = (size_t)(end - v);
+			if (vl >= outsz)
+				vl = outsz - 1;
+			memcpy(out, v, vl);
+			out[vl] = '\0';
+			return true;
+		}
+		if (!eol)
+			break;
+		p = eol + 1;
+	}
+	return false;
+}
