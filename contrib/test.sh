@@ -1,0 +1,102 @@
+#!/bin/bash
+# The whole ckptfs test suite on a fresh Debian 12 machine (run as root):
+#   1. install every needed Debian package (contrib/install-deps.sh)
+#   2. build with gcc (-Werror) and run the criterion unit tests (make check)
+#   3. build with clang (-Werror) and run the unit tests again
+#   4. make distcheck (the release tarball builds and passes its unit tests)
+#   5. integration tests: real FUSE mounts against a real Ceph RADOS Gateway
+#   6. ASan+UBSan build: unit and integration tests again
+# Ends with one line "ckptfs tests: N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+top=$(pwd)
+JOBS=$(nproc)
+passed=0
+failed=0
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+# count_make_check LOGFILE: add the automake test-suite counts
+count_make_check() {
+	local p f
+	p=$(grep -h '^# PASS:' "$1" | awk '{s+=$3} END {print s+0}')
+	f=$(grep -hE '^# (FAIL|ERROR|XPASS):' "$1" | awk '{s+=$3} END {print s+0}')
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+# count_pytest LOGFILE: add pytest's "N passed, M failed" summary
+count_pytest() {
+	local line p f e
+	line=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$1" | tail -n 1)
+	p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
+	f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
+	e=$(echo "$line" | grep -oE '[0-9]+ error' | grep -oE '[0-9]+')
+	passed=$((passed + ${p:-0}))
+	failed=$((failed + ${f:-0} + ${e:-0}))
+	[ -n "$line" ] || failed=$((failed + 1))
+}
+
+build() { # build DIR CONFIGURE-ARGS...
+	local dir=$1
+	shift
+	rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" &&
+		"$top"/configure -q "$@" && make -j"$JOBS" >/dev/null
+	local rc=$?
+	cd "$top"
+	return $rc
+}
+
+run_unit() { # run_unit DIR
+	(cd "$1" && make -j"$JOBS" check) >"$1/check.out" 2>&1
+	local rc=$?
+	cat "$1/check.out" | grep -E '^(# |PASS|FAIL|ERROR)' || true
+	count_make_check "$1/check.out"
+	if [ $rc -ne 0 ]; then
+		find "$1/tests" -name '*.log' -exec tail -n 30 {} \; 2>/dev/null
+		failed=$((failed + 1))
+	fi
+}
+
+run_integration() { # run_integration BINARY LABEL
+	local log="$top/build/integration-$2.out"
+	CKPTFS_BIN="$1" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+		"$top/tests/integration" 2>&1 | tee "$log"
+	count_pytest "$log"
+}
+
+step "install dependencies"
+bash contrib/install-deps.sh || exit 1
+
+step "autoreconf"
+autoreconf -fi >/dev/null 2>&1 || { echo "autoreconf failed"; exit 1; }
+
+step "gcc build + unit tests"
+if build build CC=gcc; then run_unit build; else echo "gcc build failed"; failed=$((failed + 1)); fi
+
+step "clang build + unit tests"
+if build build-clang CC=clang; then run_unit build-clang; else echo "clang build failed"; failed=$((failed + 1)); fi
+
+step "distcheck"
+if (cd build && make -j"$JOBS" distcheck >distcheck.out 2>&1); then
+	echo "distcheck ok"; passed=$((passed + 1))
+else
+	tail -n 40 build/distcheck.out; failed=$((failed + 1))
+fi
+
+step "integration tests (gcc build)"
+if [ -x build/ckptfs ]; then run_integration "$top/build/ckptfs" gcc; else failed=$((failed + 1)); fi
+
+step "ASan+UBSan build: unit + integration tests"
+if build build-asan CC=gcc --enable-sanitizers; then
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+	run_unit build-asan
+	run_integration "$top/build-asan/ckptfs" asan
+else
+	echo "sanitizer build failed"; failed=$((failed + 1))
+fi
+
+echo
+echo "ckptfs tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
