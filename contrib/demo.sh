@@ -30,7 +30,7 @@ bash tests/s3server/rgw.sh start "$work/rgw" >/dev/null
 export AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY
 export AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 export AWS_REQUEST_CHECKSUM_CALCULATION=when_required
-aws() { command aws --endpoint-url "$S3_ENDPOINT" "$@"; }
+aws() { /usr/bin/aws --endpoint-url "$S3_ENDPOINT" "$@"; }
 
 echo "== uploading a checkpoint to s3://demo/run1/"
 aws s3 mb s3://demo >/dev/null

@@ -45,6 +45,7 @@ struct s3_req {
 	const char *op; /* for messages: "GET", "LIST", ... */
 	const char *method;
 	const char *key; /* NULL: bucket-level request */
+	const char *what; /* for messages when key is NULL */
 	const char *query;
 	const char *hdr_names[8];
 	const char *hdr_values[8];
@@ -175,7 +176,9 @@ static void err_from_xfer(s3_client *c, const struct s3_req *r,
 	memset(e, 0, sizeof *e);
 	e->curl_code = x->curl_code;
 	e->http_status = x->curl_code ? 0 : x->status;
-	const char *what = r->key ? r->key : "";
+	char what[300];
+	snprintf(what, sizeof what, "s3://%s/%s", c->bucket,
+		 r->key ? r->key : r->what ? r->what : "");
 	if (x->curl_code) {
 		e->err = EIO;
 		snprintf(e->msg, sizeof e->msg, "%s %s: cannot reach %s: %s",
@@ -362,7 +365,7 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 	query_param(&q, "max-keys", mk);
 	query_param(&q, "prefix", prefix ? prefix : "");
 	struct s3_req r = {.op = "LIST", .method = "GET", .key = NULL,
-			   .query = buf_cstr(&q),
+			   .what = prefix, .query = buf_cstr(&q),
 			   .timeout_ms = c->o.meta_timeout_ms};
 	http_xfer x = {0};
 	int rc = do_request(c, &r, &x, e);
@@ -471,7 +474,8 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 	query_param(&q, "max-keys", "1");
 	query_param(&q, "prefix", prefix ? prefix : "");
 	struct s3_req r = {.op = "LIST", .method = "GET", .key = NULL,
-			   .query = buf_cstr(&q), .timeout_ms = 10000,
+			   .what = prefix, .query = buf_cstr(&q),
+			   .timeout_ms = 10000,
 			   .max_attempts = 3};
 	http_xfer x = {0};
 	int rc = do_request(c, &r, &x, e);
