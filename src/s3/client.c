@@ -181,7 +181,7 @@ static void err_from_xfer(s3_client *c, const struct s3_req *r,
 		 r->key ? r->key : r->what ? r->what : "");
 	if (x->curl_code) {
 		e->err = EIO;
-		snprintf(e->msg, sizeof e->msg, "%s %s: cannot reach %s: %s",
+		snprintf(e->msg, sizeof e->msg, "%s %.200s: cannot reach %.100s: %.150s",
 			 r->op, what, c->settings->endpoint, x->errbuf);
 		return;
 	}
@@ -196,7 +196,7 @@ static void err_from_xfer(s3_client *c, const struct s3_req *r,
 	e->err = status_errno(x->status);
 	if (strcmp(e->code, "NoSuchBucket") == 0)
 		e->err = ENOENT;
-	snprintf(e->msg, sizeof e->msg, "%s %s: %s%s%s (HTTP %ld)", r->op,
+	snprintf(e->msg, sizeof e->msg, "%s %.250s: %s%s%.150s (HTTP %ld)", r->op,
 		 what, e->code[0] ? e->code : "error",
 		 se.message && se.message[0] ? ": " : "",
 		 se.message ? se.message : "", x->status);
