@@ -14,6 +14,7 @@ PKGS="
   ceph-mon ceph-osd radosgw ceph-common uuid-runtime
   awscli python3-boto3 python3-torch
   curl attr psmisc procps valgrind
+  s3fs rclone hyperfine
 "
 
 missing=""
