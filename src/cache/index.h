@@ -1,0 +1,124 @@
+/*
+ * cidx: the SQLite index of the read cache, and the liveness of the
+ * processes sharing it (design: doc/cache.md).
+ *
+ * One cidx per process.  Opening it creates the cache directory layout
+ * (DIR 0700, DIR/objects, DIR/owners), the schema, a random owner id and the
+ * owner's lock file held with flock(LOCK_EX) until cidx_close (or death).
+ * All functions are thread-safe (one connection guarded by a mutex) and
+ * run their writes in BEGIN IMMEDIATE transactions so that several
+ * processes on one cache directory see consistent decisions.
+ *
+ * Invariants kept here:
+ *  - a chunks row exists only for bytes already written to the cache file;
+ *  - an entry is complete (state 1) only when every chunk has a row;
+ *  - an entry with a live pin is never evicted; pins of dead owners are
+ *    reaped before any eviction decision;
+ *  - entries are named by hash; the index stores keys, file names never do.
+ */
+#ifndef CKPTFS_CACHE_INDEX_H
+#define CKPTFS_CACHE_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cidx cidx;
+
+/* 64 hex chars + NUL: SHA-256(bucket NUL key NUL etag). */
+#define CIDX_NAME_LEN 65
+
+enum cidx_role {
+	CIDX_COMPLETE = 0, /* every byte is in the file */
+	CIDX_FILLER,       /* this process downloads the missing chunks */
+	CIDX_FOLLOWER,     /* another live process is downloading it */
+};
+
+typedef struct cidx_entry {
+	char name[CIDX_NAME_LEN];
+	uint64_t size;
+	uint32_t chunk_size;
+	uint32_t n_chunks;
+	/* per chunk, n_chunks each, malloc'd by cidx_acquire/cidx_chunks: */
+	uint8_t *done;  /* 1 when the chunk has a row */
+	uint32_t *crc;  /* its CRC32C when done */
+} cidx_entry;
+
+void cidx_entry_free(cidx_entry *e);
+
+typedef struct cidx_limits {
+	uint64_t cap;      /* cache_size in bytes, 0 = unlimited */
+	uint64_t min_free; /* bytes of free disk to keep, 0 = none */
+} cidx_limits;
+
+/* Opens (creating if needed) the index under dir.  On error returns -1 and
+ * sets *err (malloc'd, names the path). */
+int cidx_open(const char *dir, const cidx_limits *lim, cidx **out, char **err);
+void cidx_close(cidx *x);
+const char *cidx_owner_id(const cidx *x);
+const char *cidx_dir(const cidx *x);
+
+/* Fills name with the entry name of (bucket, key, etag). */
+void cidx_name(const char *bucket, const char *key, size_t key_len,
+	       const char *etag, char name[CIDX_NAME_LEN]);
+
+/* Path of the cache file of name: DIR/objects/<name[0..2]>/<name>. malloc'd */
+char *cidx_path(const cidx *x, const char *name);
+
+/*
+ * At open: finds or creates the entry of (bucket, key, etag, size), pins it
+ * for this process, and says who fills it.  A new entry first reserves its
+ * size, evicting LRU unpinned entries (their files are unlinked); if that is
+ * impossible returns -ENOSPC and creates nothing (the caller reads
+ * uncached).  A complete entry whose file is missing or has the wrong size
+ * is reset to filling (all chunks dropped) with this process as filler.
+ * A filling entry whose filler is dead (or NULL) is taken over: role
+ * CIDX_FILLER with out->done marking the chunks already recorded.
+ * The cache file is created (0600, sparse, full size) when needed.
+ * Returns 0 or a negative errno.
+ */
+int cidx_acquire(cidx *x, const char *bucket, const char *key, size_t key_len,
+		 const char *etag, uint64_t size, uint32_t chunk_size,
+		 cidx_entry *out, enum cidx_role *role);
+
+/* Drops one pin of this process on name and stamps last_use. */
+int cidx_release(cidx *x, const char *name);
+
+/* Records that chunk idx of name is written, with its CRC32C.  Marks the
+ * entry complete when it was the last.  *completed tells which. */
+int cidx_chunk_done(cidx *x, const char *name, uint32_t idx, uint32_t crc,
+		    bool *completed);
+
+/* Batch form: n chunks in one transaction. */
+int cidx_chunks_done(cidx *x, const char *name, const uint32_t *idx,
+		     const uint32_t *crc, size_t n, bool *completed);
+
+/* Forgets chunk idx (its bytes failed verification). */
+int cidx_chunk_forget(cidx *x, const char *name, uint32_t idx);
+
+/* Re-reads the done/crc arrays of e (followers poll this). *role is
+ * updated: COMPLETE when finished, FILLER when the filler died and this
+ * process took over. */
+int cidx_refresh(cidx *x, cidx_entry *e, enum cidx_role *role);
+
+/* Removes an entry that can never complete (object changed remotely) once
+ * it has no pins; with pins, marks it so the last release removes it. */
+int cidx_discard(cidx *x, const char *name);
+
+typedef struct cidx_stats {
+	uint64_t entries;
+	uint64_t bytes;        /* sum of entry sizes */
+	uint64_t pinned_bytes; /* entries with a live pin */
+	uint64_t complete_entries;
+	uint64_t evictions;    /* by this process since open */
+} cidx_stats;
+
+int cidx_get_stats(cidx *x, cidx_stats *st);
+
+/* Reaps dead owners (pins, orphaned fills, lock files). */
+int cidx_reap(cidx *x);
+
+/* Liveness of another owner id (exposed for tests). */
+bool cidx_owner_alive(const cidx *x, const char *owner);
+
+#endif
