@@ -110,18 +110,32 @@ static bool sigv4_nonempty(const char *s)
 	return s && *s;
 }
 
+/* Non-empty, printable, no space and none of the bytes in `bad`: the
+ * characters that would make the canonical request or the credential
+ * scope ambiguous ('\n' ends a line, ':' a header name, '/' a scope part). */
+static bool sigv4_token_ok(const char *s, const char *bad)
+{
+	if (!sigv4_nonempty(s))
+		return false;
+	for (; *s; s++)
+		if ((unsigned char)*s <= ' ' || *s == 0x7f || strchr(bad, *s))
+			return false;
+	return true;
+}
+
 static bool sigv4_input_ok(const sigv4_input *in, const sigv4_creds *c)
 {
-	if (!in || !c || !sigv4_nonempty(in->method) || !in->path ||
-	    !sigv4_nonempty(in->payload_hash) ||
-	    !sigv4_nonempty(in->region) || !sigv4_nonempty(in->service) ||
-	    !in->amz_date || !sigv4_date_ok(in->amz_date) ||
-	    !sigv4_nonempty(c->access_key) || !c->secret_key)
+	if (!in || !c || !sigv4_token_ok(in->method, "") || !in->path ||
+	    !sigv4_token_ok(in->payload_hash, "") ||
+	    !sigv4_token_ok(in->region, "/") ||
+	    !sigv4_token_ok(in->service, "/") || !in->amz_date ||
+	    !sigv4_date_ok(in->amz_date) ||
+	    !sigv4_token_ok(c->access_key, "/") || !c->secret_key)
 		return false;
 	if (in->n_headers && !in->headers)
 		return false;
 	for (size_t i = 0; i < in->n_headers; i++)
-		if (!sigv4_nonempty(in->headers[i].name) ||
+		if (!sigv4_token_ok(in->headers[i].name, ":") ||
 		    !in->headers[i].value)
 			return false;
 	return true;
@@ -442,12 +456,12 @@ static int sigv4_signing_key(const sigv4_input *in, const sigv4_creds *c,
 	memcpy(date, in->amz_date, 8);
 	date[8] = '\0';
 	unsigned char k1[SIGV4_HASH_LEN], k2[SIGV4_HASH_LEN];
-	int rc = sigv4_hmac(k0, sl + 4, date, k1) < 0 ||
-			 sigv4_hmac(k1, sizeof k1, in->region, k2) < 0 ||
-			 sigv4_hmac(k2, sizeof k2, in->service, k1) < 0 ||
-			 sigv4_hmac(k1, sizeof k1, SIGV4_TERMINATOR, key) < 0
-		 ? -1
-		 : 0;
+	int rc = -1;
+	if (sigv4_hmac(k0, sl + 4, date, k1) == 0 &&
+	    sigv4_hmac(k1, sizeof k1, in->region, k2) == 0 &&
+	    sigv4_hmac(k2, sizeof k2, in->service, k1) == 0 &&
+	    sigv4_hmac(k1, sizeof k1, SIGV4_TERMINATOR, key) == 0)
+		rc = 0;
 	OPENSSL_cleanse(k0, sl + 4);
 	OPENSSL_cleanse(k1, sizeof k1);
 	OPENSSL_cleanse(k2, sizeof k2);
@@ -477,17 +491,24 @@ static int sigv4_begin(const sigv4_input *in, sigv4_work *w)
 	return sigv4_params_parse(&w->params, in->query);
 }
 
+static int sigv4_canonical_request(const sigv4_input *in, sigv4_work *w)
+{
+	buf *cr = &w->creq;
+	if (buf_printf(cr, "%s\n", in->method) < 0 ||
+	    sigv4_canon_path(in, cr) < 0 || buf_putc(cr, '\n') < 0 ||
+	    sigv4_emit_query(&w->params, cr) < 0)
+		return -1;
+	return buf_printf(cr, "\n%s\n%s\n%s", buf_cstr(&w->headers),
+			  buf_cstr(&w->names), in->payload_hash);
+}
+
 /* Canonical request, string to sign and signature from the prepared
  * work (headers and the complete parameter list). */
 static int sigv4_finish(const sigv4_input *in, const sigv4_creds *c,
 			sigv4_work *w)
 {
 	buf *cr = &w->creq;
-	if (buf_printf(cr, "%s\n", in->method) < 0 ||
-	    sigv4_canon_path(in, cr) < 0 || buf_putc(cr, '\n') < 0 ||
-	    sigv4_emit_query(&w->params, cr) < 0 ||
-	    buf_printf(cr, "\n%s\n%s\n%s", buf_cstr(&w->headers),
-		       buf_cstr(&w->names), in->payload_hash) < 0)
+	if (sigv4_canonical_request(in, w) < 0)
 		return -1;
 	unsigned char md[SIGV4_HASH_LEN];
 	char hex[2 * SIGV4_HASH_LEN + 1];
@@ -640,6 +661,9 @@ void sigv4_result_free(sigv4_result *r)
 	memset(r, 0, sizeof *r);
 }
 
+/* The digest cannot fail with the default provider; if a restricted
+ * OpenSSL configuration makes it fail anyway, out is "" so the caller's
+ * request is rejected by the server instead of signed with garbage. */
 void sigv4_sha256_hex(const void *data, size_t n, char out[65])
 {
 	unsigned char md[SIGV4_HASH_LEN];
