@@ -7,6 +7,8 @@
  * silently changes behaviour.
  */
 #include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,10 @@ static void mount_usage(FILE *f)
 		"      allow_other uid=N gid=N umask=OCTAL nonempty\n"
 		"      entry_timeout=S attr_timeout=S dir_timeout=S (default 1)\n"
 		"      log=stderr|syslog debug insecure\n"
+		"      cache_dir=DIR (default /var/cache/ckptfs for root)\n"
+		"      cache_size=SIZE (0 = no cap) cache_min_free=SIZE (1G)\n"
+		"      part_size=SIZE (8M) conns_per_file=N (8) conns=N (16)\n"
+		"      cache_verify=on|off (CRC-check cached chunks, on)\n"
 		"\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -65,8 +71,75 @@ static int parse_num(const char *k, const char *v, int base, double *dbl,
 	return -1;
 }
 
+/* "10G", "512M", "4096", "1.5T": binary units. */
+static int parse_size(const char *k, const char *v, uint64_t *out)
+{
+	char *end;
+	double d = strtod(v, &end);
+	double mul = 1;
+	switch (*end) {
+	case 'k': case 'K': mul = 1024.0; end++; break;
+	case 'm': case 'M': mul = 1048576.0; end++; break;
+	case 'g': case 'G': mul = 1073741824.0; end++; break;
+	case 't': case 'T': mul = 1099511627776.0; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end == 'B')
+		end++;
+	if (end == v || *end || d < 0) {
+		fprintf(stderr, "ckptfs: invalid size '%s' for mount option %s\n",
+			v, k);
+		return -1;
+	}
+	*out = (uint64_t)(d * mul);
+	return 0;
+}
+
+static int apply_cache_opt(mount_args *a, const char *k, const char *v)
+{
+	uint64_t n;
+	if (!strcmp(k, "cache_dir"))
+		return set_str(&a->cache_dir, v);
+	if (!strcmp(k, "cache_verify"))
+		return a->cache.verify = strcmp(v, "0") && strcmp(v, "off"), 0;
+	if (parse_size(k, v, &n) < 0)
+		return -1;
+	if (!strcmp(k, "cache_size"))
+		a->cache.cap = n;
+	else if (!strcmp(k, "cache_min_free"))
+		a->cache.min_free = n;
+	else if (!strcmp(k, "part_size") && n >= 65536 && n <= (1u << 30))
+		a->cache.chunk_size = (uint32_t)n;
+	else if (!strcmp(k, "conns_per_file") && n >= 1 && n <= 256)
+		a->cache.per_file_conns = (unsigned)n;
+	else if (!strcmp(k, "conns") && n >= 1 && n <= 1024)
+		a->cache.global_conns = (unsigned)n;
+	else {
+		fprintf(stderr, "ckptfs: invalid value '%s' for mount option %s\n",
+			v, k);
+		return -1;
+	}
+	return 0;
+}
+
+static bool is_cache_opt(const char *k)
+{
+	static const char *const names[] = {
+		"cache_dir", "cache_size", "cache_min_free", "part_size",
+		"conns_per_file", "conns", "cache_verify", NULL,
+	};
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(k, names[i]))
+			return true;
+	return false;
+}
+
 static int apply_opt(mount_args *a, const char *k, const char *v)
 {
+	if (v && is_cache_opt(k))
+		return apply_cache_opt(a, k, v);
 	unsigned long ul;
 	if (!v) {
 		if (!strcmp(k, "allow_other"))

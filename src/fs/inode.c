@@ -169,6 +169,7 @@ static void node_free(fs_inode *n)
 	free(n->name);
 	free(n->path);
 	free(n->etag);
+	free(n->kc_etag);
 	free(n);
 }
 

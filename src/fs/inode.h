@@ -44,6 +44,10 @@ struct fs_inode {
 	struct timespec mtime;
 	double attr_time; /* monotonic seconds when attributes were set */
 
+	/* files: page cache policy (see fs/ops.c set_page_cache_mode) */
+	char *kc_etag;         /* version whose pages the kernel may hold */
+	unsigned open_handles;
+
 	/* directories: cached listing */
 	ns_dir *listing;
 	double listing_time;

@@ -28,6 +28,26 @@ void mount_args_init(mount_args *a)
 	a->fs.uid = getuid();
 	a->fs.gid = getgid();
 	a->fs.umask = 022;
+	a->cache.min_free = 1ull << 30;
+	a->cache.chunk_size = 8u << 20;
+	a->cache.per_file_conns = 8;
+	a->cache.global_conns = 16;
+	a->cache.verify = true;
+}
+
+/* root: /var/cache/ckptfs; others: $XDG_CACHE_HOME/ckptfs or ~/.cache/ckptfs */
+static char *default_cache_dir(void)
+{
+	buf b = BUF_INIT;
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	if (getuid() == 0)
+		buf_puts(&b, "/var/cache/ckptfs");
+	else if (xdg && xdg[0] == '/')
+		buf_printf(&b, "%s/ckptfs", xdg);
+	else
+		buf_printf(&b, "%s/.cache/ckptfs", home ? home : "/tmp");
+	return buf_steal(&b);
 }
 
 void mount_args_free(mount_args *a)
@@ -38,6 +58,7 @@ void mount_args_free(mount_args *a)
 	free(a->region);
 	free(a->profile);
 	free(a->ca_bundle);
+	free(a->cache_dir);
 }
 
 static int check_mountpoint(const mount_args *a)
@@ -100,6 +121,7 @@ struct mounted {
 	creds_chain *creds;
 	http_loop *loop;
 	s3_client *s3;
+	cache *cache;
 	fs_ctx *fs;
 	struct fuse_session *se;
 };
@@ -108,9 +130,12 @@ static void mounted_free(struct mounted *m)
 {
 	if (m->se)
 		fuse_session_destroy(m->se);
+	/* no new downloads; abort running ones; then free what they used */
+	cache_shutdown(m->cache);
+	http_loop_free(m->loop);
+	cache_free(m->cache);
 	fs_ctx_free(m->fs);
 	s3_client_free(m->s3);
-	http_loop_free(m->loop);
 	creds_chain_free(m->creds);
 	s3_settings_free(&m->settings);
 }
@@ -149,6 +174,11 @@ static int setup_s3(mount_args *a, struct mounted *m)
 		explain_access_error(s, &e);
 		return -1;
 	}
+	if (!a->cache_dir)
+		a->cache_dir = default_cache_dir();
+	a->cache.dir = a->cache_dir;
+	if (cache_open(&a->cache, m->s3, s->bucket, &m->cache, &err) < 0)
+		goto fail;
 	return 0;
 fail:
 	fprintf(stderr, "ckptfs: %s\n", err ? err : "out of memory");
@@ -158,7 +188,7 @@ fail:
 
 static int setup_fuse(mount_args *a, struct mounted *m)
 {
-	m->fs = fs_ctx_new(m->s3, m->settings.prefix, &a->fs);
+	m->fs = fs_ctx_new(m->s3, m->cache, m->settings.prefix, &a->fs);
 	if (!m->fs)
 		return -1;
 	buf o = BUF_INIT;

@@ -34,6 +34,8 @@ typedef struct mount_args {
 	char *ca_bundle;
 	s3_addressing addressing;
 	fs_opts fs;
+	cache_opts cache;
+	char *cache_dir; /* owned; cache.dir points here */
 } mount_args;
 
 void mount_args_init(mount_args *a);

@@ -33,6 +33,7 @@
 
 struct fs_ctx {
 	s3_client *s3;
+	cache *cache;
 	char *prefix;
 	fs_itable *it;
 	fs_opts o;
@@ -44,6 +45,7 @@ struct fs_ctx {
 
 typedef struct fs_handle {
 	fs_inode *node; /* holds a reference */
+	cache_file *cf; /* NULL: uncached reads through the window */
 	char *key;
 	char etag[128];
 	uint64_t size;
@@ -69,12 +71,14 @@ typedef struct fs_dirhandle {
 
 /* ---- context ---------------------------------------------------------- */
 
-fs_ctx *fs_ctx_new(s3_client *s3, const char *prefix, const fs_opts *o)
+fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
+		   const fs_opts *o)
 {
 	fs_ctx *fs = calloc(1, sizeof *fs);
 	if (!fs)
 		return NULL;
 	fs->s3 = s3;
+	fs->cache = rc;
 	fs->prefix = strdup(prefix);
 	fs->it = fs_itable_new();
 	fs->o = *o;
@@ -522,13 +526,61 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 
 static void handle_free(fs_ctx *fs, fs_handle *h)
 {
+	if (h->cf)
+		cache_file_close(h->cf);
 	fs_itable_lock(fs->it);
+	h->node->open_handles--;
 	fs_itable_unref(fs->it, h->node);
 	fs_itable_unlock(fs->it);
 	pthread_mutex_destroy(&h->mu);
 	free(h->key);
 	free(h->win);
 	free(h);
+}
+
+/* Opens the handle's object in the cache; on failure reads go uncached. */
+static void attach_cache(fs_ctx *fs, fs_handle *h)
+{
+	if (!fs->cache || h->size == 0)
+		return;
+	bool hit = false;
+	int rc = cache_file_open(fs->cache, h->key, h->etag, h->size, &h->cf,
+				 &hit);
+	if (rc == 0)
+		return;
+	h->cf = NULL;
+	cache_count_uncached(fs->cache);
+	if (rc == -ENOSPC || rc == -EBUSY)
+		log_info("open %s: the cache is full of pinned data; reading "
+			 "uncached",
+			 h->key);
+	else
+		log_warn("open %s: cache unavailable (%s); reading uncached",
+			 h->key, strerror(-rc));
+}
+
+/*
+ * Kernel page cache policy.  Pages of an inode hold one object version; the
+ * inode remembers which (kc_etag).  Reopening the same version keeps them
+ * (keep_cache); a new version invalidates them, unless handles on an older
+ * version are still open, in which case the new handle bypasses the page
+ * cache (direct_io) so that neither handle can see the other's bytes.
+ * Table locked.
+ */
+static void set_page_cache_mode(fs_inode *n, const fs_handle *h,
+				struct fuse_file_info *fi)
+{
+	bool same = n->kc_etag && strcmp(n->kc_etag, h->etag) == 0;
+	fi->keep_cache = 0;
+	fi->direct_io = 0;
+	if (same) {
+		fi->keep_cache = 1;
+	} else if (n->open_handles > 0 && n->kc_etag) {
+		fi->direct_io = 1;
+	} else {
+		free(n->kc_etag);
+		n->kc_etag = strdup(h->etag);
+	}
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -572,6 +624,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&h->mu, NULL);
 	h->ra = 1u << 20;
 
+	attach_cache(fs, h);
+
 	fs_itable_lock(fs->it);
 	n->size = hr.size;
 	if (hr.mtime.tv_sec)
@@ -579,10 +633,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	free(n->etag);
 	n->etag = strdup(hr.etag);
 	n->attr_time = fs_now();
+	set_page_cache_mode(n, h, fi);
+	n->open_handles++;
 	fs_itable_unlock(fs->it);
 
 	fi->fh = (uint64_t)(uintptr_t)h;
-	fi->keep_cache = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		handle_free(fs, h); /* interrupted open */
 }
@@ -622,6 +677,22 @@ static int window_fill(fs_ctx *fs, fs_handle *h, uint64_t off, size_t want)
 	return 0;
 }
 
+/* Serves a read from the cache file, spliced when the kernel allows. */
+static void read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
+			size_t size)
+{
+	int fd = cache_file_ready(h->cf, off, size);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	bv.buf[0].fd = fd;
+	bv.buf[0].pos = (off_t)off;
+	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -634,6 +705,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > h->size - uoff)
 		size = (size_t)(h->size - uoff);
+	if (h->cf) {
+		read_cached(req, h, uoff, size);
+		return;
+	}
 	pthread_mutex_lock(&h->mu);
 	bool hit = uoff >= h->win_off && uoff + size <= h->win_off + h->win_len;
 	int rc = hit ? 0 : window_fill(fs, h, uoff, size);
@@ -743,7 +818,20 @@ static void ro_fallocate(fuse_req_t req, fuse_ino_t i, int m, off_t o,
 	fuse_reply_err(req, EROFS);
 }
 
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* splice cached bytes straight from the cache file to the kernel */
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	if (conn->capable & FUSE_CAP_SPLICE_MOVE)
+		conn->want |= FUSE_CAP_SPLICE_MOVE;
+	conn->max_readahead = conn->max_readahead > (1u << 20)
+				      ? conn->max_readahead
+				      : (1u << 20);
+}
+
 static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
 	.lookup = op_lookup,
 	.forget = op_forget,
 	.forget_multi = op_forget_multi,

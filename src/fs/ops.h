@@ -5,8 +5,11 @@
  * Directory contents come from ListObjectsV2 listings cached per directory
  * inode for dir_timeout seconds (namespace rules in fs/namespace.h); file
  * attributes come from those listings and are refreshed by a HEAD at open,
- * which also pins the ETag the handle reads (ranged GETs carry If-Match, so
- * a handle never mixes two versions of an object).  Writes fail with EROFS.
+ * which also pins the ETag the handle reads.  Reads are served from the
+ * local cache (cache/cache.h) by splicing from the cache file; when the
+ * cache cannot take the object (pinned data fills it) the handle reads
+ * uncached with ranged GETs that carry If-Match, so a handle never mixes
+ * two versions of an object either way.  Writes fail with EROFS.
  */
 #ifndef CKPTFS_FS_OPS_H
 #define CKPTFS_FS_OPS_H
@@ -15,6 +18,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "cache/cache.h"
 #include "s3/client.h"
 
 typedef struct fs_opts {
@@ -29,8 +33,10 @@ typedef struct fs_opts {
 
 typedef struct fs_ctx fs_ctx;
 
-/* prefix: "" or "a/b/" (the bucket prefix that is the mount's root). */
-fs_ctx *fs_ctx_new(s3_client *s3, const char *prefix, const fs_opts *o);
+/* prefix: "" or "a/b/" (the bucket prefix that is the mount's root).
+ * rc, the read cache, may be NULL (every read goes to S3). */
+fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
+		   const fs_opts *o);
 void fs_ctx_free(fs_ctx *fs);
 
 const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);

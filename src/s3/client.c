@@ -136,6 +136,11 @@ const s3_settings *s3_client_settings(const s3_client *c)
 	return c->settings;
 }
 
+http_loop *s3_client_loop(const s3_client *c)
+{
+	return c->loop;
+}
+
 /* ---- errors ----------------------------------------------------------- */
 
 static int status_errno(long st)
@@ -497,4 +502,47 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 	http_xfer_free(&x);
 	buf_free(&q);
 	return rc;
+}
+
+int s3_prepare_get(s3_client *c, const char *key, uint64_t off, size_t len,
+		   const char *if_match, http_xfer *x, s3_err *e)
+{
+	char range[64];
+	snprintf(range, sizeof range, "bytes=%llu-%llu",
+		 (unsigned long long)off, (unsigned long long)(off + len - 1));
+	struct s3_req r = {.op = "GET", .method = "GET", .key = key,
+			   .timeout_ms = c->o.timeout_ms};
+	r.hdr_names[r.n_hdrs] = "range";
+	r.hdr_values[r.n_hdrs++] = range;
+	if (if_match && if_match[0]) {
+		r.hdr_names[r.n_hdrs] = "if-match";
+		r.hdr_values[r.n_hdrs++] = if_match;
+	}
+	char *path = build_path(c, key);
+	http_xfer_reset_result(x);
+	x->method = "GET";
+	x->timeout_ms = r.timeout_ms;
+	int rc = prepare_attempt(c, &r, path, x, e);
+	free(path);
+	return rc;
+}
+
+int s3_classify(s3_client *c, const char *key, const http_xfer *x,
+		unsigned attempt, s3_err *e, bool *retry,
+		unsigned *retry_after_ms)
+{
+	*retry = false;
+	*retry_after_ms = 0;
+	if (x->curl_code == CURLE_OK && x->status >= 200 && x->status < 300)
+		return 0;
+	struct s3_req r = {.op = "GET", .method = "GET", .key = key};
+	err_from_xfer(c, &r, x, e);
+	*retry = retry_should(&c->o.retry, attempt, x->curl_code,
+			      e->http_status, e->code[0] ? e->code : NULL);
+	if (*retry) {
+		pthread_mutex_lock(&c->rng_mu);
+		*retry_after_ms = retry_delay_ms(&c->o.retry, attempt, &c->rng);
+		pthread_mutex_unlock(&c->rng_mu);
+	}
+	return -1;
 }

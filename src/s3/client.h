@@ -71,5 +71,20 @@ int s3_get_range(s3_client *c, const char *key, uint64_t off, size_t len,
 int s3_check_access(s3_client *c, const char *prefix, s3_err *e);
 
 const s3_settings *s3_client_settings(const s3_client *c);
+http_loop *s3_client_loop(const s3_client *c);
+
+/*
+ * Building blocks for engines that keep many transfers in flight on the
+ * loop (cache downloads).  s3_prepare_get signs a ranged GET into x (url,
+ * headers, method, timeout); the caller sets sink/done and submits.  After
+ * completion s3_classify returns 0 for success, or -1 with *e filled and
+ * *retry_after_ms set to the delay before another attempt, or -1 when the
+ * retry policy gives up after `attempt` attempts (then *retry is false).
+ */
+int s3_prepare_get(s3_client *c, const char *key, uint64_t off, size_t len,
+		   const char *if_match, http_xfer *x, s3_err *e);
+int s3_classify(s3_client *c, const char *key, const http_xfer *x,
+		unsigned attempt, s3_err *e, bool *retry,
+		unsigned *retry_after_ms);
 
 #endif

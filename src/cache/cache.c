@@ -1,0 +1,480 @@
+/*
+ * cache: entries, handles, verification and statistics.
+ *
+ * A centry is this process's view of one cached object version: the open
+ * cache file, the state of each chunk, and this process's pin in the index
+ * (taken once by cidx_acquire when the centry is created, released when it
+ * is freed).  Handles share the centry; it lives while handles, transfers
+ * or unrecorded completions hold references, so a download continues after
+ * the last close and the entry stays pinned until it is complete.
+ */
+#include "cache/cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <isa-l.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cache/internal.h"
+#include "fs/inode.h"
+#include "util/log.h"
+
+struct cache_file {
+	cache *c;
+	centry *e;
+};
+
+uint64_t chunk_len(const centry *e, uint32_t idx)
+{
+	uint64_t off = (uint64_t)idx * e->chunk_size;
+	uint64_t rest = e->size - off;
+	return rest < e->chunk_size ? rest : e->chunk_size;
+}
+
+int cache_open(const cache_opts *o, s3_client *s3, const char *bucket,
+	       cache **out, char **err)
+{
+	cache *c = calloc(1, sizeof *c);
+	if (!c)
+		return -1;
+	c->o = *o;
+	if (!c->o.chunk_size)
+		c->o.chunk_size = 8u << 20;
+	if (!c->o.per_file_conns)
+		c->o.per_file_conns = 8;
+	if (!c->o.global_conns)
+		c->o.global_conns = 16;
+	c->dir = strdup(o->dir);
+	c->bucket = strdup(bucket);
+	c->o.dir = c->dir;
+	c->s3 = s3;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	cidx_limits lim = {o->cap, o->min_free};
+	if (cidx_open(c->dir, &lim, &c->idx, err) < 0 ||
+	    fetch_start_writer(c) < 0) {
+		cidx_close(c->idx);
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+		free(c->dir);
+		free(c->bucket);
+		free(c);
+		return -1;
+	}
+	*out = c;
+	return 0;
+}
+
+void cache_shutdown(cache *c)
+{
+	if (c)
+		fetch_stop_writer(c);
+}
+
+static void centry_free(cache *c, centry *e)
+{
+	for (centry **pp = &c->entries; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	}
+	for (centry **pp = &c->active; *pp; pp = &(*pp)->next_active) {
+		if (*pp == e) {
+			*pp = e->next_active;
+			break;
+		}
+	}
+	for (unsigned i = 0; i < c->urg_len; i++) {
+		urgent *u = &c->urgent[(c->urg_head + i) % URGENT_MAX];
+		if (u->e == e)
+			u->e = NULL;
+	}
+	if (e->fd >= 0)
+		close(e->fd);
+	if (cidx_release(c->idx, e->name) < 0)
+		log_warn("cache index: cannot release %s", e->key);
+	free(e->key);
+	free(e->etag);
+	free(e->state);
+	free(e->verified);
+	free(e->attempts);
+	free(e->crc);
+	free(e->not_before);
+	free(e);
+}
+
+void cache_free(cache *c)
+{
+	if (!c)
+		return;
+	fetch_drain(c);
+	pthread_mutex_lock(&c->mu);
+	while (c->entries)
+		centry_free(c, c->entries);
+	pthread_mutex_unlock(&c->mu);
+	cidx_close(c->idx);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c->dir);
+	free(c->bucket);
+	free(c);
+}
+
+const char *cache_dir(const cache *c)
+{
+	return c->dir;
+}
+
+void centry_put(cache *c, centry *e)
+{
+	e->refs--;
+	if (e->refs > 0)
+		return;
+	bool busy = e->role == CIDX_FILLER && !e->failed && !c->stopping &&
+		    e->n_done < e->n_chunks;
+	if (!busy)
+		centry_free(c, e);
+}
+
+static centry *find_entry(cache *c, const char *name)
+{
+	for (centry *e = c->entries; e; e = e->next)
+		if (strcmp(e->name, name) == 0)
+			return e;
+	return NULL;
+}
+
+static centry *centry_new(cache *c, const char *key, const char *etag,
+			  const cidx_entry *ie, enum cidx_role role, int fd)
+{
+	centry *e = calloc(1, sizeof *e);
+	if (!e)
+		return NULL;
+	uint32_t n = ie->n_chunks;
+	memcpy(e->name, ie->name, CIDX_NAME_LEN);
+	e->key = strdup(key);
+	e->etag = strdup(etag);
+	e->size = ie->size;
+	e->chunk_size = ie->chunk_size;
+	e->n_chunks = n;
+	e->fd = fd;
+	e->role = role;
+	e->state = calloc(n + 1, 1);
+	e->verified = calloc(n + 1, 1);
+	e->attempts = calloc(n + 1, 1);
+	e->crc = calloc(n + 1, sizeof *e->crc);
+	e->not_before = calloc(n + 1, sizeof *e->not_before);
+	if (!e->key || !e->etag || !e->state || !e->verified ||
+	    !e->attempts || !e->crc || !e->not_before) {
+		e->fd = -1;
+		free(e->key);
+		free(e->etag);
+		free(e->state);
+		free(e->verified);
+		free(e->attempts);
+		free(e->crc);
+		free(e->not_before);
+		free(e);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (ie->done && ie->done[i]) {
+			e->state[i] = CH_DONE;
+			e->crc[i] = ie->crc[i];
+			e->verified[i] = !c->o.verify;
+			e->n_done++;
+		}
+	}
+	return e;
+}
+
+/* Acquires the entry in the index and builds the centry.  mu not held. */
+static int entry_create(cache *c, const char *key, const char *etag,
+			uint64_t size, centry **out)
+{
+	cidx_entry ie;
+	memset(&ie, 0, sizeof ie);
+	enum cidx_role role;
+	int rc = cidx_acquire(c->idx, c->bucket, key, strlen(key), etag, size,
+			      c->o.chunk_size, &ie, &role);
+	if (rc < 0)
+		return rc;
+	char *path = cidx_path(c->idx, ie.name);
+	int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
+	if (fd < 0) {
+		rc = -errno;
+		log_error("cache file of %s: %s", key, strerror(errno));
+	}
+	free(path);
+	centry *e = fd >= 0 ? centry_new(c, key, etag, &ie, role, fd) : NULL;
+	if (fd >= 0 && !e) {
+		close(fd);
+		rc = -ENOMEM;
+	}
+	if (!e)
+		cidx_release(c->idx, ie.name);
+	cidx_entry_free(&ie);
+	*out = e;
+	return e ? 0 : (rc ? rc : -EIO);
+}
+
+int cache_file_open(cache *c, const char *key, const char *etag,
+		    uint64_t size, cache_file **out, bool *hit)
+{
+	char name[CIDX_NAME_LEN];
+	cidx_name(c->bucket, key, strlen(key), etag, name);
+	cache_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	pthread_mutex_lock(&c->mu);
+	centry *e = find_entry(c, name);
+	if (e && e->failed)
+		e = NULL; /* a failed download: try afresh */
+	if (e)
+		e->refs++;
+	pthread_mutex_unlock(&c->mu);
+	if (!e) {
+		centry *ne;
+		int rc = entry_create(c, key, etag, size, &ne);
+		if (rc < 0) {
+			free(f);
+			return rc;
+		}
+		pthread_mutex_lock(&c->mu);
+		e = find_entry(c, name);
+		if (e && !e->failed) { /* another thread won the race */
+			e->refs++;
+			ne->refs = 1;
+			centry_free(c, ne);
+		} else {
+			e = ne;
+			e->refs = 1;
+			e->next = c->entries;
+			c->entries = e;
+			if (e->role == CIDX_FILLER && e->n_done < e->n_chunks) {
+				fetch_activate(c, e);
+				fetch_schedule(c);
+			}
+		}
+		pthread_mutex_unlock(&c->mu);
+	}
+	pthread_mutex_lock(&c->mu);
+	*hit = e->n_done == e->n_chunks;
+	if (*hit)
+		c->hits++;
+	else
+		c->misses++;
+	pthread_mutex_unlock(&c->mu);
+	f->c = c;
+	f->e = e;
+	*out = f;
+	return 0;
+}
+
+void cache_file_close(cache_file *f)
+{
+	cache *c = f->c;
+	pthread_mutex_lock(&c->mu);
+	centry_put(c, f->e);
+	pthread_mutex_unlock(&c->mu);
+	free(f);
+}
+
+void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total)
+{
+	cache *c = f->c;
+	pthread_mutex_lock(&c->mu);
+	uint64_t d = 0;
+	for (uint32_t i = 0; i < f->e->n_chunks; i++)
+		if (f->e->state[i] == CH_DONE)
+			d += chunk_len(f->e, i);
+	*done = d;
+	*total = f->e->size;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- waiting for bytes ------------------------------------------------ */
+
+/* Polls the index for chunks another process wrote.  mu held; drops it. */
+static void follow(cache *c, centry *e)
+{
+	pthread_mutex_unlock(&c->mu);
+	struct timespec ts = {0, 20 * 1000000L};
+	nanosleep(&ts, NULL);
+	cidx_entry ie;
+	memset(&ie, 0, sizeof ie);
+	memcpy(ie.name, e->name, CIDX_NAME_LEN);
+	ie.size = e->size;
+	ie.chunk_size = e->chunk_size;
+	ie.n_chunks = e->n_chunks;
+	enum cidx_role role = CIDX_FOLLOWER;
+	int rc = cidx_refresh(c->idx, &ie, &role);
+	pthread_mutex_lock(&c->mu);
+	if (rc < 0) {
+		cidx_entry_free(&ie);
+		return;
+	}
+	for (uint32_t i = 0; i < e->n_chunks && ie.done; i++) {
+		if (ie.done[i] && e->state[i] != CH_DONE) {
+			e->state[i] = CH_DONE;
+			e->crc[i] = ie.crc[i];
+			e->verified[i] = !c->o.verify;
+			e->n_done++;
+		}
+	}
+	if (e->role == CIDX_FOLLOWER && role != CIDX_FOLLOWER) {
+		e->role = role;
+		if (role == CIDX_FILLER) { /* the filler died: take over */
+			log_info("resuming the download of %s", e->key);
+			fetch_activate(c, e);
+			fetch_schedule(c);
+		}
+	}
+	cidx_entry_free(&ie);
+}
+
+/* 0 when every chunk in [first, last] is done, 1 to wait, <0 error. */
+static int range_state(centry *e, uint32_t first, uint32_t last)
+{
+	int rc = 0;
+	for (uint32_t i = first; i <= last; i++) {
+		if (e->state[i] == CH_FAILED)
+			return -e->err;
+		if (e->state[i] != CH_DONE)
+			rc = 1;
+	}
+	return rc;
+}
+
+static int wait_range(cache *c, centry *e, uint32_t first, uint32_t last)
+{
+	int rc;
+	while ((rc = range_state(e, first, last)) == 1) {
+		if (c->stopping)
+			return -EIO;
+		if (e->role == CIDX_FOLLOWER) {
+			follow(c, e);
+			continue;
+		}
+		fetch_activate(c, e);
+		fetch_make_urgent(c, e, first, last);
+		fetch_schedule(c);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	}
+	return rc;
+}
+
+/* CRC check of one chunk on disk.  mu not held. */
+static bool chunk_verify(centry *e, uint32_t idx, uint32_t want)
+{
+	uint64_t off = (uint64_t)idx * e->chunk_size;
+	size_t len = chunk_len(e, idx);
+	if (len == 0)
+		return true;
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, e->fd, (off_t)off);
+	if (p == MAP_FAILED)
+		return false;
+	uint32_t crc = 0xFFFFFFFFu;
+	for (size_t done = 0; done < len;) {
+		size_t n = len - done > (1u << 30) ? (1u << 30) : len - done;
+		crc = crc32_iscsi((unsigned char *)p + done, (int)n, crc);
+		done += n;
+	}
+	munmap(p, len);
+	return crc == want;
+}
+
+/* Verifies unverified chunks in range.  Returns false if one was bad (it
+ * is then marked missing and will be fetched again).  mu held. */
+static bool verify_range(cache *c, centry *e, uint32_t first, uint32_t last)
+{
+	bool ok = true;
+	for (uint32_t i = first; i <= last; i++) {
+		if (e->verified[i] || e->state[i] != CH_DONE)
+			continue;
+		uint32_t want = e->crc[i];
+		pthread_mutex_unlock(&c->mu);
+		bool good = chunk_verify(e, i, want);
+		pthread_mutex_lock(&c->mu);
+		if (e->state[i] != CH_DONE)
+			continue;
+		if (good) {
+			e->verified[i] = 1;
+			continue;
+		}
+		log_warn("cache file of %s: chunk %u is corrupt; fetching it "
+			 "again",
+			 e->key, i);
+		c->verify_failures++;
+		e->state[i] = CH_MISSING;
+		e->n_done--;
+		ok = false;
+		if (cidx_chunk_forget(c->idx, e->name, i) == 0)
+			e->role = CIDX_FILLER;
+	}
+	return ok;
+}
+
+int cache_file_ready(cache_file *f, uint64_t off, size_t len)
+{
+	cache *c = f->c;
+	centry *e = f->e;
+	if (len == 0 || off >= e->size)
+		return e->fd;
+	uint32_t first = (uint32_t)(off / e->chunk_size);
+	uint32_t last = (uint32_t)((off + len - 1) / e->chunk_size);
+	if (last >= e->n_chunks)
+		last = e->n_chunks - 1;
+	pthread_mutex_lock(&c->mu);
+	int rc;
+	do {
+		rc = wait_range(c, e, first, last);
+	} while (rc == 0 && !verify_range(c, e, first, last));
+	pthread_mutex_unlock(&c->mu);
+	return rc < 0 ? rc : e->fd;
+}
+
+/* ---- statistics ------------------------------------------------------- */
+
+void cache_count_uncached(cache *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->uncached_opens++;
+	pthread_mutex_unlock(&c->mu);
+}
+
+void cache_get_stats(cache *c, cache_stats *st)
+{
+	memset(st, 0, sizeof *st);
+	cidx_stats is;
+	if (cidx_get_stats(c->idx, &is) == 0) {
+		st->entries = is.entries;
+		st->bytes = is.bytes;
+		st->pinned_bytes = is.pinned_bytes;
+		st->evictions = is.evictions;
+	}
+	pthread_mutex_lock(&c->mu);
+	st->hits = c->hits;
+	st->misses = c->misses;
+	st->uncached_opens = c->uncached_opens;
+	st->downloaded_bytes = c->downloaded;
+	st->verify_failures = c->verify_failures;
+	int64_t now = (int64_t)fs_now();
+	uint64_t sum = 0;
+	for (int i = 0; i < RATE_SLOTS; i++)
+		if (c->rate_sec[i] < now && c->rate_sec[i] >= now - 4)
+			sum += c->rate_bytes[i];
+	st->download_rate = (double)sum / 4.0;
+	for (centry *e = c->active; e; e = e->next_active)
+		st->active_downloads++;
+	pthread_mutex_unlock(&c->mu);
+	st->cap = c->o.cap;
+	st->min_free = c->o.min_free;
+}

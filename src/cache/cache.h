@@ -1,0 +1,77 @@
+/*
+ * cache: the local read cache (design: doc/cache.md).
+ *
+ * cache_file_open pins the object version (key, ETag) in the shared index
+ * and, unless the bytes are already on disk, starts parallel ranged GETs
+ * of the whole object into its cache file (chunk_size pieces, at most
+ * per_file_conns per object and global_conns in all).  cache_file_ready
+ * returns as soon as a byte range has landed, moving the chunks it needs to
+ * the front of the queue first, so a random reader never waits for the
+ * whole file.  Downloads continue after the last handle closes (checkpoints
+ * are read whole); the process keeps its pin on the entry until then.
+ *
+ * Chunks read from disk that this process did not write itself are checked
+ * against their CRC32C the first time they are served; a mismatch drops the
+ * chunk and fetches it again, so corrupted cache files are never served.
+ */
+#ifndef CKPTFS_CACHE_CACHE_H
+#define CKPTFS_CACHE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3/client.h"
+
+typedef struct cache cache;
+typedef struct cache_file cache_file;
+
+typedef struct cache_opts {
+	const char *dir;
+	uint64_t cap;        /* bytes, 0 = unlimited */
+	uint64_t min_free;   /* bytes */
+	uint32_t chunk_size; /* bytes, default 8 MiB */
+	unsigned per_file_conns;
+	unsigned global_conns;
+	bool verify; /* CRC-check chunks this process did not write */
+} cache_opts;
+
+int cache_open(const cache_opts *o, s3_client *s3, const char *bucket,
+	       cache **out, char **err);
+/* Stops scheduling downloads; call before the http loop is freed. */
+void cache_shutdown(cache *c);
+/* Frees everything; call after the http loop is freed. */
+void cache_free(cache *c);
+
+/*
+ * Opens key@etag of the given size.  Returns 0 with *out, or a negative
+ * errno: -ENOSPC when the object cannot be cached now (pinned data fills
+ * the cache); the caller then reads uncached.  *hit says whether every byte
+ * was already on disk.
+ */
+int cache_file_open(cache *c, const char *key, const char *etag,
+		    uint64_t size, cache_file **out, bool *hit);
+
+/* Waits until [off, off+len) is in the cache file; returns an fd to pread
+ * or splice from, or a negative errno (EIO when the download failed). */
+int cache_file_ready(cache_file *f, uint64_t off, size_t len);
+
+/* Download progress of the file's object. */
+void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total);
+
+void cache_file_close(cache_file *f);
+
+typedef struct cache_stats {
+	uint64_t hits, misses, uncached_opens;
+	uint64_t downloaded_bytes;
+	double download_rate; /* bytes/s over the last few seconds */
+	uint64_t active_downloads;
+	uint64_t entries, bytes, pinned_bytes, cap, min_free;
+	uint64_t evictions, verify_failures;
+} cache_stats;
+
+void cache_get_stats(cache *c, cache_stats *st);
+void cache_count_uncached(cache *c);
+const char *cache_dir(const cache *c);
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * fetch: the download scheduler of the cache.
+ *
+ * Every entry that this process fills is on the active list.  Whenever a
+ * slot is free (fewer than global_conns transfers in flight, fewer than
+ * per_file_conns for the entry) fetch_schedule starts the next chunk:
+ * chunks a reader is waiting for (the urgent ring) first, then each active
+ * entry's sequential sweep, round-robin between entries.  Transfers run on
+ * the http loop; their sinks pwrite straight into the cache file at the
+ * chunk's offset and fold the bytes into the chunk's CRC32C as they arrive,
+ * so no chunk is ever buffered in memory.
+ *
+ * Completions are recorded in the SQLite index by a writer thread in
+ * batches (the loop thread never touches SQLite).  Failed chunks are retried
+ * after the client's backoff delay (not_before); the writer thread wakes
+ * every 100 ms and reschedules, which is what starts delayed retries.
+ */
+#include <errno.h>
+#include <isa-l.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/internal.h"
+#include "fs/inode.h"
+#include "util/log.h"
+
+struct chunk_xfer {
+	cache *c;
+	centry *e;
+	uint32_t idx;
+	uint64_t off;
+	size_t len, got;
+	uint32_t crc;
+	int werr;
+	http_xfer x;
+};
+
+#define CRC_SEED 0xFFFFFFFFu
+
+static size_t chunk_sink(void *arg, const char *data, size_t n)
+{
+	struct chunk_xfer *t = arg;
+	if (n > t->len - t->got)
+		return 0; /* longer than the range: abort, never overrun */
+	size_t w = 0;
+	while (w < n) {
+		ssize_t r = pwrite(t->e->fd, data + w, n - w,
+				   (off_t)(t->off + t->got + w));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			t->werr = errno;
+			return 0;
+		}
+		w += (size_t)r;
+	}
+	t->crc = crc32_iscsi((unsigned char *)data, (int)n, t->crc);
+	t->got += n;
+	return n;
+}
+
+static void rate_add(cache *c, uint64_t bytes)
+{
+	int64_t now = (int64_t)fs_now();
+	unsigned s = (unsigned)(now % RATE_SLOTS);
+	if (c->rate_sec[s] != now) {
+		c->rate_sec[s] = now;
+		c->rate_bytes[s] = 0;
+	}
+	c->rate_bytes[s] += bytes;
+	c->downloaded += bytes;
+}
+
+static void chunk_succeeded(cache *c, struct chunk_xfer *t)
+{
+	centry *e = t->e;
+	e->state[t->idx] = CH_DONE;
+	e->crc[t->idx] = t->crc;
+	e->verified[t->idx] = 1;
+	e->n_done++;
+	rate_add(c, t->len);
+	struct done_rec *r = malloc(sizeof *r);
+	if (r) {
+		e->refs++; /* until the writer has recorded it */
+		*r = (struct done_rec){e, t->idx, t->crc, c->pending};
+		c->pending = r;
+		pthread_cond_signal(&c->writer_cv);
+	}
+}
+
+static void chunk_failed(cache *c, struct chunk_xfer *t, const s3_err *err,
+			 bool retry, unsigned delay_ms)
+{
+	centry *e = t->e;
+	if (retry && !c->stopping && e->attempts[t->idx] < 250) {
+		e->state[t->idx] = CH_MISSING;
+		e->not_before[t->idx] = fs_now() + delay_ms / 1000.0;
+		log_debug("chunk %u of %s: %s; retrying", t->idx, e->key,
+			  err->msg);
+		return;
+	}
+	e->state[t->idx] = CH_FAILED;
+	e->failed = true;
+	e->err = err->err == ESTALE || !err->err ? EIO : err->err;
+	if (!c->stopping) {
+		if (err->err == ESTALE)
+			log_error("download of %s stopped: the object changed "
+				  "since it was opened",
+				  e->key);
+		else
+			log_error("download of %s failed: %s", e->key,
+				  err->msg);
+	}
+}
+
+static void chunk_done_cb(http_xfer *x, void *arg)
+{
+	struct chunk_xfer *t = arg;
+	cache *c = t->c;
+	centry *e = t->e;
+	s3_err err;
+	memset(&err, 0, sizeof err);
+	bool retry = false;
+	unsigned delay = 0;
+	pthread_mutex_lock(&c->mu);
+	unsigned attempt = ++e->attempts[t->idx];
+	pthread_mutex_unlock(&c->mu);
+	int rc = s3_classify(c->s3, e->key, x, attempt, &err, &retry, &delay);
+	if (rc == 0 && t->werr) {
+		rc = -1;
+		err.err = t->werr;
+		snprintf(err.msg, sizeof err.msg, "writing the cache file: %s",
+			 strerror(t->werr));
+	} else if (rc == 0 && t->got != t->len) {
+		rc = -1;
+		err.err = EIO;
+		retry = attempt < 6;
+		delay = 100 * attempt;
+		snprintf(err.msg, sizeof err.msg,
+			 "short reply: %zu of %zu bytes", t->got, t->len);
+	}
+	pthread_mutex_lock(&c->mu);
+	e->inflight--;
+	c->inflight--;
+	if (rc == 0)
+		chunk_succeeded(c, t);
+	else
+		chunk_failed(c, t, &err, retry, delay);
+	pthread_cond_broadcast(&c->cv);
+	fetch_schedule(c);
+	centry_put(c, e);
+	pthread_mutex_unlock(&c->mu);
+	http_xfer_free(x);
+	free(t);
+}
+
+static void start_chunk(cache *c, centry *e, uint32_t idx)
+{
+	struct chunk_xfer *t = calloc(1, sizeof *t);
+	s3_err err;
+	if (!t)
+		return;
+	t->c = c;
+	t->e = e;
+	t->idx = idx;
+	t->off = (uint64_t)idx * e->chunk_size;
+	t->len = chunk_len(e, idx);
+	t->crc = CRC_SEED;
+	if (s3_prepare_get(c->s3, e->key, t->off, t->len, e->etag, &t->x,
+			   &err) < 0) {
+		chunk_failed(c, t, &err, false, 0);
+		http_xfer_free(&t->x);
+		free(t);
+		return;
+	}
+	t->x.sink = chunk_sink;
+	t->x.sink_arg = t;
+	t->x.done = chunk_done_cb;
+	t->x.done_arg = t;
+	e->state[idx] = CH_INFLIGHT;
+	e->inflight++;
+	e->refs++;
+	c->inflight++;
+	http_submit(s3_client_loop(c->s3), &t->x);
+}
+
+/* Next missing chunk of e that may start now, from its cursor, wrapping. */
+static bool next_missing(centry *e, double now, uint32_t *out, bool *waiting)
+{
+	for (uint32_t k = 0; k < e->n_chunks; k++) {
+		uint32_t i = (e->cursor + k) % e->n_chunks;
+		if (e->state[i] != CH_MISSING)
+			continue;
+		if (e->not_before[i] > now) {
+			*waiting = true;
+			continue;
+		}
+		*out = i;
+		e->cursor = i + 1 < e->n_chunks ? i + 1 : 0;
+		return true;
+	}
+	return false;
+}
+
+static void deactivate(cache *c, centry *e)
+{
+	for (centry **pp = &c->active; *pp; pp = &(*pp)->next_active) {
+		if (*pp == e) {
+			*pp = e->next_active;
+			break;
+		}
+	}
+	e->next_active = NULL;
+	e->active = false;
+}
+
+static bool pick_urgent(cache *c, double now, centry **pe, uint32_t *pidx)
+{
+	while (c->urg_len) {
+		urgent u = c->urgent[c->urg_head];
+		c->urg_head = (c->urg_head + 1) % URGENT_MAX;
+		c->urg_len--;
+		if (u.e && u.e->state[u.idx] == CH_MISSING &&
+		    u.e->not_before[u.idx] <= now) {
+			*pe = u.e;
+			*pidx = u.idx;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool pick_sweep(cache *c, double now, centry **pe, uint32_t *pidx)
+{
+	centry *e = c->active;
+	while (e) {
+		centry *nx = e->next_active;
+		bool waiting = false;
+		if (e->failed) {
+			deactivate(c, e);
+		} else if (e->inflight < c->o.per_file_conns &&
+			   next_missing(e, now, pidx, &waiting)) {
+			/* round-robin: the chosen entry goes to the tail */
+			deactivate(c, e);
+			e->active = true;
+			centry **tail = &c->active;
+			while (*tail)
+				tail = &(*tail)->next_active;
+			*tail = e;
+			*pe = e;
+			return true;
+		} else if (!waiting && e->inflight == 0 &&
+			   e->n_done == e->n_chunks) {
+			deactivate(c, e);
+		}
+		e = nx;
+	}
+	return false;
+}
+
+void fetch_schedule(cache *c)
+{
+	double now = fs_now();
+	while (!c->stopping && c->inflight < c->o.global_conns) {
+		centry *e;
+		uint32_t idx;
+		if (!pick_urgent(c, now, &e, &idx) &&
+		    !pick_sweep(c, now, &e, &idx))
+			break;
+		start_chunk(c, e, idx);
+	}
+}
+
+void fetch_activate(cache *c, centry *e)
+{
+	if (e->active || e->failed)
+		return;
+	e->active = true;
+	e->next_active = c->active;
+	c->active = e;
+}
+
+void fetch_make_urgent(cache *c, centry *e, uint32_t first, uint32_t last)
+{
+	for (uint32_t i = first; i <= last && i < e->n_chunks; i++) {
+		if (e->state[i] != CH_MISSING)
+			continue;
+		if (c->urg_len == URGENT_MAX) { /* drop the oldest */
+			c->urg_head = (c->urg_head + 1) % URGENT_MAX;
+			c->urg_len--;
+		}
+		unsigned pos = (c->urg_head + c->urg_len) % URGENT_MAX;
+		c->urgent[pos] = (urgent){e, i};
+		c->urg_len++;
+		e->not_before[i] = 0; /* a reader waits: no backoff sleep */
+	}
+}
+
+/* ---- index writer ----------------------------------------------------- */
+
+static void record_batch(cache *c, struct done_rec *list)
+{
+	/* group consecutive records of one entry into one transaction */
+	while (list) {
+		centry *e = list->e;
+		uint32_t idx[64], crc[64];
+		size_t n = 0;
+		struct done_rec *r = list;
+		while (r && r->e == e && n < 64) {
+			idx[n] = r->idx;
+			crc[n++] = r->crc;
+			r = r->next;
+		}
+		bool completed = false;
+		if (cidx_chunks_done(c->idx, e->name, idx, crc, n, &completed) < 0)
+			log_error("cache index: cannot record chunks of %s",
+				  e->key);
+		pthread_mutex_lock(&c->mu);
+		if (completed)
+			e->role = CIDX_COMPLETE;
+		while (list != r) {
+			struct done_rec *nx = list->next;
+			centry_put(c, list->e);
+			free(list);
+			list = nx;
+		}
+		pthread_mutex_unlock(&c->mu);
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	cache *c = arg;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		if (!c->pending && c->stopping)
+			break;
+		if (!c->pending) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&c->writer_cv, &c->mu, &ts);
+			fetch_schedule(c); /* delayed retries */
+			continue;
+		}
+		/* oldest first, so chunks are recorded in completion order */
+		struct done_rec *rev = NULL;
+		while (c->pending) {
+			struct done_rec *r = c->pending;
+			c->pending = r->next;
+			r->next = rev;
+			rev = r;
+		}
+		pthread_mutex_unlock(&c->mu);
+		record_batch(c, rev);
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+void fetch_drain(cache *c)
+{
+	pthread_mutex_lock(&c->mu);
+	struct done_rec *rev = NULL;
+	while (c->pending) {
+		struct done_rec *r = c->pending;
+		c->pending = r->next;
+		r->next = rev;
+		rev = r;
+	}
+	pthread_mutex_unlock(&c->mu);
+	record_batch(c, rev);
+}
+
+int fetch_start_writer(cache *c)
+{
+	pthread_cond_init(&c->writer_cv, NULL);
+	return pthread_create(&c->writer, NULL, writer_main, c) == 0 ? 0 : -1;
+}
+
+void fetch_stop_writer(cache *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->stopping = true;
+	pthread_cond_signal(&c->writer_cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->writer, NULL);
+	pthread_cond_destroy(&c->writer_cv);
+}

@@ -1,0 +1,101 @@
+/*
+ * Shared between cache.c (entries, handles, verification, stats) and
+ * fetch.c (the download scheduler).  Not part of the cache interface.
+ *
+ * Locking: one mutex (cache.mu) guards every centry field marked [mu] and
+ * the scheduler state; `cv` is broadcast whenever a chunk changes state.
+ * The cache file descriptor is written by the http loop thread (chunk
+ * sinks, no lock: each chunk range has exactly one writer) and read by
+ * FUSE workers only for chunks in state CH_DONE.
+ */
+#ifndef CKPTFS_CACHE_INTERNAL_H
+#define CKPTFS_CACHE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "cache/cache.h"
+#include "cache/index.h"
+
+enum chunk_state {
+	CH_MISSING = 0,
+	CH_INFLIGHT,
+	CH_DONE,
+	CH_FAILED,
+};
+
+typedef struct centry centry;
+struct centry {
+	char name[CIDX_NAME_LEN];
+	char *key;
+	char *etag;
+	uint64_t size;
+	uint32_t chunk_size, n_chunks;
+	int fd;
+	enum cidx_role role;   /* [mu] */
+	uint8_t *state;        /* [mu] enum chunk_state per chunk */
+	uint8_t *verified;     /* [mu] bytes known good to this process */
+	uint8_t *attempts;     /* [mu] */
+	uint32_t *crc;         /* [mu] */
+	double *not_before;    /* [mu] retry time per chunk, monotonic s */
+	uint32_t cursor;       /* [mu] next chunk for the sequential sweep */
+	uint32_t n_done;       /* [mu] */
+	unsigned inflight;     /* [mu] */
+	unsigned refs;         /* [mu] open handles */
+	bool active;           /* [mu] on the scheduler's list */
+	bool failed;           /* [mu] cannot complete (err says why) */
+	int err;               /* [mu] */
+	centry *next;          /* [mu] all entries */
+	centry *next_active;   /* [mu] scheduler list */
+};
+
+typedef struct urgent {
+	centry *e;
+	uint32_t idx;
+} urgent;
+
+#define URGENT_MAX 256
+#define RATE_SLOTS 8
+
+struct cache {
+	cache_opts o;
+	char *dir;
+	char *bucket;
+	s3_client *s3;
+	cidx *idx;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	centry *entries; /* [mu] */
+	centry *active;  /* [mu] entries with chunks to fetch */
+	urgent urgent[URGENT_MAX]; /* [mu] ring */
+	unsigned urg_head, urg_len; /* [mu] */
+	unsigned inflight; /* [mu] */
+	bool stopping;     /* [mu] */
+	/* index writer: chunk completions waiting to be recorded [mu] */
+	struct done_rec *pending;
+	pthread_t writer;
+	pthread_cond_t writer_cv;
+	/* stats [mu] */
+	uint64_t hits, misses, uncached_opens, downloaded, verify_failures;
+	uint64_t rate_bytes[RATE_SLOTS];
+	int64_t rate_sec[RATE_SLOTS];
+};
+
+struct done_rec {
+	centry *e; /* holds a ref (refs++) until recorded */
+	uint32_t idx, crc;
+	struct done_rec *next;
+};
+
+/* fetch.c */
+void fetch_activate(cache *c, centry *e);      /* mu held */
+void fetch_schedule(cache *c);                 /* mu held */
+void fetch_make_urgent(cache *c, centry *e, uint32_t first, uint32_t last);
+int fetch_start_writer(cache *c);
+void fetch_stop_writer(cache *c);
+void fetch_drain(cache *c); /* records what the writer left */
+
+/* cache.c */
+void centry_put(cache *c, centry *e); /* mu held: drop a ref */
+uint64_t chunk_len(const centry *e, uint32_t idx);
+
+#endif
