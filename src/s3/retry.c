@@ -75,16 +75,16 @@ static bool retry_status_transient(long status)
 
 /* S3 and AWS error codes meaning "not now", whatever the status. */
 static const char *const retry_codes[] = {
-	"SlowDown",
-	"RequestTimeout",
-	"InternalError",
-	"ServiceUnavailable",
-	"Throttling",
-	"ThrottlingException",
-	"RequestThrottled",
-	"TooManyRequestsException",
-	"RequestLimitExceeded",
-	"BandwidthLimitExceeded",
+    "SlowDown",
+    "RequestTimeout",
+    "InternalError",
+    "ServiceUnavailable",
+    "Throttling",
+    "ThrottlingException",
+    "RequestThrottled",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
 };
 
 static bool retry_code_transient(const char *code)

@@ -64,9 +64,11 @@ typedef struct xml_spec {
 struct xml_ctx {
 	XML_Parser xp;
 	const xml_spec *spec;
-	void *state;       /* the document type's private state */
+	const char *what;  /* the expected root, prefixed to messages */
+	void *state;	   /* the document type's private state */
 	s3_error *err_doc; /* where an <Error> root goes; NULL: refused */
 	bool got_err_doc;
+	bool parsing;	/* inside XML_Parse: XML_StopParser applies */
 	unsigned depth; /* open elements, root included */
 	size_t path_len[XML_MAX_DEPTH];
 	buf path;
@@ -77,7 +79,7 @@ struct xml_ctx {
 /* ---- helpers ------------------------------------------------------------ */
 
 static char *msg_vf(const char *fmt, va_list ap)
-	__attribute__((format(printf, 1, 0)));
+    __attribute__((format(printf, 1, 0)));
 
 static char *msg_vf(const char *fmt, va_list ap)
 {
@@ -91,7 +93,7 @@ static char *msg_vf(const char *fmt, va_list ap)
 
 /* Records the first error only and stops expat; always returns -1. */
 static int xml_fail(xml_ctx *x, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 static int xml_fail(xml_ctx *x, const char *fmt, ...)
 {
@@ -102,14 +104,15 @@ static int xml_fail(xml_ctx *x, const char *fmt, ...)
 	char *m = msg_vf(fmt, ap);
 	va_end(ap);
 	buf b = BUF_INIT;
-	if (buf_printf(&b, "%s: %s", x->spec->root, m ? m : "?") == 0)
+	if (buf_printf(&b, "%s: %s", x->what, m ? m : "?") == 0)
 		x->err = buf_steal(&b);
 	else
 		buf_free(&b);
 	free(m);
 	if (!x->err)
 		x->err = strdup("out of memory");
-	XML_StopParser(x->xp, XML_FALSE);
+	if (x->parsing)
+		XML_StopParser(x->xp, XML_FALSE);
 	return -1;
 }
 
@@ -129,8 +132,8 @@ static char *memdup_str(const char *s, size_t n)
 }
 
 /* Stores the text of a field that may occur at most once. */
-static int take_str(xml_ctx *x, char **dst, const char *name,
-		    const char *text, size_t len)
+static int take_str(xml_ctx *x, char **dst, const char *name, const char *text,
+		    size_t len)
 {
 	if (*dst)
 		return xml_fail(x, "duplicate <%s>", name);
@@ -139,8 +142,8 @@ static int take_str(xml_ctx *x, char **dst, const char *name,
 }
 
 /* Like take_str, also recording the length (keys may gain NULs later). */
-static int take_key(xml_ctx *x, char **dst, size_t *dst_len,
-		    const char *name, const char *text, size_t len)
+static int take_key(xml_ctx *x, char **dst, size_t *dst_len, const char *name,
+		    const char *text, size_t len)
 {
 	if (take_str(x, dst, name, text, len) < 0)
 		return -1;
@@ -166,8 +169,7 @@ static int parse_u64(const char *s, size_t len, uint64_t *out)
 	return 0;
 }
 
-static int take_bool(xml_ctx *x, bool *dst, const char *name,
-		     const char *text)
+static int take_bool(xml_ctx *x, bool *dst, const char *name, const char *text)
 {
 	if (strcasecmp(text, "true") == 0)
 		*dst = true;
@@ -290,8 +292,7 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
 	if (x->err)
 		return;
 	x->depth--;
-	x->spec->close(x, buf_cstr(&x->path), buf_cstr(&x->text),
-		       x->text.len);
+	x->spec->close(x, buf_cstr(&x->path), buf_cstr(&x->text), x->text.len);
 	buf_reset(&x->text);
 	path_pop(x);
 }
@@ -326,7 +327,8 @@ static int xml_check_len(xml_ctx *x, const char *body, size_t len)
 	if (!body || len == 0)
 		return xml_fail(x, "empty body");
 	if (len > S3XML_MAX_BODY)
-		return xml_fail(x, "body of %zu bytes exceeds the %u-byte limit",
+		return xml_fail(x,
+				"body of %zu bytes exceeds the %u-byte limit",
 				len, (unsigned)S3XML_MAX_BODY);
 	return 0;
 }
@@ -338,7 +340,10 @@ static void xml_parse(xml_ctx *x, const char *body, size_t len)
 	XML_SetCharacterDataHandler(x->xp, on_text);
 	XML_SetStartDoctypeDeclHandler(x->xp, on_doctype);
 	XML_SetEntityDeclHandler(x->xp, on_entity_decl);
-	if (XML_Parse(x->xp, body, (int)len, XML_TRUE) == XML_STATUS_OK)
+	x->parsing = true;
+	enum XML_Status st = XML_Parse(x->xp, body, (int)len, XML_TRUE);
+	x->parsing = false;
+	if (st == XML_STATUS_OK)
 		return;
 	enum XML_Error code = XML_GetErrorCode(x->xp);
 	xml_fail(x, "malformed XML at line %llu, column %llu: %s",
@@ -355,7 +360,10 @@ static void xml_parse(xml_ctx *x, const char *body, size_t len)
 static int xml_run(const xml_spec *spec, void *state, s3_error *err_doc,
 		   const char *body, size_t len, char **err)
 {
-	xml_ctx x = {.spec = spec, .state = state, .err_doc = err_doc};
+	xml_ctx x = {.spec = spec,
+		     .what = spec->root,
+		     .state = state,
+		     .err_doc = err_doc};
 	buf_init(&x.path);
 	buf_init(&x.text);
 	if (xml_check_len(&x, body, len) == 0) {
@@ -417,9 +425,8 @@ void s3_error_free(s3_error *e)
  * S3XML_ERROR_BODY the error lands in *s3err (or is dropped when s3err is
  * NULL) and the normal result stays empty.
  */
-static int xml_run_or_error(const xml_spec *spec, void *state,
-			    s3_error *s3err, const char *body, size_t len,
-			    char **err)
+static int xml_run_or_error(const xml_spec *spec, void *state, s3_error *s3err,
+			    const char *body, size_t len, char **err)
 {
 	s3_error tmp;
 	s3_error *e = s3err ? s3err : &tmp;
@@ -432,7 +439,7 @@ static int xml_run_or_error(const xml_spec *spec, void *state,
 
 /* ---- ListBucketResult (ListObjectsV2) ----------------------------------- */
 
-enum { F_KEY = 1, F_SIZE = 2, F_ETAG = 4, F_MTIME = 8, F_ALL = 15 };
+enum { F_KEY = 1, F_SIZE = 2, F_ETAG = 4, F_MTIME = 8 };
 
 typedef struct list_state {
 	s3_list_result r;
@@ -448,8 +455,8 @@ static int list_open(xml_ctx *x, const char *path)
 	s3_list_result *r = &st->r;
 	if (strcmp(path, "Contents") != 0)
 		return 0;
-	s3_object *a = grow_array(r->objects, &st->obj_cap, r->n_objects,
-				  sizeof *a);
+	s3_object *a =
+	    grow_array(r->objects, &st->obj_cap, r->n_objects, sizeof *a);
 	if (!a)
 		return xml_oom(x);
 	r->objects = a;
@@ -509,8 +516,7 @@ static int list_add_prefix(xml_ctx *x, const char *text, size_t len)
 		return xml_oom(x);
 	r->prefixes = p;
 	size_t cap2 = st->pfx_cap;
-	size_t *l = grow_array(r->prefix_lens, &cap2, r->n_prefixes,
-			       sizeof *l);
+	size_t *l = grow_array(r->prefix_lens, &cap2, r->n_prefixes, sizeof *l);
 	if (!l)
 		return xml_oom(x);
 	r->prefix_lens = l;
@@ -679,8 +685,8 @@ int s3xml_parse_time(const char *s, struct timespec *out)
 	    !take_digits(&p, 2, &sec) || !take_fraction(&p, &nsec) ||
 	    !take_zone(&p, &off) || *p != '\0')
 		return -1;
-	if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) ||
-	    h > 23 || mi > 59 || sec > 60)
+	if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 ||
+	    mi > 59 || sec > 60)
 		return -1;
 	tm.tm_year = y - 1900;
 	tm.tm_mon = mo - 1;
@@ -710,8 +716,8 @@ static int initiate_close(xml_ctx *x, const char *path, const char *text,
 	return 0;
 }
 
-static const xml_spec initiate_spec = {"InitiateMultipartUploadResult",
-				       NULL, NULL, initiate_close};
+static const xml_spec initiate_spec = {"InitiateMultipartUploadResult", NULL,
+				       NULL, initiate_close};
 
 int s3xml_parse_initiate(const char *body, size_t len, char **upload_id,
 			 char **err)
@@ -739,8 +745,8 @@ static int complete_close(xml_ctx *x, const char *path, const char *text,
 	return 0;
 }
 
-static const xml_spec complete_spec = {"CompleteMultipartUploadResult",
-				       NULL, NULL, complete_close};
+static const xml_spec complete_spec = {"CompleteMultipartUploadResult", NULL,
+				       NULL, complete_close};
 
 int s3xml_parse_complete(const char *body, size_t len, char **etag,
 			 s3_error *s3err, char **err)
@@ -777,8 +783,8 @@ static int copy_close(xml_ctx *x, const char *path, const char *text,
 	return 0;
 }
 
-static const xml_spec copy_spec = {"CopyObjectResult", "CopyPartResult",
-				   NULL, copy_close};
+static const xml_spec copy_spec = {"CopyObjectResult", "CopyPartResult", NULL,
+				   copy_close};
 
 int s3xml_parse_copy(const char *body, size_t len, s3_copy_result *out,
 		     s3_error *s3err, char **err)
@@ -846,7 +852,8 @@ static int delete_close(xml_ctx *x, const char *path, const char *text,
 {
 	delete_state *st = x->state;
 	s3_delete_result *r = &st->r;
-	s3_delete_entry *d = r->n_deleted ? &r->deleted[r->n_deleted - 1] : NULL;
+	s3_delete_entry *d =
+	    r->n_deleted ? &r->deleted[r->n_deleted - 1] : NULL;
 	s3_delete_entry *e = r->n_errors ? &r->errors[r->n_errors - 1] : NULL;
 	if (strcmp(path, "Deleted/Key") == 0)
 		return take_str(x, &d->key, "Key", text, len);
@@ -916,8 +923,8 @@ static int uploads_open(xml_ctx *x, const char *path)
 	s3_uploads_result *r = &st->r;
 	if (strcmp(path, "Upload") != 0)
 		return 0;
-	s3_upload *a = grow_array(r->uploads, &st->cap, r->n_uploads,
-				  sizeof *a);
+	s3_upload *a =
+	    grow_array(r->uploads, &st->cap, r->n_uploads, sizeof *a);
 	if (!a)
 		return xml_oom(x);
 	r->uploads = a;
@@ -931,7 +938,7 @@ static int upload_field(xml_ctx *x, const char *name, const char *text,
 {
 	uploads_state *st = x->state;
 	s3_upload *u = &st->r.uploads[st->r.n_uploads - 1];
-	unsigned f = strcmp(name, "Key") == 0	     ? U_KEY
+	unsigned f = strcmp(name, "Key") == 0	      ? U_KEY
 		     : strcmp(name, "UploadId") == 0  ? U_ID
 		     : strcmp(name, "Initiated") == 0 ? U_TIME
 						      : 0;
@@ -995,9 +1002,8 @@ static int uploads_close(xml_ctx *x, const char *path, const char *text,
 		return take_bool(x, &r->truncated, "IsTruncated", text);
 	}
 	if (strcmp(path, "NextKeyMarker") == 0)
-		return take_key(x, &r->next_key_marker,
-				&r->next_key_marker_len, "NextKeyMarker", text,
-				len);
+		return take_key(x, &r->next_key_marker, &r->next_key_marker_len,
+				"NextKeyMarker", text, len);
 	if (strcmp(path, "NextUploadIdMarker") == 0)
 		return take_str(x, &r->next_upload_id_marker,
 				"NextUploadIdMarker", text, len);

@@ -89,7 +89,7 @@ int s3xml_parse_complete(const char *body, size_t len, char **etag,
 			 s3_error *s3err, char **err);
 
 typedef struct s3_copy_result {
-	char *etag;            /* required */
+	char *etag; /* required */
 	struct timespec mtime; /* LastModified, zero when absent */
 } s3_copy_result;
 

@@ -17,66 +17,66 @@ struct case_ {
 };
 
 static const struct case_ cases[] = {
-	/* transport */
-	{CURLE_OPERATION_TIMEDOUT, 0, NULL, true},
-	{CURLE_COULDNT_CONNECT, 0, NULL, true},
-	{CURLE_RECV_ERROR, 0, NULL, true},
-	{CURLE_SEND_ERROR, 0, NULL, true},
-	{CURLE_GOT_NOTHING, 0, NULL, true},
-	{CURLE_PARTIAL_FILE, 0, NULL, true},
-	{CURLE_SSL_CONNECT_ERROR, 0, NULL, true},
-	{CURLE_HTTP2_STREAM, 0, NULL, true},
-	{CURLE_COULDNT_RESOLVE_HOST, 0, NULL, true},
-	{CURLE_PEER_FAILED_VERIFICATION, 0, NULL, false},
-	{CURLE_URL_MALFORMAT, 0, NULL, false},
-	{CURLE_ABORTED_BY_CALLBACK, 0, NULL, false},
-	{CURLE_WRITE_ERROR, 0, NULL, false},
-	{CURLE_OUT_OF_MEMORY, 0, NULL, false},
-	/* a CURLcode decides even when a status arrived */
-	{CURLE_WRITE_ERROR, 503, "SlowDown", false},
-	{CURLE_PARTIAL_FILE, 200, NULL, true},
-	/* HTTP status alone (body not S3 XML) */
-	{0, 500, NULL, true},
-	{0, 502, NULL, true},
-	{0, 503, NULL, true},
-	{0, 504, NULL, true},
-	{0, 429, NULL, true},
-	{0, 408, NULL, true},
-	{0, 501, NULL, false},
-	{0, 505, NULL, false},
-	{0, 400, NULL, false},
-	{0, 403, NULL, false},
-	{0, 404, NULL, false},
-	{0, 409, NULL, false},
-	{0, 412, NULL, false},
-	{0, 416, NULL, false},
-	{0, 200, NULL, false},
-	{0, 0, NULL, false},
-	/* S3 codes with their usual status */
-	{0, 503, "SlowDown", true},
-	{0, 400, "RequestTimeout", true},
-	{0, 500, "InternalError", true},
-	{0, 503, "ServiceUnavailable", true},
-	{0, 400, "Throttling", true},
-	{0, 400, "ThrottlingException", true},
-	{0, 403, "RequestTimeTooSkewed", false},
-	{0, 403, "AccessDenied", false},
-	{0, 403, "SignatureDoesNotMatch", false},
-	{0, 403, "InvalidAccessKeyId", false},
-	{0, 400, "ExpiredToken", false},
-	{0, 400, "BadDigest", false},
-	{0, 404, "NoSuchKey", false},
-	{0, 404, "NoSuchBucket", false},
-	{0, 404, "NoSuchUpload", false},
-	{0, 412, "PreconditionFailed", false},
-	{0, 416, "InvalidRange", false},
-	/* CompleteMultipartUpload: 200 with an <Error> document */
-	{0, 200, "InternalError", true},
-	{0, 200, "SlowDown", true},
-	{0, 200, "AccessDenied", false},
-	/* codes are case-sensitive, as S3 sends them */
-	{0, 400, "slowdown", false},
-	{0, 400, "", false},
+    /* transport */
+    {CURLE_OPERATION_TIMEDOUT, 0, NULL, true},
+    {CURLE_COULDNT_CONNECT, 0, NULL, true},
+    {CURLE_RECV_ERROR, 0, NULL, true},
+    {CURLE_SEND_ERROR, 0, NULL, true},
+    {CURLE_GOT_NOTHING, 0, NULL, true},
+    {CURLE_PARTIAL_FILE, 0, NULL, true},
+    {CURLE_SSL_CONNECT_ERROR, 0, NULL, true},
+    {CURLE_HTTP2_STREAM, 0, NULL, true},
+    {CURLE_COULDNT_RESOLVE_HOST, 0, NULL, true},
+    {CURLE_PEER_FAILED_VERIFICATION, 0, NULL, false},
+    {CURLE_URL_MALFORMAT, 0, NULL, false},
+    {CURLE_ABORTED_BY_CALLBACK, 0, NULL, false},
+    {CURLE_WRITE_ERROR, 0, NULL, false},
+    {CURLE_OUT_OF_MEMORY, 0, NULL, false},
+    /* a CURLcode decides even when a status arrived */
+    {CURLE_WRITE_ERROR, 503, "SlowDown", false},
+    {CURLE_PARTIAL_FILE, 200, NULL, true},
+    /* HTTP status alone (body not S3 XML) */
+    {0, 500, NULL, true},
+    {0, 502, NULL, true},
+    {0, 503, NULL, true},
+    {0, 504, NULL, true},
+    {0, 429, NULL, true},
+    {0, 408, NULL, true},
+    {0, 501, NULL, false},
+    {0, 505, NULL, false},
+    {0, 400, NULL, false},
+    {0, 403, NULL, false},
+    {0, 404, NULL, false},
+    {0, 409, NULL, false},
+    {0, 412, NULL, false},
+    {0, 416, NULL, false},
+    {0, 200, NULL, false},
+    {0, 0, NULL, false},
+    /* S3 codes with their usual status */
+    {0, 503, "SlowDown", true},
+    {0, 400, "RequestTimeout", true},
+    {0, 500, "InternalError", true},
+    {0, 503, "ServiceUnavailable", true},
+    {0, 400, "Throttling", true},
+    {0, 400, "ThrottlingException", true},
+    {0, 403, "RequestTimeTooSkewed", false},
+    {0, 403, "AccessDenied", false},
+    {0, 403, "SignatureDoesNotMatch", false},
+    {0, 403, "InvalidAccessKeyId", false},
+    {0, 400, "ExpiredToken", false},
+    {0, 400, "BadDigest", false},
+    {0, 404, "NoSuchKey", false},
+    {0, 404, "NoSuchBucket", false},
+    {0, 404, "NoSuchUpload", false},
+    {0, 412, "PreconditionFailed", false},
+    {0, 416, "InvalidRange", false},
+    /* CompleteMultipartUpload: 200 with an <Error> document */
+    {0, 200, "InternalError", true},
+    {0, 200, "SlowDown", true},
+    {0, 200, "AccessDenied", false},
+    /* codes are case-sensitive, as S3 sends them */
+    {0, 400, "slowdown", false},
+    {0, 400, "", false},
 };
 
 Test(retry, classification_table)
@@ -84,8 +84,9 @@ Test(retry, classification_table)
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		const struct case_ *c = &cases[i];
 		cr_expect_eq(retry_is_transient(c->curl, c->status, c->code),
-			     c->transient, "case %zu: curl %d status %ld code %s",
-			     i, c->curl, c->status, c->code ? c->code : "NULL");
+			     c->transient,
+			     "case %zu: curl %d status %ld code %s", i, c->curl,
+			     c->status, c->code ? c->code : "NULL");
 	}
 }
 
@@ -131,8 +132,8 @@ Test(retry, resolution_failure_retried_once)
 	cr_assert(retry_should(&p, 1, CURLE_COULDNT_RESOLVE_HOST, 0, NULL));
 	cr_assert_not(retry_should(&p, RETRY_RESOLVE_MAX_ATTEMPTS,
 				   CURLE_COULDNT_RESOLVE_HOST, 0, NULL));
-	cr_assert_not(retry_should(&p, 2, CURLE_COULDNT_RESOLVE_PROXY, 0,
-				   NULL));
+	cr_assert_not(
+	    retry_should(&p, 2, CURLE_COULDNT_RESOLVE_PROXY, 0, NULL));
 	/* other transport errors keep the full budget */
 	cr_assert(retry_should(&p, 9, CURLE_COULDNT_CONNECT, 0, NULL));
 }
@@ -158,7 +159,8 @@ Test(retry, cap_overflow_safety)
 			     "attempt %u", attempts[i]);
 		retry_policy p = {6, 100, 5000};
 		cr_assert_eq(retry_cap_ms(&p, attempts[i]),
-			     attempts[i] < 7 ? 100u << (attempts[i] - 1) : 5000u);
+			     attempts[i] < 7 ? 100u << (attempts[i] - 1)
+					     : 5000u);
 	}
 	retry_policy half = {6, 1u << 31, UINT_MAX};
 	cr_assert_eq(retry_cap_ms(&half, 1), 1u << 31);
@@ -212,7 +214,8 @@ Test(retry, delay_grows_and_jitters)
 		}
 		double mean = sum / n;
 		cr_expect_lt(lo, cap / 20 + 1, "attempt %u min %u", a, lo);
-		cr_expect_gt(hi, cap - cap / 20 - 1, "attempt %u max %u", a, hi);
+		cr_expect_gt(hi, cap - cap / 20 - 1, "attempt %u max %u", a,
+			     hi);
 		cr_expect(mean > cap * 0.45 && mean < cap * 0.55,
 			  "attempt %u mean %f cap %u", a, mean, cap);
 		cr_expect_gt(mean, prev_mean, "attempt %u", a);
@@ -251,6 +254,7 @@ Test(retry, rng_is_deterministic_and_zero_safe)
 	uint64_t s1 = retry_rng_seed(1), s2 = retry_rng_seed(2);
 	int same = 0;
 	for (int i = 0; i < 50; i++)
-		same += retry_delay_ms(&p, 6, &s1) == retry_delay_ms(&p, 6, &s2);
+		same +=
+		    retry_delay_ms(&p, 6, &s1) == retry_delay_ms(&p, 6, &s2);
 	cr_assert_lt(same, 5);
 }

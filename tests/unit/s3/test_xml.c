@@ -18,47 +18,46 @@
 #define ETAG1_RAW "\"d41d8cd98f00b204e9800998ecf8427e\""
 
 /* A ListObjectsV2 page as AWS sends it (encoding-type=url, delimiter /). */
-static const char aws_list[] =
-	XML_DECL
-	"<ListBucketResult " S3NS ">"
-	"<Name>ckpt-bucket</Name><Prefix>run1%2F</Prefix>"
-	"<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM="
-	"</NextContinuationToken>"
-	"<KeyCount>4</KeyCount><MaxKeys>4</MaxKeys><Delimiter>%2F</Delimiter>"
-	"<EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>"
-	"<Contents><Key>run1/latest</Key>"
-	"<LastModified>2009-10-12T17:50:30.000Z</LastModified>"
-	"<ETag>" ETAG1 "</ETag>"
-	"<ChecksumAlgorithm>CRC64NVME</ChecksumAlgorithm>"
-	"<Size>0</Size>"
-	"<Owner><ID>75aa57f09aa0c8caeab4f8c24e99d10f8e7faeebf76c078efc7c6caea54ba06a"
-	"</ID><DisplayName>mtd@amazon.com</DisplayName></Owner>"
-	"<StorageClass>STANDARD</StorageClass></Contents>"
-	"<Contents><Key>run1/model+shard%2B1.safetensors</Key>"
-	"<LastModified>2024-03-01T12:00:00.000Z</LastModified>"
-	"<ETag>&quot;3858f62230ac3c915f300c664312c11f-640&quot;</ETag>"
-	"<Size>5497558138880</Size>"
-	"<StorageClass>STANDARD</StorageClass></Contents>"
-	"<CommonPrefixes><Prefix>run1/step-100/</Prefix></CommonPrefixes>"
-	"<CommonPrefixes><Prefix>run1/step%20200/</Prefix></CommonPrefixes>"
-	"</ListBucketResult>";
+static const char aws_list[] = XML_DECL
+    "<ListBucketResult " S3NS ">"
+    "<Name>ckpt-bucket</Name><Prefix>run1%2F</Prefix>"
+    "<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM="
+    "</NextContinuationToken>"
+    "<KeyCount>4</KeyCount><MaxKeys>4</MaxKeys><Delimiter>%2F</Delimiter>"
+    "<EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>"
+    "<Contents><Key>run1/latest</Key>"
+    "<LastModified>2009-10-12T17:50:30.000Z</LastModified>"
+    "<ETag>" ETAG1 "</ETag>"
+    "<ChecksumAlgorithm>CRC64NVME</ChecksumAlgorithm>"
+    "<Size>0</Size>"
+    "<Owner><ID>"
+    "75aa57f09aa0c8caeab4f8c24e99d10f8e7faeebf76c078efc7c6caea54ba06a"
+    "</ID><DisplayName>mtd@amazon.com</DisplayName></Owner>"
+    "<StorageClass>STANDARD</StorageClass></Contents>"
+    "<Contents><Key>run1/model+shard%2B1.safetensors</Key>"
+    "<LastModified>2024-03-01T12:00:00.000Z</LastModified>"
+    "<ETag>&quot;3858f62230ac3c915f300c664312c11f-640&quot;</ETag>"
+    "<Size>5497558138880</Size>"
+    "<StorageClass>STANDARD</StorageClass></Contents>"
+    "<CommonPrefixes><Prefix>run1/step-100/</Prefix></CommonPrefixes>"
+    "<CommonPrefixes><Prefix>run1/step%20200/</Prefix></CommonPrefixes>"
+    "</ListBucketResult>";
 
 /* Ceph RGW 16 order: EncodingType among the header fields, KeyCount and
  * NextContinuationToken at the end, %20 for spaces, a Type element. */
 static const char ceph_list[] =
-	XML_DECL
-	"<ListBucketResult " S3NS ">"
-	"<Name>ckpt</Name><Prefix>dir%2F</Prefix><MaxKeys>1000</MaxKeys>"
-	"<Delimiter>%2F</Delimiter><IsTruncated>false</IsTruncated>"
-	"<Contents><Key>dir/a%20b%2Bc</Key>"
-	"<LastModified>2024-05-01T10:11:12.345Z</LastModified>"
-	"<ETag>&quot;900150983cd24fb0d6963f7d28e17f72&quot;</ETag>"
-	"<Size>3</Size><StorageClass>STANDARD</StorageClass>"
-	"<Owner><ID>tester</ID><DisplayName>Tester</DisplayName></Owner>"
-	"<Type>Normal</Type></Contents>"
-	"<CommonPrefixes><Prefix>dir/sub%25dir/</Prefix></CommonPrefixes>"
-	"<KeyCount>2</KeyCount><EncodingType>url</EncodingType>"
-	"</ListBucketResult>";
+    XML_DECL "<ListBucketResult " S3NS ">"
+	     "<Name>ckpt</Name><Prefix>dir%2F</Prefix><MaxKeys>1000</MaxKeys>"
+	     "<Delimiter>%2F</Delimiter><IsTruncated>false</IsTruncated>"
+	     "<Contents><Key>dir/a%20b%2Bc</Key>"
+	     "<LastModified>2024-05-01T10:11:12.345Z</LastModified>"
+	     "<ETag>&quot;900150983cd24fb0d6963f7d28e17f72&quot;</ETag>"
+	     "<Size>3</Size><StorageClass>STANDARD</StorageClass>"
+	     "<Owner><ID>tester</ID><DisplayName>Tester</DisplayName></Owner>"
+	     "<Type>Normal</Type></Contents>"
+	     "<CommonPrefixes><Prefix>dir/sub%25dir/</Prefix></CommonPrefixes>"
+	     "<KeyCount>2</KeyCount><EncodingType>url</EncodingType>"
+	     "</ListBucketResult>";
 
 static bool all_zero(const void *p, size_t n)
 {
@@ -157,11 +156,11 @@ Test(xml_list, encoding_type_in_reply_decodes)
 }
 
 static const char raw_list[] =
-	"<ListBucketResult " S3NS "><IsTruncated>false</IsTruncated>"
-	"<Contents><Key>a+b%20c</Key><Size>1</Size><ETag>e</ETag>"
-	"<LastModified>2009-10-12T17:50:30Z</LastModified></Contents>"
-	"<CommonPrefixes><Prefix>p+q%/</Prefix></CommonPrefixes>"
-	"</ListBucketResult>";
+    "<ListBucketResult " S3NS "><IsTruncated>false</IsTruncated>"
+    "<Contents><Key>a+b%20c</Key><Size>1</Size><ETag>e</ETag>"
+    "<LastModified>2009-10-12T17:50:30Z</LastModified></Contents>"
+    "<CommonPrefixes><Prefix>p+q%/</Prefix></CommonPrefixes>"
+    "</ListBucketResult>";
 
 Test(xml_list, no_decoding_without_encoding_type)
 {
@@ -178,11 +177,11 @@ Test(xml_list, no_decoding_without_encoding_type)
 Test(xml_list, decoded_nul_keeps_length)
 {
 	const char *body =
-		"<ListBucketResult><Contents><Key>a%00b%2Fc%C3%A9</Key>"
-		"<Size>7</Size><ETag>\"x\"</ETag>"
-		"<LastModified>2009-10-12T17:50:30Z</LastModified></Contents>"
-		"<CommonPrefixes><Prefix>n%00/</Prefix></CommonPrefixes>"
-		"</ListBucketResult>";
+	    "<ListBucketResult><Contents><Key>a%00b%2Fc%C3%A9</Key>"
+	    "<Size>7</Size><ETag>\"x\"</ETag>"
+	    "<LastModified>2009-10-12T17:50:30Z</LastModified></Contents>"
+	    "<CommonPrefixes><Prefix>n%00/</Prefix></CommonPrefixes>"
+	    "</ListBucketResult>";
 	s3_list_result r;
 	list_ok(body, true, &r);
 	cr_assert_eq(r.objects[0].key_len, 7);
@@ -195,12 +194,12 @@ Test(xml_list, decoded_nul_keeps_length)
 Test(xml_list, entities_and_char_refs)
 {
 	const char *body =
-		"<ListBucketResult><Contents>"
-		"<Key>&lt;a&gt; &amp; &apos;b&apos; &quot;c&quot; &#x41;&#66;"
-		"&#xE9;&#x1F600;</Key>"
-		"<Size>1</Size><ETag>&quot;e&quot;</ETag>"
-		"<LastModified>2009-10-12T17:50:30Z</LastModified></Contents>"
-		"</ListBucketResult>";
+	    "<ListBucketResult><Contents>"
+	    "<Key>&lt;a&gt; &amp; &apos;b&apos; &quot;c&quot; &#x41;&#66;"
+	    "&#xE9;&#x1F600;</Key>"
+	    "<Size>1</Size><ETag>&quot;e&quot;</ETag>"
+	    "<LastModified>2009-10-12T17:50:30Z</LastModified></Contents>"
+	    "</ListBucketResult>";
 	s3_list_result r;
 	list_ok(body, false, &r);
 	cr_assert_str_eq(r.objects[0].key,
@@ -229,9 +228,9 @@ Test(xml_list, split_character_data)
 	cr_assert_gt(n, 0);
 	s3_list_result r;
 	list_ok(body, false, &r);
-	cr_assert_eq(strncmp(r.objects[0].key, "x<b>&amp;y&z\nline2\nline3",
-			     24),
-		     0, "got %.40s", r.objects[0].key);
+	cr_assert_eq(
+	    strncmp(r.objects[0].key, "x<b>&amp;y&z\nline2\nline3", 24), 0,
+	    "got %.40s", r.objects[0].key);
 	cr_assert_str_eq(r.objects[0].key + 24, key);
 	cr_assert_eq(r.objects[0].key_len, 24 + strlen(key));
 	cr_assert_eq(r.objects[0].size, 123);
@@ -243,15 +242,15 @@ Test(xml_list, split_character_data)
 Test(xml_list, namespace_prefix_and_unknown_elements)
 {
 	const char *body =
-		"<s3:ListBucketResult xmlns:s3=\"http://s3.amazonaws.com/doc/"
-		"2006-03-01/\" xmlns:x=\"urn:other\">"
-		"<x:Extension><s3:Key>ignored</s3:Key></x:Extension>"
-		"<s3:Contents><s3:Key>k</s3:Key><s3:Size>9</s3:Size>"
-		"<s3:ETag>\"e\"</s3:ETag><s3:RestoreStatus><s3:IsRestoreInProgress>"
-		"false</s3:IsRestoreInProgress></s3:RestoreStatus>"
-		"<s3:LastModified>2009-10-12T17:50:30Z</s3:LastModified>"
-		"</s3:Contents><s3:IsTruncated>false</s3:IsTruncated>"
-		"<?some-pi data?><!-- a comment --></s3:ListBucketResult>";
+	    "<s3:ListBucketResult xmlns:s3=\"http://s3.amazonaws.com/doc/"
+	    "2006-03-01/\" xmlns:x=\"urn:other\">"
+	    "<x:Extension><s3:Key>ignored</s3:Key></x:Extension>"
+	    "<s3:Contents><s3:Key>k</s3:Key><s3:Size>9</s3:Size>"
+	    "<s3:ETag>\"e\"</s3:ETag><s3:RestoreStatus><s3:IsRestoreInProgress>"
+	    "false</s3:IsRestoreInProgress></s3:RestoreStatus>"
+	    "<s3:LastModified>2009-10-12T17:50:30Z</s3:LastModified>"
+	    "</s3:Contents><s3:IsTruncated>false</s3:IsTruncated>"
+	    "<?some-pi data?><!-- a comment --></s3:ListBucketResult>";
 	s3_list_result r;
 	list_ok(body, false, &r);
 	cr_assert_eq(r.n_objects, 1);
@@ -312,9 +311,8 @@ Test(xml_list, err_may_be_null)
 	s3_list_result r;
 	cr_assert_eq(s3xml_parse_list("<x/>", 4, true, &r, NULL), -1);
 	cr_assert(all_zero(&r, sizeof r));
-	cr_assert_eq(s3xml_parse_list(ceph_list, strlen(ceph_list), true, &r,
-				      NULL),
-		     0);
+	cr_assert_eq(
+	    s3xml_parse_list(ceph_list, strlen(ceph_list), true, &r, NULL), 0);
 	s3_list_result_free(&r);
 	s3_list_result_free(NULL);
 }
@@ -364,9 +362,17 @@ Test(xml_list, wrong_root)
 Test(xml_list, bad_sizes)
 {
 	static const char *const bad[] = {
-		"",	 "-1",	 "+1",	 "1.5",	 " 1",	"1 ",
-		"abc",	 "0x10", "1e3",	 "18446744073709551616",
-		"99999999999999999999999",
+	    "",
+	    "-1",
+	    "+1",
+	    "1.5",
+	    " 1",
+	    "1 ",
+	    "abc",
+	    "0x10",
+	    "1e3",
+	    "18446744073709551616",
+	    "99999999999999999999999",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		char body[512];
@@ -440,11 +446,11 @@ Test(xml_list, doctype_refused)
 {
 	/* billion laughs */
 	list_fails(
-		"<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">"
-		"<!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">"
-		"<!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">]>"
-		"<ListBucketResult><Name>&lol3;</Name></ListBucketResult>",
-		"DOCTYPE");
+	    "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">"
+	    "<!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">"
+	    "<!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">]>"
+	    "<ListBucketResult><Name>&lol3;</Name></ListBucketResult>",
+	    "DOCTYPE");
 	/* external entity */
 	list_fails("<!DOCTYPE r [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>"
 		   "<ListBucketResult><Name>&x;</Name></ListBucketResult>",
@@ -534,21 +540,21 @@ Test(xml_time, valid)
 		time_t sec;
 		long nsec;
 	} ok[] = {
-		{"2009-10-12T17:50:30.000Z", 1255369830, 0},
-		{"2009-10-12T17:50:30Z", 1255369830, 0},
-		{"2009-10-12T17:50:30.5Z", 1255369830, 500000000},
-		{"2024-05-01T10:11:12.345Z", 1714558272, 345000000},
-		{"2024-05-01T10:11:12.123456789Z", 1714558272, 123456789},
-		{"2024-05-01T10:11:12.1234567891234Z", 1714558272, 123456789},
-		{"2024-02-29T23:59:59Z", 1709251199, 0},
-		{"1970-01-01T00:00:00Z", 0, 0},
-		{"1969-12-31T23:59:59Z", -1, 0},
-		{"2038-01-19T03:14:08Z", 2147483648LL, 0},
-		{"2100-01-01T00:00:00.000Z", 4102444800LL, 0},
-		{"2016-12-31T23:59:60Z", 1483228800, 0}, /* leap second */
-		{"2009-10-12T19:50:30+02:00", 1255369830, 0},
-		{"2009-10-12T12:20:30.250-05:30", 1255369830, 250000000},
-		{"2009-10-12T17:50:30+00:00", 1255369830, 0},
+	    {"2009-10-12T17:50:30.000Z", 1255369830, 0},
+	    {"2009-10-12T17:50:30Z", 1255369830, 0},
+	    {"2009-10-12T17:50:30.5Z", 1255369830, 500000000},
+	    {"2024-05-01T10:11:12.345Z", 1714558272, 345000000},
+	    {"2024-05-01T10:11:12.123456789Z", 1714558272, 123456789},
+	    {"2024-05-01T10:11:12.1234567891234Z", 1714558272, 123456789},
+	    {"2024-02-29T23:59:59Z", 1709251199, 0},
+	    {"1970-01-01T00:00:00Z", 0, 0},
+	    {"1969-12-31T23:59:59Z", -1, 0},
+	    {"2038-01-19T03:14:08Z", 2147483648LL, 0},
+	    {"2100-01-01T00:00:00.000Z", 4102444800LL, 0},
+	    {"2016-12-31T23:59:60Z", 1483228800, 0}, /* leap second */
+	    {"2009-10-12T19:50:30+02:00", 1255369830, 0},
+	    {"2009-10-12T12:20:30.250-05:30", 1255369830, 250000000},
+	    {"2009-10-12T17:50:30+00:00", 1255369830, 0},
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
 		struct timespec ts;
@@ -562,31 +568,31 @@ Test(xml_time, valid)
 Test(xml_time, invalid)
 {
 	static const char *const bad[] = {
-		"",
-		"2009",
-		"2009-10-12",
-		"2009-10-12T17:50:30",	    /* no zone */
-		"2009-10-12 17:50:30Z",	    /* space */
-		"2009-10-12T17:50:30.Z",    /* empty fraction */
-		"2009-10-12T17:50:30.000ZZ",
-		"2009-10-12T17:50:30.000Z ",
-		" 2009-10-12T17:50:30Z",
-		"2009-13-12T17:50:30Z",
-		"2009-00-12T17:50:30Z",
-		"2009-10-00T17:50:30Z",
-		"2009-10-32T17:50:30Z",
-		"2023-02-29T00:00:00Z", /* not a leap year */
-		"1900-02-29T00:00:00Z", /* neither */
-		"2009-04-31T00:00:00Z",
-		"2009-10-12T24:00:00Z",
-		"2009-10-12T23:60:00Z",
-		"2009-10-12T23:59:61Z",
-		"2009-10-12T17:50:30+2:00",
-		"2009-10-12T17:50:30+24:00",
-		"2009-10-12T17:50:30+0200",
-		"2009-1O-12T17:50:30Z",
-		"-009-10-12T17:50:30Z",
-		"Mon, 12 Oct 2009 17:50:30 GMT",
+	    "",
+	    "2009",
+	    "2009-10-12",
+	    "2009-10-12T17:50:30",   /* no zone */
+	    "2009-10-12 17:50:30Z",  /* space */
+	    "2009-10-12T17:50:30.Z", /* empty fraction */
+	    "2009-10-12T17:50:30.000ZZ",
+	    "2009-10-12T17:50:30.000Z ",
+	    " 2009-10-12T17:50:30Z",
+	    "2009-13-12T17:50:30Z",
+	    "2009-00-12T17:50:30Z",
+	    "2009-10-00T17:50:30Z",
+	    "2009-10-32T17:50:30Z",
+	    "2023-02-29T00:00:00Z", /* not a leap year */
+	    "1900-02-29T00:00:00Z", /* neither */
+	    "2009-04-31T00:00:00Z",
+	    "2009-10-12T24:00:00Z",
+	    "2009-10-12T23:60:00Z",
+	    "2009-10-12T23:59:61Z",
+	    "2009-10-12T17:50:30+2:00",
+	    "2009-10-12T17:50:30+24:00",
+	    "2009-10-12T17:50:30+0200",
+	    "2009-1O-12T17:50:30Z",
+	    "-009-10-12T17:50:30Z",
+	    "Mon, 12 Oct 2009 17:50:30 GMT",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		struct timespec ts;
@@ -600,18 +606,18 @@ Test(xml_time, invalid)
 
 /* ---- <Error> ------------------------------------------------------------ */
 
-static const char aws_error[] =
-	XML_DECL "<Error><Code>NoSuchKey</Code>"
-	"<Message>The specified key does not exist.</Message>"
-	"<Key>run1/missing</Key><RequestId>4442587FB7D0A2F9</RequestId>"
-	"<HostId>eftixk72aD6Ap51TnqcoF8eFidJG9Z/2mkiDFu8yU9AS1ed4OpIszj7UDNEH"
-	"Gran</HostId></Error>";
+static const char aws_error[] = XML_DECL
+    "<Error><Code>NoSuchKey</Code>"
+    "<Message>The specified key does not exist.</Message>"
+    "<Key>run1/missing</Key><RequestId>4442587FB7D0A2F9</RequestId>"
+    "<HostId>eftixk72aD6Ap51TnqcoF8eFidJG9Z/2mkiDFu8yU9AS1ed4OpIszj7UDNEH"
+    "Gran</HostId></Error>";
 
-static const char ceph_error[] =
-	XML_DECL "<Error><Code>NoSuchBucket</Code><Message/>"
-	"<BucketName>nobucket</BucketName>"
-	"<RequestId>tx00000a1b2c3d4e5f60718-0065f0e0e0-1234-default</RequestId>"
-	"<HostId>1234-default-default</HostId></Error>";
+static const char ceph_error[] = XML_DECL
+    "<Error><Code>NoSuchBucket</Code><Message/>"
+    "<BucketName>nobucket</BucketName>"
+    "<RequestId>tx00000a1b2c3d4e5f60718-0065f0e0e0-1234-default</RequestId>"
+    "<HostId>1234-default-default</HostId></Error>";
 
 Test(xml_error, aws)
 {
@@ -693,10 +699,10 @@ Test(xml_truncation, errors)
 /* ---- InitiateMultipartUploadResult -------------------------------------- */
 
 static const char initiate_body[] =
-	XML_DECL "<InitiateMultipartUploadResult " S3NS ">"
-	"<Bucket>ckpt</Bucket><Key>run1/model.bin</Key>"
-	"<UploadId>2~iCw_lDY8VoPoPJb3eYOZZZ9L9tCAsH7</UploadId>"
-	"</InitiateMultipartUploadResult>";
+    XML_DECL "<InitiateMultipartUploadResult " S3NS ">"
+	     "<Bucket>ckpt</Bucket><Key>run1/model.bin</Key>"
+	     "<UploadId>2~iCw_lDY8VoPoPJb3eYOZZZ9L9tCAsH7</UploadId>"
+	     "</InitiateMultipartUploadResult>";
 
 static int try_initiate(const char *b, size_t n)
 {
@@ -723,12 +729,12 @@ Test(xml_initiate, parse)
 	cr_assert_str_eq(id, "2~iCw_lDY8VoPoPJb3eYOZZZ9L9tCAsH7");
 	free(id);
 	const char *bad[] = {
-		"<InitiateMultipartUploadResult/>",
-		"<InitiateMultipartUploadResult><UploadId/>"
-		"</InitiateMultipartUploadResult>",
-		"<InitiateMultipartUploadResult><UploadId>a</UploadId>"
-		"<UploadId>b</UploadId></InitiateMultipartUploadResult>",
-		"<Error><Code>AccessDenied</Code></Error>",
+	    "<InitiateMultipartUploadResult/>",
+	    "<InitiateMultipartUploadResult><UploadId/>"
+	    "</InitiateMultipartUploadResult>",
+	    "<InitiateMultipartUploadResult><UploadId>a</UploadId>"
+	    "<UploadId>b</UploadId></InitiateMultipartUploadResult>",
+	    "<Error><Code>AccessDenied</Code></Error>",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
 		cr_assert_eq(try_initiate(bad[i], strlen(bad[i])), -1, "%s",
@@ -739,21 +745,21 @@ Test(xml_initiate, parse)
 /* ---- CompleteMultipartUploadResult and errors in 200 replies ------------ */
 
 static const char complete_body[] =
-	XML_DECL "<CompleteMultipartUploadResult " S3NS ">"
-	"<Location>http://ckpt.s3.amazonaws.com/run1/model.bin</Location>"
-	"<Bucket>ckpt</Bucket><Key>run1/model.bin</Key>"
-	"<ETag>&quot;3858f62230ac3c915f300c664312c11f-9&quot;</ETag>"
-	"</CompleteMultipartUploadResult>";
+    XML_DECL "<CompleteMultipartUploadResult " S3NS ">"
+	     "<Location>http://ckpt.s3.amazonaws.com/run1/model.bin</Location>"
+	     "<Bucket>ckpt</Bucket><Key>run1/model.bin</Key>"
+	     "<ETag>&quot;3858f62230ac3c915f300c664312c11f-9&quot;</ETag>"
+	     "</CompleteMultipartUploadResult>";
 
 /* AWS keeps a long CompleteMultipartUpload alive with whitespace before
  * the root, then may still report failure with status 200. */
 static const char complete_error_body[] =
-	XML_DECL "\n        \n        \n"
-	"<Error><Code>InternalError</Code><Message>We encountered an "
-	"internal error. Please try again.</Message>"
-	"<RequestId>656c76696e6727732072657175657374</RequestId>"
-	"<HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg=="
-	"</HostId></Error>";
+    XML_DECL "\n        \n        \n"
+	     "<Error><Code>InternalError</Code><Message>We encountered an "
+	     "internal error. Please try again.</Message>"
+	     "<RequestId>656c76696e6727732072657175657374</RequestId>"
+	     "<HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg=="
+	     "</HostId></Error>";
 
 static int try_complete(const char *b, size_t n)
 {
@@ -817,13 +823,13 @@ Test(xml_complete, error_in_200)
 Test(xml_complete, malformed)
 {
 	const char *bad[] = {
-		"",
-		"<CompleteMultipartUploadResult/>",
-		("<CompleteMultipartUploadResult><ETag>a</ETag><ETag>b</ETag>"
-		 "</CompleteMultipartUploadResult>"),
-		"<InitiateMultipartUploadResult/>",
-		"<Error><Code>InternalError</Code>",
-		"<Error><Code>A</Code><Code>B</Code></Error>",
+	    "",
+	    "<CompleteMultipartUploadResult/>",
+	    ("<CompleteMultipartUploadResult><ETag>a</ETag><ETag>b</ETag>"
+	     "</CompleteMultipartUploadResult>"),
+	    "<InitiateMultipartUploadResult/>",
+	    "<Error><Code>InternalError</Code>",
+	    "<Error><Code>A</Code><Code>B</Code></Error>",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
 		cr_assert_eq(try_complete(bad[i], strlen(bad[i])), -1, "%s",
@@ -837,9 +843,9 @@ Test(xml_complete, malformed)
 Test(xml_copy, both_roots)
 {
 	const char *obj = XML_DECL
-		"<CopyObjectResult " S3NS "><LastModified>2009-10-28T22:32:00.000Z"
-		"</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328&quot;"
-		"</ETag></CopyObjectResult>";
+	    "<CopyObjectResult " S3NS "><LastModified>2009-10-28T22:32:00.000Z"
+	    "</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328&quot;"
+	    "</ETag></CopyObjectResult>";
 	const char *part = "<CopyPartResult><ETag>\"p\"</ETag>"
 			   "</CopyPartResult>";
 	s3_copy_result r;
@@ -876,36 +882,39 @@ Test(xml_copy, errors_and_truncation)
 			   "your request rate.</Message></Error>";
 	cr_assert_eq(try_copy(slow, strlen(slow)), S3XML_ERROR_BODY);
 	const char *bad[] = {
-		"<CopyObjectResult/>",
-		"<CopyObjectResult><ETag>e</ETag><LastModified>never"
-		"</LastModified></CopyObjectResult>",
-		"<CopyPartResult><ETag>e</ETag><LastModified>2009-10-28T22:32:"
-		"00Z</LastModified><LastModified>2009-10-28T22:32:00Z"
-		"</LastModified></CopyPartResult>",
-		"<CompleteMultipartUploadResult><ETag>e</ETag>"
-		"</CompleteMultipartUploadResult>",
+	    "<CopyObjectResult/>",
+	    "<CopyObjectResult><ETag>e</ETag><LastModified>never"
+	    "</LastModified></CopyObjectResult>",
+	    "<CopyPartResult><ETag>e</ETag><LastModified>2009-10-28T22:32:"
+	    "00Z</LastModified><LastModified>2009-10-28T22:32:00Z"
+	    "</LastModified></CopyPartResult>",
+	    "<CompleteMultipartUploadResult><ETag>e</ETag>"
+	    "</CompleteMultipartUploadResult>",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-		cr_assert_eq(try_copy(bad[i], strlen(bad[i])), -1, "%s", bad[i]);
-	every_prefix("<CopyPartResult><LastModified>2009-10-28T22:32:00.000Z"
-		     "</LastModified><ETag>&quot;x&quot;</ETag></CopyPartResult>",
-		     try_copy, 0);
+		cr_assert_eq(try_copy(bad[i], strlen(bad[i])), -1, "%s",
+			     bad[i]);
+	every_prefix(
+	    "<CopyPartResult><LastModified>2009-10-28T22:32:00.000Z"
+	    "</LastModified><ETag>&quot;x&quot;</ETag></CopyPartResult>",
+	    try_copy, 0);
 	every_prefix(slow, try_copy, S3XML_ERROR_BODY);
 }
 
 /* ---- DeleteResult ------------------------------------------------------- */
 
-static const char delete_body[] =
-	XML_DECL "<DeleteResult " S3NS ">"
-	"<Deleted><Key>run0/a.bin</Key></Deleted>"
-	"<Deleted><Key>run0/b &amp; c.bin</Key><VersionId>NeQt5xeFTfgPJD8B4CGWnkSLtluMr11s"
-	"</VersionId><DeleteMarker>true</DeleteMarker>"
-	"<DeleteMarkerVersionId>ZcRdH0Rn1T1e0u34bBGEaWdSDvvjTBL4"
-	"</DeleteMarkerVersionId></Deleted>"
-	"<Error><Key>run0/locked.bin</Key><Code>AccessDenied</Code>"
-	"<Message>Access Denied</Message></Error>"
-	"<Error><Key>run0/x</Key><Code>InternalError</Code><Message/></Error>"
-	"</DeleteResult>";
+static const char delete_body[] = XML_DECL
+    "<DeleteResult " S3NS ">"
+    "<Deleted><Key>run0/a.bin</Key></Deleted>"
+    "<Deleted><Key>run0/b &amp; "
+    "c.bin</Key><VersionId>NeQt5xeFTfgPJD8B4CGWnkSLtluMr11s"
+    "</VersionId><DeleteMarker>true</DeleteMarker>"
+    "<DeleteMarkerVersionId>ZcRdH0Rn1T1e0u34bBGEaWdSDvvjTBL4"
+    "</DeleteMarkerVersionId></Deleted>"
+    "<Error><Key>run0/locked.bin</Key><Code>AccessDenied</Code>"
+    "<Message>Access Denied</Message></Error>"
+    "<Error><Key>run0/x</Key><Code>InternalError</Code><Message/></Error>"
+    "</DeleteResult>";
 
 static int try_delete(const char *b, size_t n)
 {
@@ -953,13 +962,13 @@ Test(xml_delete, quiet_and_malformed)
 	cr_assert_eq(r.n_deleted + r.n_errors, 0);
 	s3_delete_result_free(&r);
 	const char *bad[] = {
-		"<DeleteResult><Deleted/></DeleteResult>",
-		"<DeleteResult><Deleted><Key>a</Key><Key>b</Key></Deleted>"
-		"</DeleteResult>",
-		"<DeleteResult><Error><Code>AccessDenied</Code></Error>"
-		"</DeleteResult>",
-		"<DeleteResult><Error><Key>a</Key></Error></DeleteResult>",
-		"<DeleteResult><Deleted><Key>a</Key></Deleted>",
+	    "<DeleteResult><Deleted/></DeleteResult>",
+	    "<DeleteResult><Deleted><Key>a</Key><Key>b</Key></Deleted>"
+	    "</DeleteResult>",
+	    "<DeleteResult><Error><Code>AccessDenied</Code></Error>"
+	    "</DeleteResult>",
+	    "<DeleteResult><Error><Key>a</Key></Error></DeleteResult>",
+	    "<DeleteResult><Deleted><Key>a</Key></Deleted>",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
 		cr_assert_eq(try_delete(bad[i], strlen(bad[i])), -1, "%s",
@@ -971,25 +980,25 @@ Test(xml_delete, quiet_and_malformed)
 
 /* ---- ListMultipartUploadsResult ----------------------------------------- */
 
-static const char uploads_body[] =
-	XML_DECL "<ListMultipartUploadsResult " S3NS ">"
-	"<Bucket>ckpt</Bucket><KeyMarker></KeyMarker>"
-	"<UploadIdMarker></UploadIdMarker>"
-	"<NextKeyMarker>run1%2Fshard+2.bin</NextKeyMarker>"
-	"<NextUploadIdMarker>VXBsb2FkIElEIGZvciBlbHZpbmcncyBteS1tb3ZpZS5tMnRz"
-	"</NextUploadIdMarker><EncodingType>url</EncodingType>"
-	"<MaxUploads>2</MaxUploads><IsTruncated>true</IsTruncated>"
-	"<Upload><Key>run1/shard+1.bin</Key>"
-	"<UploadId>VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA"
-	"</UploadId><Initiator><ID>arn:aws:iam::111122223333:user/u1</ID>"
-	"<DisplayName>u1</DisplayName></Initiator><Owner><ID>75aa57f09aa0c8ca"
-	"</ID><DisplayName>OwnerDisplayName</DisplayName></Owner>"
-	"<StorageClass>STANDARD</StorageClass>"
-	"<Initiated>2010-11-10T20:48:33.000Z</Initiated></Upload>"
-	"<Upload><Key>run1%2Fshard+2.bin%00</Key>"
-	"<UploadId>2~rgwid</UploadId>"
-	"<Initiated>2010-11-10T20:49:33Z</Initiated></Upload>"
-	"</ListMultipartUploadsResult>";
+static const char uploads_body[] = XML_DECL
+    "<ListMultipartUploadsResult " S3NS ">"
+    "<Bucket>ckpt</Bucket><KeyMarker></KeyMarker>"
+    "<UploadIdMarker></UploadIdMarker>"
+    "<NextKeyMarker>run1%2Fshard+2.bin</NextKeyMarker>"
+    "<NextUploadIdMarker>VXBsb2FkIElEIGZvciBlbHZpbmcncyBteS1tb3ZpZS5tMnRz"
+    "</NextUploadIdMarker><EncodingType>url</EncodingType>"
+    "<MaxUploads>2</MaxUploads><IsTruncated>true</IsTruncated>"
+    "<Upload><Key>run1/shard+1.bin</Key>"
+    "<UploadId>VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA"
+    "</UploadId><Initiator><ID>arn:aws:iam::111122223333:user/u1</ID>"
+    "<DisplayName>u1</DisplayName></Initiator><Owner><ID>75aa57f09aa0c8ca"
+    "</ID><DisplayName>OwnerDisplayName</DisplayName></Owner>"
+    "<StorageClass>STANDARD</StorageClass>"
+    "<Initiated>2010-11-10T20:48:33.000Z</Initiated></Upload>"
+    "<Upload><Key>run1%2Fshard+2.bin%00</Key>"
+    "<UploadId>2~rgwid</UploadId>"
+    "<Initiated>2010-11-10T20:49:33Z</Initiated></Upload>"
+    "</ListMultipartUploadsResult>";
 
 Test(xml_uploads, aws_page)
 {
@@ -1001,8 +1010,9 @@ Test(xml_uploads, aws_page)
 	cr_assert_eq(r.n_uploads, 2);
 	cr_assert_str_eq(r.uploads[0].key, "run1/shard 1.bin");
 	cr_assert_eq(r.uploads[0].initiated.tv_sec, 1289422113);
-	cr_assert_str_eq(r.uploads[0].upload_id,
-			 "VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA");
+	cr_assert_str_eq(
+	    r.uploads[0].upload_id,
+	    "VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA");
 	cr_assert_eq(r.uploads[1].key_len, 17);
 	cr_assert_eq(memcmp(r.uploads[1].key, "run1/shard 2.bin\0", 18), 0);
 	cr_assert_str_eq(r.uploads[1].upload_id, "2~rgwid");
@@ -1030,8 +1040,9 @@ static int try_uploads(const char *b, size_t n)
 }
 
 #define UPL(x) "<ListMultipartUploadsResult>" x "</ListMultipartUploadsResult>"
-#define U_ALL "<Key>k</Key><UploadId>u</UploadId>" \
-	      "<Initiated>2010-11-10T20:48:33Z</Initiated>"
+#define U_ALL                                \
+	"<Key>k</Key><UploadId>u</UploadId>" \
+	"<Initiated>2010-11-10T20:48:33Z</Initiated>"
 
 Test(xml_uploads, empty_and_malformed)
 {
@@ -1044,19 +1055,19 @@ Test(xml_uploads, empty_and_malformed)
 	cr_assert_not(r.truncated);
 	s3_uploads_result_free(&r);
 	const char *bad[] = {
-		UPL("<Upload><UploadId>u</UploadId><Initiated>2010-11-10T20:48:"
-		    "33Z</Initiated></Upload>"),
-		UPL("<Upload><Key>k</Key><Initiated>2010-11-10T20:48:33Z"
-		    "</Initiated></Upload>"),
-		UPL("<Upload><Key>k</Key><UploadId>u</UploadId></Upload>"),
-		UPL("<Upload><Key>k</Key><UploadId></UploadId><Initiated>"
-		    "2010-11-10T20:48:33Z</Initiated></Upload>"),
-		UPL("<Upload>" U_ALL "<Key>k2</Key></Upload>"),
-		UPL("<Upload><Key>k</Key><UploadId>u</UploadId><Initiated>"
-		    "soon</Initiated></Upload>"),
-		UPL("<IsTruncated>true</IsTruncated><Upload>" U_ALL "</Upload>"),
-		UPL("<IsTruncated>yes</IsTruncated>"),
-		"<ListBucketResult/>",
+	    UPL("<Upload><UploadId>u</UploadId><Initiated>2010-11-10T20:48:"
+		"33Z</Initiated></Upload>"),
+	    UPL("<Upload><Key>k</Key><Initiated>2010-11-10T20:48:33Z"
+		"</Initiated></Upload>"),
+	    UPL("<Upload><Key>k</Key><UploadId>u</UploadId></Upload>"),
+	    UPL("<Upload><Key>k</Key><UploadId></UploadId><Initiated>"
+		"2010-11-10T20:48:33Z</Initiated></Upload>"),
+	    UPL("<Upload>" U_ALL "<Key>k2</Key></Upload>"),
+	    UPL("<Upload><Key>k</Key><UploadId>u</UploadId><Initiated>"
+		"soon</Initiated></Upload>"),
+	    UPL("<IsTruncated>true</IsTruncated><Upload>" U_ALL "</Upload>"),
+	    UPL("<IsTruncated>yes</IsTruncated>"),
+	    "<ListBucketResult/>",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
 		cr_assert_eq(try_uploads(bad[i], strlen(bad[i])), -1, "%s",
