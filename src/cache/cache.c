@@ -297,6 +297,14 @@ void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total)
 	pthread_mutex_unlock(&c->mu);
 }
 
+int cache_file_error(cache_file *f)
+{
+	pthread_mutex_lock(&f->c->mu);
+	int err = f->e->failed ? (f->e->err ? f->e->err : EIO) : 0;
+	pthread_mutex_unlock(&f->c->mu);
+	return err;
+}
+
 /* ---- waiting for bytes ------------------------------------------------ */
 
 /* Polls the index for chunks another process wrote.  mu held; drops it. */

@@ -59,6 +59,9 @@ int cache_file_ready(cache_file *f, uint64_t off, size_t len);
 /* Download progress of the file's object. */
 void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total);
 
+/* 0, or the errno that stopped the download for good. */
+int cache_file_error(cache_file *f);
+
 void cache_file_close(cache_file *f);
 
 typedef struct cache_stats {

@@ -14,5 +14,17 @@ typedef struct cli_cmd {
 } cli_cmd;
 
 extern const cli_cmd cli_cmd_mount;
+extern const cli_cmd cli_cmd_status;
+extern const cli_cmd cli_cmd_prefetch;
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* "1.5 GiB" style; out must hold 32 bytes. */
+void cli_fmt_bytes(uint64_t n, char out[32]);
+/* Redraws a one-line progress bar on stderr (only when it is a tty). */
+void cli_progress(const char *label, uint64_t done, uint64_t total,
+		  double rate);
+void cli_progress_end(void);
 
 #endif

@@ -10,6 +10,8 @@
 
 static const cli_cmd *const commands[] = {
 	&cli_cmd_mount,
+	&cli_cmd_status,
+	&cli_cmd_prefetch,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ctl/ctl.h"
 #include "http/loop.h"
 #include "s3/client.h"
 #include "util/buf.h"
@@ -122,6 +123,7 @@ struct mounted {
 	http_loop *loop;
 	s3_client *s3;
 	cache *cache;
+	ctl_server *ctl;
 	fs_ctx *fs;
 	struct fuse_session *se;
 };
@@ -130,6 +132,7 @@ static void mounted_free(struct mounted *m)
 {
 	if (m->se)
 		fuse_session_destroy(m->se);
+	ctl_server_stop(m->ctl);
 	/* no new downloads; abort running ones; then free what they used */
 	cache_shutdown(m->cache);
 	http_loop_free(m->loop);
@@ -178,6 +181,12 @@ static int setup_s3(mount_args *a, struct mounted *m)
 		a->cache_dir = default_cache_dir();
 	a->cache.dir = a->cache_dir;
 	if (cache_open(&a->cache, m->s3, s->bucket, &m->cache, &err) < 0)
+		goto fail;
+	/* before the FUSE mount: resolving the mountpoint afterwards would
+	 * ask this very process, whose loop is not running yet */
+	ctl_target t = {a->mountpoint, s->bucket, s->prefix, m->s3, m->cache};
+	m->ctl = ctl_server_start(&t, &err);
+	if (!m->ctl)
 		goto fail;
 	return 0;
 fail:

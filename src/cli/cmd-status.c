@@ -1,0 +1,108 @@
+/*
+ * ckptfs status MOUNT [--json]: cache use, pinned bytes, hit/miss counters
+ * and download throughput of the daemon serving MOUNT.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "ctl/ctl.h"
+
+static uint64_t num(json_t *o, const char *k)
+{
+	return (uint64_t)json_integer_value(json_object_get(o, k));
+}
+
+static void row_bytes(const char *label, uint64_t v)
+{
+	char b[32];
+	cli_fmt_bytes(v, b);
+	printf("  %-18s %s\n", label, b);
+}
+
+static void print_table(json_t *r)
+{
+	json_t *c = json_object_get(r, "cache");
+	json_t *d = json_object_get(r, "downloads");
+	printf("mount   %s\nsource  s3://%s/%s\npid     %lld\n",
+	       json_string_value(json_object_get(r, "mountpoint")),
+	       json_string_value(json_object_get(r, "bucket")),
+	       json_string_value(json_object_get(r, "prefix")),
+	       (long long)json_integer_value(json_object_get(r, "pid")));
+	printf("cache   %s\n", json_string_value(json_object_get(c, "dir")));
+	row_bytes("used", num(c, "bytes"));
+	row_bytes("pinned", num(c, "pinned_bytes"));
+	if (num(c, "cap"))
+		row_bytes("cap", num(c, "cap"));
+	else
+		printf("  %-18s %s\n", "cap", "none");
+	row_bytes("min free disk", num(c, "min_free"));
+	printf("  %-18s %llu\n", "entries", (unsigned long long)num(c, "entries"));
+	printf("  %-18s %llu\n", "hits", (unsigned long long)num(c, "hits"));
+	printf("  %-18s %llu\n", "misses", (unsigned long long)num(c, "misses"));
+	printf("  %-18s %llu\n", "uncached opens",
+	       (unsigned long long)num(c, "uncached_opens"));
+	printf("  %-18s %llu\n", "evictions",
+	       (unsigned long long)num(c, "evictions"));
+	printf("  %-18s %llu\n", "corrupt chunks",
+	       (unsigned long long)num(c, "verify_failures"));
+	printf("downloads\n");
+	printf("  %-18s %llu\n", "active", (unsigned long long)num(d, "active"));
+	row_bytes("downloaded", num(d, "downloaded_bytes"));
+	char b[32];
+	cli_fmt_bytes((uint64_t)json_real_value(
+			      json_object_get(d, "rate_bytes_per_s")),
+		      b);
+	printf("  %-18s %s/s\n", "throughput", b);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	bool as_json = false;
+	const char *mnt = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			as_json = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: ckptfs status MOUNT [--json]\n");
+			return 0;
+		} else if (!mnt)
+			mnt = argv[i];
+		else {
+			fprintf(stderr, "ckptfs: unexpected argument '%s'\n",
+				argv[i]);
+			return 2;
+		}
+	}
+	if (!mnt) {
+		fprintf(stderr, "usage: ckptfs status MOUNT [--json]\n");
+		return 2;
+	}
+	char *err = NULL;
+	json_t *req = json_pack("{s:s}", "cmd", "status");
+	json_t *r = ctl_request(mnt, req, NULL, NULL, &err);
+	json_decref(req);
+	if (!r) {
+		fprintf(stderr, "ckptfs: %s\n", err ? err : "no reply");
+		free(err);
+		return 1;
+	}
+	if (as_json) {
+		json_object_del(r, "done");
+		json_dumpf(r, stdout, JSON_INDENT(2));
+		putchar('\n');
+	} else {
+		print_table(r);
+	}
+	json_decref(r);
+	return 0;
+}
+
+const cli_cmd cli_cmd_status = {
+	.name = "status",
+	.usage = "MOUNT [--json]",
+	.summary = "cache use, counters and downloads of a mount",
+	.exec = cmd_status,
+};

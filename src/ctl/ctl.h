@@ -1,0 +1,43 @@
+/*
+ * ctl: the control channel between `ckptfs COMMAND MOUNT` and the daemon
+ * serving MOUNT.
+ *
+ * The daemon listens on a Unix socket whose path is derived from the
+ * mountpoint's real path (ctl_socket_path), in a directory only its owner
+ * can enter (/run/ckptfs for root, $XDG_RUNTIME_DIR/ckptfs otherwise).
+ * Protocol: the client sends one JSON object on one line; the daemon
+ * answers with one or more JSON lines, the last of which has "done": true
+ * (progress lines come before it).  A reply with "error" carries a message.
+ * Requests: {"cmd":"status"}, {"cmd":"prefetch","path":"rel/path"}.
+ */
+#ifndef CKPTFS_CTL_CTL_H
+#define CKPTFS_CTL_CTL_H
+
+#include <jansson.h>
+
+#include "cache/cache.h"
+#include "s3/client.h"
+
+typedef struct ctl_server ctl_server;
+
+typedef struct ctl_target {
+	const char *mountpoint;
+	const char *bucket;
+	const char *prefix;
+	s3_client *s3;
+	cache *cache;
+} ctl_target;
+
+/* malloc'd socket path for a mountpoint (which must exist). NULL on error. */
+char *ctl_socket_path(const char *mountpoint);
+
+ctl_server *ctl_server_start(const ctl_target *t, char **err);
+void ctl_server_stop(ctl_server *s);
+
+/* Sends req and calls on_line for every reply line until the final one,
+ * which is returned (caller json_decref's).  NULL with *err on failure. */
+json_t *ctl_request(const char *mountpoint, json_t *req,
+		    void (*on_line)(json_t *line, void *arg), void *arg,
+		    char **err);
+
+#endif

@@ -1,0 +1,451 @@
+/*
+ * ctl server: answers status and prefetch requests on the mount's socket.
+ *
+ * One accept thread; each connection is served by its own detached thread
+ * (prefetch can run for minutes).  ctl_server_stop closes the listener,
+ * flags the connection threads to stop and waits until all have finished,
+ * so nothing they use (the cache, the S3 client) is freed under them.
+ */
+#include "ctl/ctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/sha.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fs/namespace.h"
+#include "util/buf.h"
+#include "util/log.h"
+
+struct ctl_server {
+	ctl_target t;
+	char *path;
+	int lfd;
+	int stop_pipe[2];
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned conns; /* [mu] */
+	bool stopping;  /* [mu] */
+};
+
+static char *runtime_dir(void)
+{
+	buf b = BUF_INIT;
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (getuid() == 0)
+		buf_puts(&b, "/run/ckptfs");
+	else if (xdg && xdg[0] == '/')
+		buf_printf(&b, "%s/ckptfs", xdg);
+	else
+		buf_printf(&b, "/tmp/ckptfs-%u", (unsigned)getuid());
+	return buf_steal(&b);
+}
+
+char *ctl_socket_path(const char *mountpoint)
+{
+	char *real = realpath(mountpoint, NULL);
+	if (!real)
+		return NULL;
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)real, strlen(real), md);
+	free(real);
+	char *dir = runtime_dir();
+	buf b = BUF_INIT;
+	buf_printf(&b, "%s/", dir);
+	for (int i = 0; i < 16; i++)
+		buf_printf(&b, "%02x", md[i]);
+	buf_puts(&b, ".sock");
+	free(dir);
+	return buf_steal(&b);
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+static int send_json(int fd, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!s)
+		return -1;
+	size_t n = strlen(s);
+	s[n] = '\n'; /* json_dumps leaves room: it is NUL-terminated */
+	int rc = 0;
+	for (size_t w = 0; w <= n && rc == 0;) {
+		ssize_t r = send(fd, s + w, n + 1 - w, MSG_NOSIGNAL);
+		if (r < 0 && errno != EINTR)
+			rc = -1;
+		else if (r > 0)
+			w += (size_t)r;
+	}
+	free(s);
+	return rc;
+}
+
+static void send_error(int fd, const char *msg)
+{
+	send_json(fd, json_pack("{s:s, s:b}", "error", msg, "done", 1));
+}
+
+static void do_status(ctl_server *s, int fd)
+{
+	cache_stats st;
+	cache_get_stats(s->t.cache, &st);
+	json_t *c = json_pack(
+		"{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		"dir", cache_dir(s->t.cache), "entries", (json_int_t)st.entries,
+		"bytes", (json_int_t)st.bytes, "pinned_bytes",
+		(json_int_t)st.pinned_bytes, "cap", (json_int_t)st.cap,
+		"min_free", (json_int_t)st.min_free, "hits",
+		(json_int_t)st.hits, "misses", (json_int_t)st.misses,
+		"uncached_opens", (json_int_t)st.uncached_opens, "evictions",
+		(json_int_t)st.evictions, "verify_failures",
+		(json_int_t)st.verify_failures);
+	json_t *d = json_pack("{s:I, s:I, s:f}", "active",
+			      (json_int_t)st.active_downloads,
+			      "downloaded_bytes",
+			      (json_int_t)st.downloaded_bytes, "rate_bytes_per_s",
+			      st.download_rate);
+	send_json(fd, json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:b}",
+				"mountpoint", s->t.mountpoint, "bucket",
+				s->t.bucket, "prefix", s->t.prefix, "pid",
+				(int)getpid(), "cache", c, "downloads", d,
+				"done", 1));
+}
+
+/* ---- prefetch --------------------------------------------------------- */
+
+typedef struct pf_file {
+	cache_file *cf;
+	uint64_t size;
+} pf_file;
+
+typedef struct pf_set {
+	pf_file *v;
+	size_t n, cap;
+	uint64_t total;
+} pf_set;
+
+static bool key_visible(const char *rel)
+{
+	/* every component must be a valid, non-hidden name */
+	const char *p = rel;
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		if (!ns_name_valid(p, len) || ns_name_hidden(p, len))
+			return false;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	return *rel != '\0';
+}
+
+static int pf_add(ctl_server *s, pf_set *set, const char *key,
+		  const char *etag, uint64_t size)
+{
+	if (size == 0)
+		return 0;
+	if (set->n == set->cap) {
+		size_t nc = set->cap ? set->cap * 2 : 64;
+		pf_file *nv = realloc(set->v, nc * sizeof *nv);
+		if (!nv)
+			return -ENOMEM;
+		set->v = nv;
+		set->cap = nc;
+	}
+	bool hit;
+	cache_file *cf;
+	int rc = cache_file_open(s->t.cache, key, etag, size, &cf, &hit);
+	if (rc < 0)
+		return rc;
+	set->v[set->n++] = (pf_file){cf, size};
+	set->total += size;
+	return 0;
+}
+
+/* Opens every object under dirkey ("" or ending in '/'), recursively. */
+static int pf_add_dir(ctl_server *s, pf_set *set, const char *dirkey,
+		      s3_err *e)
+{
+	char *token = NULL;
+	size_t plen = strlen(s->t.prefix);
+	int rc = 0;
+	do {
+		s3_list_result page = {0};
+		rc = s3_list_page(s->t.s3, dirkey, NULL, token, 1000, &page, e);
+		free(token);
+		token = NULL;
+		if (rc < 0)
+			break;
+		for (size_t i = 0; i < page.n_objects && rc == 0; i++) {
+			const s3_object *o = &page.objects[i];
+			if (o->key_len != strlen(o->key) ||
+			    strlen(o->key) <= plen ||
+			    !key_visible(o->key + plen) ||
+			    o->key[o->key_len - 1] == '/')
+				continue;
+			rc = pf_add(s, set, o->key, o->etag, o->size);
+		}
+		if (rc == 0 && page.truncated && page.next_token)
+			token = strdup(page.next_token);
+		s3_list_result_free(&page);
+	} while (token);
+	return rc;
+}
+
+static bool pf_progress(pf_set *set, uint64_t *done, int *err)
+{
+	*done = 0;
+	*err = 0;
+	for (size_t i = 0; i < set->n; i++) {
+		uint64_t d, t;
+		cache_file_progress(set->v[i].cf, &d, &t);
+		*done += d;
+		int e = cache_file_error(set->v[i].cf);
+		if (e)
+			*err = e;
+	}
+	return *done == set->total;
+}
+
+static bool stopping(ctl_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	bool st = s->stopping;
+	pthread_mutex_unlock(&s->mu);
+	return st;
+}
+
+static void pf_wait(ctl_server *s, int fd, pf_set *set)
+{
+	uint64_t done;
+	int err;
+	while (!pf_progress(set, &done, &err) && !err && !stopping(s)) {
+		if (send_json(fd, json_pack("{s:I, s:I, s:I}", "done_bytes",
+					    (json_int_t)done, "total_bytes",
+					    (json_int_t)set->total, "files",
+					    (json_int_t)set->n)) < 0)
+			return; /* client went away; downloads go on */
+		usleep(200 * 1000);
+	}
+	if (err)
+		send_error(fd, strerror(err));
+	else if (stopping(s))
+		send_error(fd, "the filesystem is being unmounted");
+	else
+		send_json(fd, json_pack("{s:I, s:I, s:I, s:b}", "done_bytes",
+					(json_int_t)done, "total_bytes",
+					(json_int_t)set->total, "files",
+					(json_int_t)set->n, "done", 1));
+}
+
+static void do_prefetch(ctl_server *s, int fd, const char *rel)
+{
+	if (strstr(rel, "..") || rel[0] == '/') {
+		send_error(fd, "path must be relative to the mount");
+		return;
+	}
+	buf key = BUF_INIT;
+	buf_printf(&key, "%s%s", s->t.prefix, rel);
+	pf_set set = {0};
+	s3_err e = {0};
+	s3_head_result hr;
+	int rc;
+	if (rel[0] && s3_head(s->t.s3, buf_cstr(&key), &hr, &e) == 0) {
+		rc = pf_add(s, &set, buf_cstr(&key), hr.etag, hr.size);
+	} else {
+		if (rel[0] && key.data[key.len - 1] != '/')
+			buf_putc(&key, '/');
+		rc = pf_add_dir(s, &set, buf_cstr(&key), &e);
+		if (rc == 0 && set.n == 0 && rel[0])
+			rc = -ENOENT;
+	}
+	if (rc < 0)
+		send_error(fd, e.msg[0] ? e.msg : strerror(-rc));
+	else
+		pf_wait(s, fd, &set);
+	for (size_t i = 0; i < set.n; i++)
+		cache_file_close(set.v[i].cf);
+	free(set.v);
+	buf_free(&key);
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+struct conn {
+	ctl_server *s;
+	int fd;
+};
+
+static void handle(ctl_server *s, int fd)
+{
+	char line[8192];
+	size_t n = 0;
+	while (n < sizeof line - 1) {
+		ssize_t r = recv(fd, line + n, sizeof line - 1 - n, 0);
+		if (r <= 0)
+			return;
+		n += (size_t)r;
+		if (memchr(line, '\n', n))
+			break;
+	}
+	line[n] = '\0';
+	json_error_t je;
+	json_t *req = json_loads(line, JSON_DISABLE_EOF_CHECK, &je);
+	const char *cmd = req ? json_string_value(json_object_get(req, "cmd"))
+			      : NULL;
+	if (!cmd)
+		send_error(fd, "malformed request");
+	else if (!strcmp(cmd, "status"))
+		do_status(s, fd);
+	else if (!strcmp(cmd, "prefetch") &&
+		 json_is_string(json_object_get(req, "path")))
+		do_prefetch(s, fd,
+			    json_string_value(json_object_get(req, "path")));
+	else
+		send_error(fd, "unknown command");
+	json_decref(req);
+}
+
+static void *conn_main(void *arg)
+{
+	struct conn *c = arg;
+	ctl_server *s = c->s;
+	handle(s, c->fd);
+	close(c->fd);
+	free(c);
+	pthread_mutex_lock(&s->mu);
+	s->conns--;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+	ctl_server *s = arg;
+	for (;;) {
+		struct pollfd p[2] = {{s->lfd, POLLIN, 0},
+				      {s->stop_pipe[0], POLLIN, 0}};
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (!(p[0].revents & POLLIN))
+			continue;
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct conn *c = malloc(sizeof *c);
+		pthread_t t;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_mutex_lock(&s->mu);
+		s->conns++;
+		pthread_mutex_unlock(&s->mu);
+		if (c)
+			*c = (struct conn){s, fd};
+		if (!c || pthread_create(&t, &at, conn_main, c) != 0) {
+			close(fd);
+			free(c);
+			pthread_mutex_lock(&s->mu);
+			s->conns--;
+			pthread_mutex_unlock(&s->mu);
+		}
+		pthread_attr_destroy(&at);
+	}
+	return NULL;
+}
+
+static int listen_on(const char *path, char **err)
+{
+	char *dir = strdup(path);
+	char *slash = dir ? strrchr(dir, '/') : NULL;
+	if (slash)
+		*slash = '\0';
+	if (dir && mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		buf b = BUF_INIT;
+		buf_printf(&b, "cannot create %s: %s", dir, strerror(errno));
+		*err = buf_steal(&b);
+		free(dir);
+		return -1;
+	}
+	free(dir);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	unlink(path); /* a stale socket of a dead daemon on this mountpoint */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	mode_t old = umask(077);
+	int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof sa);
+	umask(old);
+	if (rc < 0 || listen(fd, 16) < 0) {
+		buf b = BUF_INIT;
+		buf_printf(&b, "cannot listen on %s: %s", path, strerror(errno));
+		*err = buf_steal(&b);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+ctl_server *ctl_server_start(const ctl_target *t, char **err)
+{
+	ctl_server *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->t = *t;
+	s->path = ctl_socket_path(t->mountpoint);
+	s->lfd = s->path ? listen_on(s->path, err) : -1;
+	if (s->lfd < 0 || pipe2(s->stop_pipe, O_CLOEXEC) < 0) {
+		if (s->lfd >= 0)
+			close(s->lfd);
+		free(s->path);
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	if (pthread_create(&s->thread, NULL, accept_main, s) != 0) {
+		close(s->lfd);
+		close(s->stop_pipe[0]);
+		close(s->stop_pipe[1]);
+		free(s->path);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void ctl_server_stop(ctl_server *s)
+{
+	if (!s)
+		return;
+	ssize_t w = write(s->stop_pipe[1], "x", 1);
+	(void)w;
+	pthread_join(s->thread, NULL);
+	pthread_mutex_lock(&s->mu);
+	s->stopping = true;
+	while (s->conns > 0)
+		pthread_cond_wait(&s->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	close(s->lfd);
+	close(s->stop_pipe[0]);
+	close(s->stop_pipe[1]);
+	unlink(s->path);
+	free(s->path);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
