@@ -46,13 +46,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define S3_PREFIX_MAX 1024	      /* S3's key length limit */
+#define S3_PREFIX_MAX 1024     /* S3's key length limit */
 #define AWS_FILE_MAX (4 << 20) /* larger AWS config files are a mistake */
 
 /* ---- small helpers ------------------------------------------------------ */
 
 static int fail(char **err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* Sets *err to a malloc'd message (NULL if even that fails); returns -1. */
 static int fail(char **err, const char *fmt, ...)
@@ -184,7 +184,7 @@ static char *prefix_normalise(const char *p)
 static bool scheme_chars(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!is_alnum(s[i]) && s[i] != '+' && s[i] != '-' && s[i] != '.')
+		if (!is_alnum(s[i]) && !strchr("+-.", s[i]))
 			return false;
 	return true;
 }
@@ -199,17 +199,20 @@ int s3_parse_url(const char *url, char **bucket, char **prefix, char **err)
 	if (!sep || sep == url || !scheme_chars(url, (size_t)(sep - url)))
 		return fail(err, "'%s' is not an S3 URL (" URL_FORM ")", url);
 	if (sep - url != 2 || strncasecmp(url, "s3", 2) != 0)
-		return fail(err, "unsupported URL scheme '%.*s' in '%s' (" URL_FORM
-				 ")", (int)(sep - url), url, url);
+		return fail(
+		    err, "unsupported URL scheme '%.*s' in '%s' (" URL_FORM ")",
+		    (int)(sep - url), url, url);
 	const char *b = sep + 3;
 	size_t n = strcspn(b, "/");
 	if (n == 0)
 		return fail(err, "no bucket name in '%s' (" URL_FORM ")", url);
 	const char *why = bucket_problem(b, n);
 	if (why)
-		return fail(err, "invalid bucket name '%.*s' in '%s': %s (S3 "
-				 "bucket names are 3-63 lowercase letters, "
-				 "digits, '.' and '-')", (int)n, b, url, why);
+		return fail(err,
+			    "invalid bucket name '%.*s' in '%s': %s (S3 "
+			    "bucket names are 3-63 lowercase letters, "
+			    "digits, '.' and '-')",
+			    (int)n, b, url, why);
 	const char *rest = b[n] == '/' ? b + n + 1 : b + n;
 	why = prefix_problem(rest);
 	if (why)
@@ -245,34 +248,37 @@ typedef struct key_slot {
 	size_t off; /* of a cfg_val in aws_profile */
 } key_slot;
 
-#define SLOT(name, field) {name, offsetof(aws_profile, field)}
-
 static const key_slot config_keys[] = {
-	SLOT("region", region),
-	SLOT("endpoint_url", endpoint_url),
-	SLOT("ca_bundle", ca_bundle),
-	SLOT("aws_access_key_id", access_key),
-	SLOT("aws_secret_access_key", secret_key),
-	SLOT("aws_session_token", session_token),
-	{NULL, 0},
+    {"region", offsetof(aws_profile, region)},
+    {"endpoint_url", offsetof(aws_profile, endpoint_url)},
+    {"ca_bundle", offsetof(aws_profile, ca_bundle)},
+    {"aws_access_key_id", offsetof(aws_profile, access_key)},
+    {"aws_secret_access_key", offsetof(aws_profile, secret_key)},
+    {"aws_session_token", offsetof(aws_profile, session_token)},
+    {NULL, 0},
 };
 
 static const key_slot creds_keys[] = {
-	SLOT("aws_access_key_id", access_key),
-	SLOT("aws_secret_access_key", secret_key),
-	SLOT("aws_session_token", session_token),
-	{NULL, 0},
+    {"aws_access_key_id", offsetof(aws_profile, access_key)},
+    {"aws_secret_access_key", offsetof(aws_profile, secret_key)},
+    {"aws_session_token", offsetof(aws_profile, session_token)},
+    {NULL, 0},
 };
 
 static const key_slot s3_keys[] = {
-	SLOT("endpoint_url", s3_endpoint_url),
-	SLOT("addressing_style", s3_addressing),
-	{NULL, 0},
+    {"endpoint_url", offsetof(aws_profile, s3_endpoint_url)},
+    {"addressing_style", offsetof(aws_profile, s3_addressing)},
+    {NULL, 0},
 };
 
+/* An empty value unsets the key, like an empty environment variable. */
 static void cfg_val_set(cfg_val *cv, char *v, int line)
 {
 	free(cv->v);
+	if (v && !*v) {
+		free(v);
+		v = NULL;
+	}
 	cv->v = v;
 	cv->line = line;
 }
@@ -326,8 +332,7 @@ static bool creds_section_match(const char *sec, const char *profile)
 	return strcmp(sec, profile) == 0;
 }
 
-static const file_kind config_kind = {config_section_match, config_keys,
-				      true};
+static const file_kind config_kind = {config_section_match, config_keys, true};
 static const file_kind creds_kind = {creds_section_match, creds_keys, false};
 
 enum line_kind { LINE_OTHER, LINE_SECTION, LINE_CONT };
@@ -366,8 +371,7 @@ static void ini_set_section(ini_ctx *x, const char *s, const char *end)
 	x->have_prev = false;
 	x->cont_slot = NULL;
 	x->in_s3 = false;
-	x->in_profile =
-		x->section && x->kind->match(x->section, x->profile);
+	x->in_profile = x->section && x->kind->match(x->section, x->profile);
 	if (x->in_profile)
 		x->out->found = true;
 }
@@ -528,7 +532,7 @@ static int ini_key(ini_ctx *x, const char *name, const char *value)
 }
 
 static int ini_on_value(void *user, const char *section, const char *name,
-		       const char *value)
+			const char *value)
 {
 	ini_ctx *x = user;
 	bool cont = x->line_kind == LINE_CONT;
@@ -536,6 +540,14 @@ static int ini_on_value(void *user, const char *section, const char *name,
 	if (!x->in_profile)
 		return 1;
 	return cont ? ini_continuation(x) : ini_key(x, name, value);
+}
+
+/* strerror is not thread-safe, and the chain reads files from any thread. */
+static int fail_errno(char **err, const char *path, int e)
+{
+	char tmp[128];
+	return fail(err, "cannot read %s: %s", path,
+		    strerror_r(e, tmp, sizeof(tmp)));
 }
 
 /* File contents may hold secrets: wipe them before freeing. */
@@ -555,9 +567,8 @@ static int file_slurp(const char *path, char **data, size_t *len, char **err)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT || errno == ENOTDIR
-			       ? 0
-			       : fail(err, "cannot read %s: %s", path,
-				      strerror(errno));
+			   ? 0
+			   : fail_errno(err, path, errno);
 	buf b = BUF_INIT;
 	int rc = 0;
 	for (;;) {
@@ -575,8 +586,7 @@ static int file_slurp(const char *path, char **data, size_t *len, char **err)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			rc = fail(err, "cannot read %s: %s", path,
-				  strerror(errno));
+			rc = fail_errno(err, path, errno);
 			break;
 		}
 		if (r == 0)
@@ -608,8 +618,10 @@ static int ini_run(ini_ctx *x, char **err)
 		return -1;
 	}
 	if (r > 0)
-		return fail(err, "%s line %d: syntax error (expected "
-				 "'[section]' or 'key = value')", x->path, r);
+		return fail(err,
+			    "%s line %d: syntax error (expected "
+			    "'[section]' or 'key = value')",
+			    x->path, r);
 	return r == 0 ? 0 : fail(err, "cannot parse %s", x->path);
 }
 
@@ -628,8 +640,12 @@ static int aws_file_parse(const char *path, const file_kind *kind,
 		return -1;
 	if (!data)
 		return 0;
-	ini_ctx x = {.path = path, .profile = profile, .kind = kind,
-		     .out = out, .data = data, .len = len};
+	ini_ctx x = {.path = path,
+		     .profile = profile,
+		     .kind = kind,
+		     .out = out,
+		     .data = data,
+		     .len = len};
 	int rc = ini_run(&x, err);
 	free(x.section);
 	free(x.err);
@@ -677,22 +693,14 @@ static char *expand_home(const char *p)
 static char *aws_file_path(const char *env, const char *leaf)
 {
 	const char *v = env_get(env);
-	if (v)
-		return expand_home(v);
-	buf b = BUF_INIT;
-	if (buf_printf(&b, "~/.aws/%s", leaf) < 0) {
-		buf_free(&b);
-		return NULL;
-	}
-	char *tilde = buf_steal(&b);
-	char *path = tilde ? expand_home(tilde) : NULL;
-	free(tilde);
-	return path;
+	char dflt[64];
+	snprintf(dflt, sizeof(dflt), "~/.aws/%s", leaf);
+	return expand_home(v ? v : dflt);
 }
 
 /* ---- settings ----------------------------------------------------------- */
 
-/* "path line N" for values from a file, or the name of their source. */
+/* "path line N": where a value from a file came from, for messages. */
 static char *source_name(const char *path, const cfg_val *cv)
 {
 	buf b = BUF_INIT;
@@ -708,12 +716,14 @@ static int region_check(const char *region, const char *source, char **err)
 	size_t n = strlen(region);
 	bool ok = n > 0 && n <= 63;
 	for (size_t i = 0; ok && i < n; i++)
-		ok = is_alnum(region[i]) || region[i] == '-' ||
-		     region[i] == '_';
+		ok =
+		    is_alnum(region[i]) || region[i] == '-' || region[i] == '_';
 	if (ok)
 		return 0;
-	return fail(err, "invalid region '%s' (from %s): use up to 63 letters, "
-			 "digits, '-' and '_'", region, source);
+	return fail(err,
+		    "invalid region '%s' (from %s): use up to 63 letters, "
+		    "digits, '-' and '_'",
+		    region, source);
 }
 
 /* The host in "[v6]" or "name" form, then ":port" or nothing. */
@@ -730,8 +740,8 @@ static const char *host_port_problem(const char *h, size_t n)
 				return "it has an invalid IPv6 address";
 		i++;
 	} else {
-		while (i < n && (is_alnum(h[i]) || h[i] == '-' ||
-				 h[i] == '.' || h[i] == '_'))
+		while (i < n && (is_alnum(h[i]) || h[i] == '-' || h[i] == '.' ||
+				 h[i] == '_'))
 			i++;
 		if (i == 0)
 			return "it has no host";
@@ -758,20 +768,24 @@ static const char *host_port_problem(const char *h, size_t n)
  * Validates url and returns in *out "scheme://host[:port]" with a lowercase
  * scheme and without the one trailing '/' allowed.
  */
-static int endpoint_normalise(const char *url, const char *source,
-			      char **out, bool *https, char **err)
+static int endpoint_normalise(const char *url, const char *source, char **out,
+			      bool *https, char **err)
 {
 	if (strchr(url, '@')) /* do not echo what may be a password */
-		return fail(err, "the endpoint from %s must not contain a user "
-				 "name or password", source);
+		return fail(err,
+			    "the endpoint from %s must not contain a user "
+			    "name or password",
+			    source);
 	size_t skip;
 	if (strncasecmp(url, "https://", 8) == 0)
 		skip = 8;
 	else if (strncasecmp(url, "http://", 7) == 0)
 		skip = 7;
 	else
-		return fail(err, "invalid endpoint '%s' (from %s): it must "
-				 "start with http:// or https://", url, source);
+		return fail(err,
+			    "invalid endpoint '%s' (from %s): it must "
+			    "start with http:// or https://",
+			    url, source);
 	const char *h = url + skip;
 	size_t n = strlen(h);
 	if (n > 0 && h[n - 1] == '/')
@@ -783,8 +797,8 @@ static int endpoint_normalise(const char *url, const char *source,
 		return fail(err, "invalid endpoint '%s' (from %s): %s", url,
 			    source, why);
 	buf b = BUF_INIT;
-	if (buf_printf(&b, "%s%.*s", skip == 8 ? "https://" : "http://",
-		       (int)n, h) < 0) {
+	if (buf_printf(&b, "%s%.*s", skip == 8 ? "https://" : "http://", (int)n,
+		       h) < 0) {
 		buf_free(&b);
 		return fail_oom(err);
 	}
@@ -808,8 +822,10 @@ static int addressing_parse(const cfg_val *cv, const char *path,
 			return 0;
 		}
 	}
-	return fail(err, "%s line %d: addressing_style must be path, virtual "
-			 "or auto, not '%s'", path, cv->line, cv->v);
+	return fail(err,
+		    "%s line %d: addressing_style must be path, virtual "
+		    "or auto, not '%s'",
+		    path, cv->line, cv->v);
 }
 
 /* Everything s3_settings_resolve works out, committed only on success. */
@@ -844,8 +860,8 @@ static int profile_check(const resolved *r, char **err)
 	if (!r->profile_named || r->cfg.found ||
 	    strcmp(r->profile, "default") == 0)
 		return 0;
-	char *cpath = aws_file_path("AWS_SHARED_CREDENTIALS_FILE",
-				    "credentials");
+	char *cpath =
+	    aws_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
 	if (!cpath)
 		return fail_oom(err);
 	aws_profile cp;
@@ -897,9 +913,8 @@ static int region_pick(const s3_settings *s, resolved *r, char **err)
 		r->region = strdup("us-east-1");
 		source = strdup("the default");
 	}
-	int rc = !r->region || !source
-			 ? fail_oom(err)
-			 : region_check(r->region, source, err);
+	int rc = !r->region || !source ? fail_oom(err)
+				       : region_check(r->region, source, err);
 	free(source);
 	return rc;
 }
@@ -918,9 +933,8 @@ static char *endpoint_default(const char *region)
 
 static int endpoint_pick(const s3_settings *s, resolved *r, char **err)
 {
-	const cfg_val *cv =
-		r->cfg.s3_endpoint_url.v ? &r->cfg.s3_endpoint_url
-					 : &r->cfg.endpoint_url;
+	const cfg_val *cv = r->cfg.s3_endpoint_url.v ? &r->cfg.s3_endpoint_url
+						     : &r->cfg.endpoint_url;
 	char *url = NULL, *source = NULL;
 	if (s->endpoint) {
 		url = strdup(s->endpoint);
@@ -971,8 +985,8 @@ static int profile_pick(const s3_settings *s, resolved *r, char **err)
 		return fail_oom(err);
 	if (!*r->profile)
 		return fail(err, "empty profile name");
-	return aws_file_parse(r->config_path, &config_kind, r->profile,
-			      &r->cfg, err);
+	return aws_file_parse(r->config_path, &config_kind, r->profile, &r->cfg,
+			      err);
 }
 
 static void resolved_commit(s3_settings *s, resolved *r)
@@ -1090,7 +1104,8 @@ static int creds_set(s3_creds *out, const char *id, const char *secret,
 	out->secret_key = strdup(secret);
 	out->session_token = token ? strdup(token) : NULL;
 	out->expires = expires;
-	if (out->access_key && out->secret_key && (!token || out->session_token))
+	if (out->access_key && out->secret_key &&
+	    (!token || out->session_token))
 		return 0;
 	s3_creds_free(out);
 	return -1;
@@ -1121,22 +1136,21 @@ static int creds_from_profile(const aws_profile *p, const char *path,
 			      const char *profile, s3_creds *out, char **err)
 {
 	const cfg_val *id = &p->access_key, *secret = &p->secret_key;
-	if (!(id->v && *id->v) && !(secret->v && *secret->v))
+	if (!id->v && !secret->v)
 		return 0;
-	if (!(secret->v && *secret->v))
-		return fail(err, "%s line %d: profile '%s' has "
-				 "aws_access_key_id but no "
-				 "aws_secret_access_key", path, id->line,
-			    profile);
-	if (!(id->v && *id->v))
-		return fail(err, "%s line %d: profile '%s' has "
-				 "aws_secret_access_key but no "
-				 "aws_access_key_id", path, secret->line,
-			    profile);
-	const char *token = p->session_token.v && *p->session_token.v
-				    ? p->session_token.v
-				    : NULL;
-	if (creds_set(out, id->v, secret->v, token, 0) < 0)
+	if (!secret->v)
+		return fail(err,
+			    "%s line %d: profile '%s' has "
+			    "aws_access_key_id but no "
+			    "aws_secret_access_key",
+			    path, id->line, profile);
+	if (!id->v)
+		return fail(err,
+			    "%s line %d: profile '%s' has "
+			    "aws_secret_access_key but no "
+			    "aws_access_key_id",
+			    path, secret->line, profile);
+	if (creds_set(out, id->v, secret->v, p->session_token.v, 0) < 0)
 		return fail_oom(err);
 	return 1;
 }
@@ -1171,16 +1185,16 @@ static int provider_shared(const creds_provider *self, const char *profile,
 static int provider_config(const creds_provider *self, const char *profile,
 			   s3_creds *out, buf *tried, char **err)
 {
-	return provider_file(&config_kind, "AWS_CONFIG_FILE", "config",
-			     profile, out, tried, err);
+	return provider_file(&config_kind, "AWS_CONFIG_FILE", "config", profile,
+			     out, tried, err);
 }
 
 /* The AWS CLI's order, minus what is not written yet (IMDSv2, web identity,
  * which go after "config"). */
 static const creds_provider default_providers[] = {
-	{"environment", provider_env, NULL},
-	{"shared credentials file", provider_shared, NULL},
-	{"config file", provider_config, NULL},
+    {"environment", provider_env, NULL},
+    {"shared credentials file", provider_shared, NULL},
+    {"config file", provider_config, NULL},
 };
 
 struct creds_chain {
@@ -1217,7 +1231,7 @@ creds_chain *creds_chain_new(const char *profile)
 {
 	return creds_chain_new_with(profile, default_providers,
 				    sizeof(default_providers) /
-					    sizeof(default_providers[0]));
+					sizeof(default_providers[0]));
 }
 
 void creds_chain_free(creds_chain *ch)
@@ -1256,8 +1270,8 @@ static int chain_fetch(creds_chain *ch, s3_creds *out, char **err)
 			return r > 0 ? 0 : -1;
 		}
 	}
-	int rc = fail(err, "no AWS credentials found (tried: %s)",
-		      buf_cstr(&tried));
+	int rc =
+	    fail(err, "no AWS credentials found (tried: %s)", buf_cstr(&tried));
 	buf_free(&tried);
 	return rc;
 }

@@ -23,10 +23,10 @@
 #define TOKEN "FwoGZXIvYXdzEXAMPLESESSIONTOKEN"
 
 static const char *const aws_vars[] = {
-	"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",   "AWS_REGION",
-	"AWS_DEFAULT_REGION",  "AWS_PROFILE",	      "AWS_CONFIG_FILE",
-	"AWS_SHARED_CREDENTIALS_FILE",		      "AWS_ACCESS_KEY_ID",
-	"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CA_BUNDLE",
+    "AWS_ENDPOINT_URL_S3",	   "AWS_ENDPOINT_URL",	"AWS_REGION",
+    "AWS_DEFAULT_REGION",	   "AWS_PROFILE",	"AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",	   "AWS_CA_BUNDLE",
 };
 
 static char home[64];
@@ -174,8 +174,8 @@ Test(url, rejects_empty_bucket)
 Test(url, rejects_invalid_bucket_names_saying_why)
 {
 	url_bad("s3://ab", "3 to 63 characters");
-	url_bad("s3://a234567890123456789012345678901234567890123456789012345678"
-		"901234",
+	url_bad("s3://a2345678901234567890123456789012345678901234567890"
+		"12345678901234",
 		"3 to 63 characters");
 	url_bad("s3://My-Bucket", "uppercase letters are not allowed");
 	url_bad("s3://my_bucket/x", "underscores are not allowed");
@@ -380,6 +380,18 @@ Test(settings, ca_bundle_precedence)
 	s3_settings_free(&s);
 }
 
+Test(settings, empty_values_count_as_unset)
+{
+	config_file("[default]\nregion =\nendpoint_url =\n"
+		    "s3 =\n  addressing_style =\n");
+	s3_settings s = {0};
+	resolve_ok(&s);
+	cr_assert_str_eq(s.region, "us-east-1");
+	cr_assert_str_eq(s.endpoint, "https://s3.us-east-1.amazonaws.com");
+	cr_assert_eq(s.addressing, S3_ADDR_AUTO);
+	s3_settings_free(&s);
+}
+
 Test(settings, keys_are_case_insensitive)
 {
 	config_file("[default]\nRegion = eu-south-1\n");
@@ -459,7 +471,7 @@ Test(settings, addressing_auto_in_config)
 Test(settings, bad_addressing_style_names_file_and_line)
 {
 	const char *p =
-		config_file("[default]\ns3 =\n  addressing_style = sideways\n");
+	    config_file("[default]\ns3 =\n  addressing_style = sideways\n");
 	s3_settings s = {0};
 	char *err = resolve_err(&s);
 	assert_has(err, p);
@@ -630,10 +642,9 @@ Test(settings, endpoint_accepts)
 {
 	endpoint_ok("http://localhost:9000", "http://localhost:9000", false);
 	endpoint_ok("https://minio.local/", "https://minio.local", true);
-	endpoint_ok("HTTPS://Storage.Example.com", "https://Storage.Example.com",
-		    true);
-	endpoint_ok("http://127.0.0.1:65535/", "http://127.0.0.1:65535",
-		    false);
+	endpoint_ok("HTTPS://Storage.Example.com",
+		    "https://Storage.Example.com", true);
+	endpoint_ok("http://127.0.0.1:65535/", "http://127.0.0.1:65535", false);
 	endpoint_ok("http://[::1]:9000", "http://[::1]:9000", false);
 	endpoint_ok("https://acct.r2.cloudflarestorage.com",
 		    "https://acct.r2.cloudflarestorage.com", true);
@@ -698,10 +709,10 @@ TestSuite(addressing);
 static bool vh(s3_addressing a, const char *endpoint, const char *bucket)
 {
 	s3_settings s = {
-		.bucket = (char *)bucket,
-		.endpoint = (char *)endpoint,
-		.addressing = a,
-		.use_https = endpoint && strncmp(endpoint, "https:", 6) == 0,
+	    .bucket = (char *)bucket,
+	    .endpoint = (char *)endpoint,
+	    .addressing = a,
+	    .use_https = endpoint && strncmp(endpoint, "https:", 6) == 0,
 	};
 	return s3_settings_virtual_host(&s);
 }
@@ -727,8 +738,8 @@ Test(addressing, auto_decisions)
 	/* dots break the TLS wildcard certificate */
 	cr_assert_not(vh(S3_ADDR_AUTO, AWS, "my.bucket"));
 	/* but over plain http a DNS-safe dotted name is fine */
-	cr_assert(vh(S3_ADDR_AUTO, "http://s3.us-east-1.amazonaws.com",
-		     "my.bucket"));
+	cr_assert(
+	    vh(S3_ADDR_AUTO, "http://s3.us-east-1.amazonaws.com", "my.bucket"));
 	cr_assert_not(vh(S3_ADDR_AUTO, "http://s3.us-east-1.amazonaws.com",
 			 "my-.bucket"));
 	/* names S3 would not accept as hosts */
@@ -736,11 +747,11 @@ Test(addressing, auto_decisions)
 	cr_assert_not(vh(S3_ADDR_AUTO, AWS, "ab"));
 	/* anything not under amazonaws.com is path-style */
 	cr_assert_not(vh(S3_ADDR_AUTO, "http://localhost:9000", "bucket"));
-	cr_assert_not(vh(S3_ADDR_AUTO, "https://storage.googleapis.com",
-			 "bucket"));
+	cr_assert_not(
+	    vh(S3_ADDR_AUTO, "https://storage.googleapis.com", "bucket"));
 	cr_assert_not(vh(S3_ADDR_AUTO, "https://notamazonaws.com", "bucket"));
-	cr_assert_not(vh(S3_ADDR_AUTO, "https://amazonaws.com.evil.io",
-			 "bucket"));
+	cr_assert_not(
+	    vh(S3_ADDR_AUTO, "https://amazonaws.com.evil.io", "bucket"));
 	cr_assert_not(vh(S3_ADDR_AUTO, AWS, NULL));
 	cr_assert_not(vh(S3_ADDR_AUTO, NULL, "bucket"));
 }
@@ -784,8 +795,8 @@ static char *get_err(const char *profile)
 	return err;
 }
 
-static void assert_creds(const s3_creds *c, const char *id,
-			 const char *secret, const char *token)
+static void assert_creds(const s3_creds *c, const char *id, const char *secret,
+			 const char *token)
 {
 	cr_assert_str_eq(c->access_key, id);
 	cr_assert_str_eq(c->secret_key, secret);
@@ -946,7 +957,8 @@ Test(creds, nothing_found_names_profile_and_env_paths)
 	char want[512];
 	snprintf(want, sizeof(want),
 		 "no AWS credentials found (tried: environment, "
-		 "%s [profile dev], %s)", k, c);
+		 "%s [profile dev], %s)",
+		 k, c);
 	cr_assert_str_eq(err, want);
 	free(err);
 }
@@ -1148,10 +1160,10 @@ Test(chain, providers_tried_in_order)
 {
 	fake f = {0};
 	creds_provider ps[] = {
-		{"first", empty_fetch, NULL},
-		{"second", empty_fetch, "somewhere"},
-		{"fake", fake_fetch, &f},
-		{"never", empty_fetch, NULL},
+	    {"first", empty_fetch, NULL},
+	    {"second", empty_fetch, "somewhere"},
+	    {"fake", fake_fetch, &f},
+	    {"never", empty_fetch, NULL},
 	};
 	creds_chain *ch = creds_chain_new_with("p", ps, 4);
 	cr_assert_str_eq(get_id(ch), "AKIA1");
@@ -1171,8 +1183,8 @@ Test(chain, error_stops_the_chain)
 {
 	fake bad = {.fail_after = 1}, good = {0};
 	creds_provider ps[] = {
-		{"bad", fake_fetch, &bad},
-		{"good", fake_fetch, &good},
+	    {"bad", fake_fetch, &bad},
+	    {"good", fake_fetch, &good},
 	};
 	creds_chain *ch = creds_chain_new_with(NULL, ps, 2);
 	s3_creds c;
