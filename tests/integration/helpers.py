@@ -1,0 +1,220 @@
+"""Shared helpers for the ckptfs integration tests (imported by conftest.py
+and the test modules).  Nothing here talks to pytest fixtures."""
+
+import hashlib
+import os
+import random
+import re
+import subprocess
+import time
+from pathlib import Path
+
+CKPTFS_BIN = os.environ.get("CKPTFS_BIN", "/work/main/build/ckptfs")
+
+# --------------------------------------------------------------------------
+# Environment hygiene.  The machine sets CA bundles, proxies and maybe AWS
+# variables; none of them may influence a test.
+
+_STRIP_EXACT = {
+    "AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE",
+    "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
+    "NIX_SSL_CERT_FILE", "PIP_CERT", "HTTPLIB2_CA_CERTS",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+    "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy",
+    "ALL_PROXY", "no_proxy", "NO_PROXY", "CEPH_CONF", "CEPH_ARGS",
+}
+
+
+def clean_env(base=None):
+    """A copy of `base` (default os.environ) without CA/proxy settings and
+    without any AWS_* variable."""
+    env = dict(os.environ if base is None else base)
+    for k in list(env):
+        if (k in _STRIP_EXACT or k.startswith("AWS_")
+                or "CA_BUNDLE" in k or k.endswith("_CA_CERTS")):
+            del env[k]
+    return env
+
+
+def sanitize_process_env():
+    """Strip the same variables from this process (boto3 reads them)."""
+    for k in list(os.environ):
+        if k not in clean_env():
+            del os.environ[k]
+
+
+# --------------------------------------------------------------------------
+# Processes
+
+class CommandError(AssertionError):
+    pass
+
+
+def run(cmd, *, timeout=120, check=True, env=None, input=None, cwd=None,
+        text=True):
+    """Run cmd (list), capture output.  On a non-zero exit with check=True,
+    fail with the command, status and output tails."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(
+            [str(c) for c in cmd], capture_output=True, timeout=timeout,
+            env=clean_env() if env is None else env, input=input, cwd=cwd,
+            text=text, errors="surrogateescape" if text else None)
+    except subprocess.TimeoutExpired as e:
+        raise CommandError(f"timed out after {timeout}s: {cmd_str(cmd)}\n"
+                           f"stderr: {tail(e.stderr)}") from None
+    p.elapsed = time.monotonic() - t0
+    if check and p.returncode != 0:
+        raise CommandError(
+            f"exit {p.returncode}: {cmd_str(cmd)}\n"
+            f"--- stdout ---\n{tail(p.stdout)}\n--- stderr ---\n{tail(p.stderr)}")
+    return p
+
+
+def cmd_str(cmd):
+    return " ".join(str(c) for c in cmd)
+
+
+def tail(s, n=40):
+    if s is None:
+        return ""
+    if isinstance(s, bytes):
+        s = s.decode("utf-8", "replace")
+    lines = s.splitlines()
+    return "\n".join(lines[-n:])
+
+
+def file_tail(path, n=60):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        return f"<cannot read {path}: {e}>"
+    return tail(data, n)
+
+
+# --------------------------------------------------------------------------
+# Mount table
+
+def _unescape_mountinfo(s):
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
+
+
+def mount_entry(path):
+    """The last /proc/self/mountinfo entry whose mount point is `path`, as a
+    dict (fstype, source, dev, options), or None."""
+    real = os.path.realpath(path)
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            try:
+                sep = parts.index("-")
+            except ValueError:
+                continue
+            if _unescape_mountinfo(parts[4]) == real:
+                found = {
+                    "dev": parts[2],
+                    "options": parts[5],
+                    "fstype": parts[sep + 1],
+                    "source": _unescape_mountinfo(parts[sep + 2]),
+                    "super_options": parts[sep + 3] if len(parts) > sep + 3 else "",
+                }
+    return found
+
+
+def is_fuse_mount(path):
+    e = mount_entry(path)
+    return bool(e) and (e["fstype"] == "fuse" or e["fstype"].startswith("fuse."))
+
+
+def ckptfs_pids_for(mountpoint):
+    """Pids of processes whose argv contains the mount point (a ckptfs daemon
+    serving it)."""
+    real = os.path.realpath(mountpoint)
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{d}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state in (b"Z", b"X"):
+            continue
+        if not argv or b"ckptfs" not in os.path.basename(argv[0]):
+            continue
+        if any(os.fsencode(real) == a or os.fsencode(str(mountpoint)) == a
+               for a in argv[1:]):
+            pids.append(int(d))
+    return pids
+
+
+def wait_until(pred, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------
+# Data
+
+def det_bytes(seed, n):
+    """n deterministic pseudo-random bytes."""
+    r = random.Random(seed)
+    chunk = 1 << 20
+    if n <= chunk:
+        return r.randbytes(n)
+    return b"".join(r.randbytes(min(chunk, n - i)) for i in range(0, n, chunk))
+
+
+def sha256_bytes(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def sha256_file(path, bufsize=1 << 20):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(bufsize)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def local_tree(root):
+    """{relative posix path: bytes} of the regular files under root and the
+    set of relative directories."""
+    root = Path(root)
+    files, dirs = {}, set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = Path(dirpath).relative_to(root)
+        for d in dirnames:
+            dirs.add((rel / d).as_posix())
+        for fn in filenames:
+            files[(rel / fn).as_posix()] = (Path(dirpath) / fn).read_bytes()
+    return files, dirs
+
+
+def parse_ls_la(out):
+    """Parse `ls -la --time-style=+%s` into {name: (mode, links, user, group,
+    size, mtime)}."""
+    res = {}
+    for line in out.splitlines():
+        if not line or line.startswith("total "):
+            continue
+        parts = line.split(None, 6)
+        if len(parts) < 7:
+            continue
+        mode, links, user, group, size, mtime, name = parts
+        res[name] = (mode, int(links), user, group, int(size), int(mtime))
+    return res

@@ -1,0 +1,200 @@
+"""Mount failures: each exits 1 within a bounded time, says what is wrong on
+stderr in a line beginning "ckptfs: ", never prints the secret, and leaves
+no mount or process behind."""
+
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+import helpers
+from helpers import CKPTFS_BIN
+
+FAST = 15        # seconds: errors found without talking to S3
+NETWORK = 60     # seconds: errors reported by (or about) the server
+
+
+def _closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    return port
+
+
+class Failure:
+    def __init__(self, rc, out, err, elapsed):
+        self.rc, self.stdout, self.stderr, self.elapsed = rc, out, err, elapsed
+
+    def message_lines(self):
+        return [l for l in self.stderr.splitlines() if l.startswith("ckptfs: ")]
+
+
+def expect_failure(argv, env, mountpoint, limit):
+    """Run ckptfs, expect exit 1 with a "ckptfs: " message within `limit`
+    seconds and nothing mounted or running afterwards."""
+    t0 = time.monotonic()
+    p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        _cleanup(mountpoint)
+        pytest.fail(f"`{helpers.cmd_str(argv)}` still running after {limit}s\n"
+                    f"stderr: {helpers.tail(err)}", pytrace=False)
+    elapsed = time.monotonic() - t0
+    mounted = mountpoint is not None and helpers.mount_entry(mountpoint)
+    left = helpers.ckptfs_pids_for(mountpoint) if mountpoint is not None else []
+    if mounted or left:
+        _cleanup(mountpoint)
+    f = Failure(p.returncode, out.decode(errors="replace"),
+                err.decode(errors="replace"), elapsed)
+    assert not mounted, f"a mount was left behind on {mountpoint}: {mounted}"
+    assert not left, f"ckptfs processes left behind: {left}"
+    assert f.rc == 1, f"exit status {f.rc}, expected 1\nstderr: {f.stderr}"
+    assert f.message_lines(), f"no line beginning 'ckptfs: ' on stderr:\n{f.stderr!r}"
+    return f
+
+
+def _cleanup(mp):
+    if mp is None:
+        return
+    subprocess.run(["fusermount3", "-u", "-z", str(mp)], capture_output=True)
+    for pid in helpers.ckptfs_pids_for(mp):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+@pytest.fixture(params=["foreground", "daemon"])
+def mode(request):
+    return request.param
+
+
+def _argv(url, mp, endpoint, mode, *extra):
+    argv = [CKPTFS_BIN, "mount", url, str(mp), "--endpoint", endpoint,
+            "--region", "us-east-1", *extra]
+    if mode == "foreground":
+        argv.append("-f")
+    return argv
+
+
+@pytest.fixture
+def mp(tmp_path):
+    d = tmp_path / "mnt"
+    d.mkdir()
+    return d
+
+
+# --------------------------------------------------------------------------
+
+def test_missing_bucket(s3server, mp, mode):
+    name = "no-such-bucket-ckptfs-test"
+    f = expect_failure(_argv(f"s3://{name}", mp, s3server.endpoint, mode),
+                       s3server.env_for_ckptfs(), mp, NETWORK)
+    assert "NoSuchBucket" in f.stderr or name in f.stderr, f.stderr
+
+
+def test_wrong_secret_key(s3server, bucket, mp, mode):
+    wrong = "WRONG-secret-0123456789-abcdefghijkl"
+    env = s3server.env_for_ckptfs(AWS_SECRET_ACCESS_KEY=wrong)
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, mode),
+                       env, mp, NETWORK)
+    assert "SignatureDoesNotMatch" in f.stderr, f.stderr
+    assert wrong not in f.stderr and wrong not in f.stdout
+    assert s3server.secret_key not in f.stderr
+
+
+def test_wrong_access_key(s3server, bucket, mp):
+    env = s3server.env_for_ckptfs(AWS_ACCESS_KEY_ID="NOSUCHACCESSKEY")
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground"),
+                       env, mp, NETWORK)
+    assert "InvalidAccessKeyId" in f.stderr, f.stderr
+    assert s3server.secret_key not in f.stderr
+
+
+def test_unreachable_endpoint(s3server, bucket, mp, mode):
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    f = expect_failure(_argv(f"s3://{bucket}", mp, endpoint, mode),
+                       s3server.env_for_ckptfs(), mp, NETWORK)
+    assert s3server.secret_key not in f.stderr
+
+
+def test_mountpoint_missing(s3server, bucket, tmp_path, mode):
+    missing = tmp_path / "does-not-exist"
+    f = expect_failure(_argv(f"s3://{bucket}", missing, s3server.endpoint, mode),
+                       s3server.env_for_ckptfs(), None, FAST)
+    assert str(missing) in f.stderr or "No such file" in f.stderr, f.stderr
+    assert not missing.exists()
+
+
+def test_mountpoint_is_a_file(s3server, bucket, tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    expect_failure(_argv(f"s3://{bucket}", target, s3server.endpoint, "foreground"),
+                   s3server.env_for_ckptfs(), target, FAST)
+    assert target.read_text() == "x"
+
+
+def test_mountpoint_not_empty(s3server, bucket, mp, mode):
+    (mp / "existing").write_text("keep me")
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, mode),
+                       s3server.env_for_ckptfs(), mp, FAST)
+    assert "empty" in f.stderr.lower(), f.stderr
+    assert (mp / "existing").read_text() == "keep me"
+
+
+def test_mountpoint_not_empty_with_nonempty_option(s3server, bucket, mount, tmp_path):
+    s3server.put(bucket, "remote.txt", b"remote")
+    mp = tmp_path / "busy"
+    mp.mkdir()
+    (mp / "existing").write_text("hidden while mounted")
+    m = mount(bucket, mountpoint=mp, options=("nonempty",))
+    assert os.listdir(m.path) == ["remote.txt"]
+    m.unmount()
+    assert (mp / "existing").read_text() == "hidden while mounted"
+
+
+@pytest.mark.parametrize("url", ["s3:/x", "http://b", "s3://", "s3:///prefix",
+                                 "bucket-without-scheme", "s3//b", "", "S3:",
+                                 "s3://ab", "s3://Bad_Bucket"])
+def test_malformed_url(s3server, mp, url):
+    f = expect_failure(_argv(url, mp, s3server.endpoint, "foreground"),
+                       s3server.env_for_ckptfs(), mp, FAST)
+    assert f.elapsed < FAST
+
+
+@pytest.mark.parametrize("opts", ["no_such_option", "umask=999", "umask=abc",
+                                  "uid=-5x", "addressing=sideways",
+                                  "entry_timeout=soon", "log=printer"])
+def test_bad_mount_option(s3server, bucket, mp, opts):
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground",
+                             "-o", opts), s3server.env_for_ckptfs(), mp, FAST)
+    assert opts.split("=")[0] in f.stderr, f.stderr
+
+
+def test_bad_endpoint_url(s3server, bucket, mp):
+    expect_failure(_argv(f"s3://{bucket}", mp, "not a url", "foreground"),
+                   s3server.env_for_ckptfs(), mp, FAST)
+
+
+def test_missing_mountpoint_argument(s3server, bucket):
+    expect_failure([CKPTFS_BIN, "mount", f"s3://{bucket}"],
+                   s3server.env_for_ckptfs(), None, FAST)
+
+
+def test_unknown_command():
+    expect_failure([CKPTFS_BIN, "frobnicate"], helpers.clean_env(), None, FAST)
+
+
+def test_debug_output_of_a_failure_has_no_secret(s3server, bucket, mp):
+    wrong = "WRONG-secret-for-debug-0123456789abcd"
+    env = s3server.env_for_ckptfs(AWS_SECRET_ACCESS_KEY=wrong)
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground", "-d"),
+                       env, mp, NETWORK)
+    assert wrong not in f.stderr and wrong not in f.stdout
