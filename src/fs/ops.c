@@ -628,7 +628,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	fs_itable_lock(fs->it);
 	n->size = hr.size;
-	if (hr.mtime.tv_sec)
+	/* HEAD has whole seconds, listings milliseconds: keep the finer one
+	 * unless the second changed, or the kernel would see the mtime flip
+	 * and drop the file's page cache on every open */
+	if (hr.mtime.tv_sec && hr.mtime.tv_sec != n->mtime.tv_sec)
 		n->mtime = hr.mtime;
 	free(n->etag);
 	n->etag = strdup(hr.etag);
