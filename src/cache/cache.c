@@ -115,6 +115,11 @@ void cache_free(cache *c)
 	pthread_mutex_lock(&c->mu);
 	while (c->entries)
 		centry_free(c, c->entries);
+	while (c->verified) {
+		struct verified_file *v = c->verified;
+		c->verified = v->next;
+		free(v);
+	}
 	pthread_mutex_unlock(&c->mu);
 	cidx_close(c->idx);
 	pthread_cond_destroy(&c->cv);
@@ -129,6 +134,58 @@ const char *cache_dir(const cache *c)
 	return c->dir;
 }
 
+static bool same_file(const struct verified_file *v, const struct stat *st)
+{
+	return v->dev == st->st_dev && v->ino == st->st_ino &&
+	       v->mtime.tv_sec == st->st_mtim.tv_sec &&
+	       v->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	       v->ctime.tv_sec == st->st_ctim.tv_sec &&
+	       v->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+/* Remembers that e's file was entirely verified (or written) by us.  mu. */
+static void remember_verified(cache *c, centry *e)
+{
+	struct stat st;
+	if (e->n_done != e->n_chunks || fstat(e->fd, &st) < 0)
+		return;
+	for (uint32_t i = 0; i < e->n_chunks; i++)
+		if (!e->verified[i])
+			return;
+	struct verified_file *v = NULL;
+	for (v = c->verified; v; v = v->next)
+		if (strcmp(v->name, e->name) == 0)
+			break;
+	if (!v) {
+		v = calloc(1, sizeof *v);
+		if (!v)
+			return;
+		memcpy(v->name, e->name, CIDX_NAME_LEN);
+		v->next = c->verified;
+		c->verified = v;
+	}
+	v->dev = st.st_dev;
+	v->ino = st.st_ino;
+	v->mtime = st.st_mtim;
+	v->ctime = st.st_ctim;
+}
+
+/* Marks e's chunks verified if we checked this very file before.  mu. */
+static void recall_verified(cache *c, centry *e)
+{
+	struct stat st;
+	if (fstat(e->fd, &st) < 0)
+		return;
+	for (struct verified_file *v = c->verified; v; v = v->next) {
+		if (strcmp(v->name, e->name) == 0 && same_file(v, &st)) {
+			for (uint32_t i = 0; i < e->n_chunks; i++)
+				if (e->state[i] == CH_DONE)
+					e->verified[i] = 1;
+			return;
+		}
+	}
+}
+
 void centry_put(cache *c, centry *e)
 {
 	e->refs--;
@@ -136,8 +193,10 @@ void centry_put(cache *c, centry *e)
 		return;
 	bool busy = e->role == CIDX_FILLER && !e->failed && !c->stopping &&
 		    e->n_done < e->n_chunks;
-	if (!busy)
-		centry_free(c, e);
+	if (busy)
+		return;
+	remember_verified(c, e);
+	centry_free(c, e);
 }
 
 static centry *find_entry(cache *c, const char *name)
@@ -255,6 +314,8 @@ int cache_file_open(cache *c, const char *key, const char *etag,
 			e->refs = 1;
 			e->next = c->entries;
 			c->entries = e;
+			if (c->o.verify)
+				recall_verified(c, e);
 			if (e->role == CIDX_FILLER && e->n_done < e->n_chunks) {
 				fetch_activate(c, e);
 				fetch_schedule(c);

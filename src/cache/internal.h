@@ -12,6 +12,7 @@
 #define CKPTFS_CACHE_INTERNAL_H
 
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include "cache/cache.h"
 #include "cache/index.h"
@@ -74,10 +75,21 @@ struct cache {
 	struct done_rec *pending;
 	pthread_t writer;
 	pthread_cond_t writer_cv;
+	struct verified_file *verified; /* [mu] */
 	/* stats [mu] */
 	uint64_t hits, misses, uncached_opens, downloaded, verify_failures;
 	uint64_t rate_bytes[RATE_SLOTS];
 	int64_t rate_sec[RATE_SLOTS];
+};
+
+/* Cache files this process verified completely, with the identity of the
+ * file then (a rewrite or replacement changes it and forces a new check). */
+struct verified_file {
+	char name[CIDX_NAME_LEN];
+	dev_t dev;
+	ino_t ino;
+	struct timespec mtime, ctime;
+	struct verified_file *next;
 };
 
 struct done_rec {

@@ -42,6 +42,8 @@ static void mount_usage(FILE *f)
 		"      cache_size=SIZE (0 = no cap) cache_min_free=SIZE (1G)\n"
 		"      part_size=SIZE (8M) conns_per_file=N (8) conns=N (16)\n"
 		"      cache_verify=on|off (CRC-check cached chunks, on)\n"
+		"      no_passthrough (read cached files through FUSE, not the\n"
+		"      kernel's passthrough to the cache file)\n"
 		"\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -150,6 +152,8 @@ static int apply_opt(mount_args *a, const char *k, const char *v)
 			return a->debug = true, 0;
 		if (!strcmp(k, "insecure"))
 			return a->insecure = true, 0;
+		if (!strcmp(k, "no_passthrough"))
+			return a->fs.passthrough = false, 0;
 		if (!strcmp(k, "ro"))
 			return 0; /* the mount is read-only anyway */
 		for (int i = 0; ignored_opts[i]; i++)

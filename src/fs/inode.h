@@ -47,6 +47,11 @@ struct fs_inode {
 	/* files: page cache policy (see fs/ops.c set_page_cache_mode) */
 	char *kc_etag;         /* version whose pages the kernel may hold */
 	unsigned open_handles;
+	/* FUSE passthrough: the kernel binds an inode to one backing file
+	 * for as long as it knows the inode, so the id is kept here and
+	 * reused by every open of the same version */
+	int pt_backing_id;
+	char *pt_etag;
 
 	/* directories: cached listing */
 	ns_dir *listing;

@@ -34,6 +34,7 @@ void mount_args_init(mount_args *a)
 	a->cache.per_file_conns = 8;
 	a->cache.global_conns = 16;
 	a->cache.verify = true;
+	a->fs.passthrough = true;
 }
 
 /* root: /var/cache/ckptfs; others: $XDG_CACHE_HOME/ckptfs or ~/.cache/ckptfs */
@@ -221,6 +222,9 @@ static int setup_fuse(mount_args *a, struct mounted *m)
 			a->mountpoint);
 		return -1;
 	}
+	if (a->fs.passthrough && fs_pt_install(m->se, fs_ctx_pt(m->fs)) != 0)
+		log_warn("cannot install the passthrough hooks; cached files "
+			 "are read through FUSE");
 	return 0;
 }
 

@@ -32,6 +32,7 @@
 #define LOGGED_MAX 4096
 
 struct fs_ctx {
+	fs_pt pt;
 	s3_client *s3;
 	cache *cache;
 	char *prefix;
@@ -46,6 +47,8 @@ struct fs_ctx {
 typedef struct fs_handle {
 	fs_inode *node; /* holds a reference */
 	cache_file *cf; /* NULL: uncached reads through the window */
+	bool hit;       /* every byte was cached at open */
+	int backing_id; /* > 0: reads pass through to the cache file */
 	char *key;
 	char etag[128];
 	uint64_t size;
@@ -80,6 +83,7 @@ fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 	fs->s3 = s3;
 	fs->cache = rc;
 	fs->prefix = strdup(prefix);
+	fs->pt.wanted = o->passthrough;
 	fs->it = fs_itable_new();
 	fs->o = *o;
 	if (!fs->o.readahead_max)
@@ -102,6 +106,11 @@ void fs_ctx_free(fs_ctx *fs)
 	pthread_mutex_destroy(&fs->log_mu);
 	free(fs->prefix);
 	free(fs);
+}
+
+fs_pt *fs_ctx_pt(fs_ctx *fs)
+{
+	return &fs->pt;
 }
 
 static fs_ctx *ctx(fuse_req_t req)
@@ -543,9 +552,8 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 {
 	if (!fs->cache || h->size == 0)
 		return;
-	bool hit = false;
 	int rc = cache_file_open(fs->cache, h->key, h->etag, h->size, &h->cf,
-				 &hit);
+				 &h->hit);
 	if (rc == 0)
 		return;
 	h->cf = NULL;
@@ -557,6 +565,48 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 	else
 		log_warn("open %s: cache unavailable (%s); reading uncached",
 			 h->key, strerror(-rc));
+}
+
+/*
+ * A fully cached file is served by the kernel from the cache file itself
+ * (passthrough), after its chunks are verified.  The kernel ties an inode
+ * to one backing file, so the first passthrough open registers it and later
+ * opens of the same version reuse that id.
+ */
+static void attach_backing(fs_ctx *fs, fs_handle *h)
+{
+	if (!h->cf || !h->hit || !fs->pt.enabled)
+		return;
+	fs_inode *n = h->node;
+	fs_itable_lock(fs->it);
+	int id = n->pt_backing_id;
+	bool same = id > 0 && n->pt_etag && strcmp(n->pt_etag, h->etag) == 0;
+	fs_itable_unlock(fs->it);
+	if (id > 0) {
+		/* another version is bound to this inode: plain FUSE reads */
+		h->backing_id = same ? id : 0;
+		return;
+	}
+	int fd = cache_file_ready(h->cf, 0, h->size);
+	if (fd < 0)
+		return;
+	id = fs_pt_backing_open(&fs->pt, fd);
+	if (id <= 0) {
+		log_debug("passthrough for %s: %s", h->key, strerror(-id));
+		return;
+	}
+	fs_itable_lock(fs->it);
+	if (n->pt_backing_id > 0) { /* another open won the race */
+		fs_itable_unlock(fs->it);
+		fs_pt_backing_close(&fs->pt, id);
+		attach_backing(fs, h);
+		return;
+	}
+	n->pt_backing_id = id;
+	free(n->pt_etag);
+	n->pt_etag = strdup(h->etag);
+	h->backing_id = id;
+	fs_itable_unlock(fs->it);
 }
 
 /*
@@ -625,6 +675,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->ra = 1u << 20;
 
 	attach_cache(fs, h);
+	attach_backing(fs, h);
 
 	fs_itable_lock(fs->it);
 	n->size = hr.size;
@@ -636,11 +687,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	free(n->etag);
 	n->etag = strdup(hr.etag);
 	n->attr_time = fs_now();
-	set_page_cache_mode(n, h, fi);
+	if (h->backing_id > 0)
+		fi->keep_cache = fi->direct_io = 0; /* the kernel reads the backing file */
+	else
+		set_page_cache_mode(n, h, fi);
 	n->open_handles++;
 	fs_itable_unlock(fs->it);
 
 	fi->fh = (uint64_t)(uintptr_t)h;
+	fs_pt_mark_next_open(h->backing_id);
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		handle_free(fs, h); /* interrupted open */
 }

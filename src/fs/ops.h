@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "cache/cache.h"
+#include "fs/passthrough.h"
 #include "s3/client.h"
 
 typedef struct fs_opts {
@@ -29,6 +30,7 @@ typedef struct fs_opts {
 	gid_t gid;
 	mode_t umask;
 	size_t readahead_max; /* per-handle read window, bytes */
+	bool passthrough;     /* serve fully cached files by FUSE passthrough */
 } fs_opts;
 
 typedef struct fs_ctx fs_ctx;
@@ -40,5 +42,8 @@ fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 void fs_ctx_free(fs_ctx *fs);
 
 const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
+
+/* The passthrough state of this mount (fs/passthrough.h). */
+fs_pt *fs_ctx_pt(fs_ctx *fs);
 
 #endif
