@@ -21,6 +21,8 @@ struct fs_itable {
 	size_t count;
 	uint64_t next_ino;
 	fs_inode *root;
+	void (*free_hook)(void *, fs_inode *);
+	void *free_arg;
 };
 
 static uint64_t hash_str(const char *s)
@@ -257,6 +259,8 @@ static void maybe_free(fs_itable *t, fs_inode *n)
 			remove_path(t, n);
 		remove_ino(t, n);
 		t->count--;
+		if (t->free_hook)
+			t->free_hook(t->free_arg, n);
 		node_free(n);
 		if (parent)
 			parent->refs--;
@@ -279,6 +283,19 @@ void fs_itable_unref(fs_itable *t, fs_inode *n)
 {
 	n->refs--;
 	maybe_free(t, n);
+}
+
+void fs_itable_detach(fs_itable *t, fs_inode *n)
+{
+	if (!n->detached && n != t->root)
+		remove_path(t, n);
+}
+
+void fs_itable_set_free_hook(fs_itable *t, void (*fn)(void *, fs_inode *),
+			     void *arg)
+{
+	t->free_hook = fn;
+	t->free_arg = arg;
 }
 
 size_t fs_itable_count(fs_itable *t)

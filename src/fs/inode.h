@@ -82,6 +82,12 @@ void fs_itable_forget(fs_itable *t, fs_inode *n, uint64_t nlookup);
 void fs_inode_ref(fs_inode *n);
 void fs_itable_unref(fs_itable *t, fs_inode *n);
 size_t fs_itable_count(fs_itable *t);
+/* Removes n from the path index: the next lookup of its path creates a new
+ * inode (the old number stays valid until forgotten). */
+void fs_itable_detach(fs_itable *t, fs_inode *n);
+/* Called (table locked) for every node about to be freed. */
+void fs_itable_set_free_hook(fs_itable *t, void (*fn)(void *, fs_inode *),
+			     void *arg);
 
 /* Monotonic clock in seconds. */
 double fs_now(void);

@@ -74,6 +74,14 @@ typedef struct fs_dirhandle {
 
 /* ---- context ---------------------------------------------------------- */
 
+/* The kernel forgot an inode: its passthrough backing can go. */
+static void inode_freed(void *arg, fs_inode *n)
+{
+	fs_ctx *fs = arg;
+	if (n->pt_backing_id > 0)
+		fs_pt_backing_close(&fs->pt, n->pt_backing_id);
+}
+
 fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 		   const fs_opts *o)
 {
@@ -95,6 +103,7 @@ fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 		return NULL;
 	}
 	fs_itable_root(fs->it)->mtime = fs->mount_time;
+	fs_itable_set_free_hook(fs->it, inode_freed, fs);
 	return fs;
 }
 
@@ -273,10 +282,22 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 	return rc;
 }
 
+/* An inode bound to a passthrough backing file of another version of its
+ * object cannot serve the new one: the path gets a new inode. */
+static bool bound_to_other_version(const fs_inode *n, const char *etag)
+{
+	return n->pt_backing_id > 0 && n->pt_etag && etag &&
+	       strcmp(n->pt_etag, etag) != 0;
+}
+
 /* Child inode for a listing entry, attributes updated. Table locked. */
 static fs_inode *child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 {
 	fs_inode *c = fs_itable_child(fs->it, parent, e->name, e->is_dir);
+	if (c && !e->is_dir && bound_to_other_version(c, e->etag)) {
+		fs_itable_detach(fs->it, c);
+		c = fs_itable_child(fs->it, parent, e->name, false);
+	}
 	if (!c)
 		return NULL;
 	if (!e->is_dir)
@@ -665,6 +686,21 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_itable_unref(fs->it, n);
 		fs_itable_unlock(fs->it);
 		fuse_reply_err(req, err);
+		return;
+	}
+	fs_itable_lock(fs->it);
+	bool stale = bound_to_other_version(n, hr.etag);
+	if (stale)
+		fs_itable_detach(fs->it, n);
+	fs_itable_unlock(fs->it);
+	if (stale) {
+		/* the VFS retries the path walk, whose lookup gets a new inode */
+		free(h);
+		free(key);
+		fs_itable_lock(fs->it);
+		fs_itable_unref(fs->it, n);
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, ESTALE);
 		return;
 	}
 	h->node = n;
