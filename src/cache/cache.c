@@ -115,11 +115,6 @@ void cache_free(cache *c)
 	pthread_mutex_lock(&c->mu);
 	while (c->entries)
 		centry_free(c, c->entries);
-	while (c->verified) {
-		struct verified_file *v = c->verified;
-		c->verified = v->next;
-		free(v);
-	}
 	pthread_mutex_unlock(&c->mu);
 	cidx_close(c->idx);
 	pthread_cond_destroy(&c->cv);
@@ -134,56 +129,43 @@ const char *cache_dir(const cache *c)
 	return c->dir;
 }
 
-static bool same_file(const struct verified_file *v, const struct stat *st)
-{
-	return v->dev == st->st_dev && v->ino == st->st_ino &&
-	       v->mtime.tv_sec == st->st_mtim.tv_sec &&
-	       v->mtime.tv_nsec == st->st_mtim.tv_nsec &&
-	       v->ctime.tv_sec == st->st_ctim.tv_sec &&
-	       v->ctime.tv_nsec == st->st_ctim.tv_nsec;
-}
-
-/* Remembers that e's file was entirely verified (or written) by us.  mu. */
-static void remember_verified(cache *c, centry *e)
+/*
+ * Records that e's file is known good: its bytes are flushed to disk and
+ * its identity stamped in the index, so later opens (by any process, after
+ * a remount too) need no CRC re-check while the file stays unchanged.
+ */
+void stamp_good(cache *c, centry *e)
 {
 	struct stat st;
-	if (e->n_done != e->n_chunks || fstat(e->fd, &st) < 0)
+	if (fdatasync(e->fd) < 0 || fstat(e->fd, &st) < 0 ||
+	    cidx_stamp_set(c->idx, e->name, &st) < 0)
+		log_debug("cache file of %s: cannot stamp it", e->key);
+}
+
+/* Stamps e if this process has now checked or written all of it.  mu. */
+static void remember_verified(cache *c, centry *e)
+{
+	if (e->n_done != e->n_chunks || e->stamped)
 		return;
 	for (uint32_t i = 0; i < e->n_chunks; i++)
 		if (!e->verified[i])
 			return;
-	struct verified_file *v = NULL;
-	for (v = c->verified; v; v = v->next)
-		if (strcmp(v->name, e->name) == 0)
-			break;
-	if (!v) {
-		v = calloc(1, sizeof *v);
-		if (!v)
-			return;
-		memcpy(v->name, e->name, CIDX_NAME_LEN);
-		v->next = c->verified;
-		c->verified = v;
-	}
-	v->dev = st.st_dev;
-	v->ino = st.st_ino;
-	v->mtime = st.st_mtim;
-	v->ctime = st.st_ctim;
+	e->stamped = true;
+	stamp_good(c, e);
 }
 
-/* Marks e's chunks verified if we checked this very file before.  mu. */
+/* Marks e's chunks verified if its file is unchanged since stamped. */
 static void recall_verified(cache *c, centry *e)
 {
 	struct stat st;
-	if (fstat(e->fd, &st) < 0)
+	bool match = false;
+	if (fstat(e->fd, &st) < 0 ||
+	    cidx_stamp_matches(c->idx, e->name, &st, &match) < 0 || !match)
 		return;
-	for (struct verified_file *v = c->verified; v; v = v->next) {
-		if (strcmp(v->name, e->name) == 0 && same_file(v, &st)) {
-			for (uint32_t i = 0; i < e->n_chunks; i++)
-				if (e->state[i] == CH_DONE)
-					e->verified[i] = 1;
-			return;
-		}
-	}
+	for (uint32_t i = 0; i < e->n_chunks; i++)
+		if (e->state[i] == CH_DONE)
+			e->verified[i] = 1;
+	e->stamped = true;
 }
 
 void centry_put(cache *c, centry *e)

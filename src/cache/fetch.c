@@ -316,9 +316,13 @@ static void record_batch(cache *c, struct done_rec *list)
 		if (cidx_chunks_done(c->idx, e->name, idx, crc, n, &completed) < 0)
 			log_error("cache index: cannot record chunks of %s",
 				  e->key);
+		if (completed) /* writer thread: flush and stamp the file */
+			stamp_good(c, e);
 		pthread_mutex_lock(&c->mu);
-		if (completed)
+		if (completed) {
 			e->role = CIDX_COMPLETE;
+			e->stamped = true;
+		}
 		while (list != r) {
 			struct done_rec *nx = list->next;
 			centry_put(c, list->e);

@@ -74,7 +74,7 @@
 
 #include "util/log.h"
 
-#define CIDX_SCHEMA_VERSION 1
+#define CIDX_SCHEMA_VERSION 2
 #define CIDX_OWNER_HEX 32
 #define CIDX_BUSY_MS 10000
 
@@ -113,6 +113,9 @@ enum cidx_sid {
 	S_DOOMED_FREE,
 	S_STATS,
 	S_STATS_PINS,
+	S_STAMP_SET,
+	S_STAMP_GET,
+	S_STAMP_DEL,
 	S_COUNT
 };
 
@@ -178,7 +181,20 @@ static const char *const stmt_sql[S_COUNT] = {
 		"IFNULL(SUM(state = 1), 0) FROM entries",
     [S_STATS_PINS] = "SELECT e.name, e.size, p.owner FROM entries e "
 		     "JOIN pins p ON p.name = e.name ORDER BY e.name",
+    [S_STAMP_SET] = "INSERT OR REPLACE INTO stamps(name, dev, ino, "
+		    "mtime_ns, ctime_ns, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [S_STAMP_GET] = "SELECT dev, ino, mtime_ns, ctime_ns, size FROM stamps "
+		    "WHERE name = ?1",
+    [S_STAMP_DEL] = "DELETE FROM stamps WHERE name = ?1",
 };
+
+/* The identity of a complete cache file when it was last known good
+ * (fsynced after download, or fully CRC-checked): an unchanged file needs
+ * no re-check when a process opens it. */
+#define STAMPS_SQL                                                      \
+	"CREATE TABLE stamps(name TEXT PRIMARY KEY NOT NULL, dev INTEGER, " \
+	"ino INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, size INTEGER) "   \
+	"WITHOUT ROWID;"
 
 static const char schema_sql[] =
     "CREATE TABLE entries(name TEXT PRIMARY KEY NOT NULL, "
@@ -196,7 +212,11 @@ static const char schema_sql[] =
     "CREATE INDEX pins_owner ON pins(owner);"
     "CREATE TABLE owners(owner TEXT PRIMARY KEY NOT NULL, pid INTEGER, "
     "since INTEGER);"
-    "PRAGMA user_version = 1;";
+    STAMPS_SQL
+    "PRAGMA user_version = 2;";
+
+/* Version 1 lacked the stamps table; nothing else changed. */
+static const char migrate_v1_sql[] = STAMPS_SQL "PRAGMA user_version = 2;";
 
 struct cidx {
 	pthread_mutex_t mu;
@@ -573,6 +593,8 @@ static int drop_entry(cidx *x, const char *name)
 		rc = run(x, S_PINS_DEL_NAME, name, NULL);
 	if (!rc)
 		rc = run(x, S_ENTRY_DEL, name, NULL);
+	if (!rc)
+		rc = run(x, S_STAMP_DEL, name, NULL);
 	if (!rc)
 		file_unlink(x, name);
 	return rc;
@@ -1351,6 +1373,8 @@ static int schema(cidx *x, char **err)
 		rc = pragma_text(x, "PRAGMA user_version", v, sizeof v);
 	if (!rc && atoi(v) == 0)
 		rc = exec_sql(x, schema_sql, err);
+	else if (!rc && atoi(v) == 1)
+		rc = exec_sql(x, migrate_v1_sql, err);
 	else if (!rc && atoi(v) != CIDX_SCHEMA_VERSION) {
 		set_err(err, "%s/index.db: schema version %s, expected %d",
 			x->dir, v, CIDX_SCHEMA_VERSION);
@@ -1571,4 +1595,48 @@ char *cidx_path(const cidx *x, const char *name)
 	if (!name || !is_hex(name, CIDX_NAME_LEN - 1))
 		return NULL;
 	return pathf("%s/objects/%.2s/%s", x->dir, name, name);
+}
+
+/* ---- stamps ------------------------------------------------------------ */
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
+
+int cidx_stamp_set(cidx *x, const char *name, const struct stat *st)
+{
+	pthread_mutex_lock(&x->mu);
+	sqlite3_stmt *s = x->st[S_STAMP_SET];
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)st->st_dev);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)st->st_ino);
+	sqlite3_bind_int64(s, 4, ts_ns(&st->st_mtim));
+	sqlite3_bind_int64(s, 5, ts_ns(&st->st_ctim));
+	sqlite3_bind_int64(s, 6, (sqlite3_int64)st->st_size);
+	int src = sqlite3_step(s);
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	pthread_mutex_unlock(&x->mu);
+	return src == SQLITE_DONE ? 0 : sql_errno(src);
+}
+
+int cidx_stamp_matches(cidx *x, const char *name, const struct stat *st,
+		       bool *match)
+{
+	*match = false;
+	pthread_mutex_lock(&x->mu);
+	sqlite3_stmt *s = x->st[S_STAMP_GET];
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+	int src = sqlite3_step(s);
+	if (src == SQLITE_ROW)
+		*match = sqlite3_column_int64(s, 0) == (sqlite3_int64)st->st_dev &&
+			 sqlite3_column_int64(s, 1) == (sqlite3_int64)st->st_ino &&
+			 sqlite3_column_int64(s, 2) == ts_ns(&st->st_mtim) &&
+			 sqlite3_column_int64(s, 3) == ts_ns(&st->st_ctim) &&
+			 sqlite3_column_int64(s, 4) == (sqlite3_int64)st->st_size;
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	pthread_mutex_unlock(&x->mu);
+	return src == SQLITE_ROW || src == SQLITE_DONE ? 0 : sql_errno(src);
 }

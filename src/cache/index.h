@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 typedef struct cidx cidx;
 
@@ -39,7 +40,7 @@ typedef struct cidx_entry {
 	uint64_t size;
 	uint32_t chunk_size;
 	uint32_t n_chunks;
-	/* per chunk, n_chunks each, malloc'd by cidx_acquire/cidx_chunks: */
+	/* per chunk, n_chunks each, malloc'd by cidx_acquire/cidx_refresh: */
 	uint8_t *done;  /* 1 when the chunk has a row */
 	uint32_t *crc;  /* its CRC32C when done */
 } cidx_entry;
@@ -117,6 +118,15 @@ int cidx_get_stats(cidx *x, cidx_stats *st);
 
 /* Reaps dead owners (pins, orphaned fills, lock files). */
 int cidx_reap(cidx *x);
+
+/*
+ * Stamps: the identity (device, inode, mtime, ctime, size) of a complete
+ * cache file at a moment it was known good.  A file whose stat still
+ * matches was not changed since and needs no CRC re-check.
+ */
+int cidx_stamp_set(cidx *x, const char *name, const struct stat *st);
+int cidx_stamp_matches(cidx *x, const char *name, const struct stat *st,
+		       bool *match);
 
 /* Liveness of another owner id (exposed for tests). */
 bool cidx_owner_alive(const cidx *x, const char *owner);

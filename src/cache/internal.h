@@ -44,6 +44,7 @@ struct centry {
 	unsigned refs;         /* [mu] open handles */
 	bool active;           /* [mu] on the scheduler's list */
 	bool failed;           /* [mu] cannot complete (err says why) */
+	bool stamped;          /* [mu] known good file recorded in the index */
 	int err;               /* [mu] */
 	centry *next;          /* [mu] all entries */
 	centry *next_active;   /* [mu] scheduler list */
@@ -75,21 +76,10 @@ struct cache {
 	struct done_rec *pending;
 	pthread_t writer;
 	pthread_cond_t writer_cv;
-	struct verified_file *verified; /* [mu] */
 	/* stats [mu] */
 	uint64_t hits, misses, uncached_opens, downloaded, verify_failures;
 	uint64_t rate_bytes[RATE_SLOTS];
 	int64_t rate_sec[RATE_SLOTS];
-};
-
-/* Cache files this process verified completely, with the identity of the
- * file then (a rewrite or replacement changes it and forces a new check). */
-struct verified_file {
-	char name[CIDX_NAME_LEN];
-	dev_t dev;
-	ino_t ino;
-	struct timespec mtime, ctime;
-	struct verified_file *next;
 };
 
 struct done_rec {
@@ -107,6 +97,7 @@ void fetch_stop_writer(cache *c);
 void fetch_drain(cache *c); /* records what the writer left */
 
 /* cache.c */
+void stamp_good(cache *c, centry *e); /* fsync, then stamp (mu not held) */
 void centry_put(cache *c, centry *e); /* mu held: drop a ref */
 uint64_t chunk_len(const centry *e, uint32_t idx);
 

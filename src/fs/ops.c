@@ -62,6 +62,7 @@ typedef struct fs_handle {
 
 typedef struct fs_dirent_snap {
 	char *name;
+	char *etag;
 	bool is_dir;
 	uint64_t size;
 	struct timespec mtime;
@@ -415,8 +416,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 static void dirhandle_free(fs_dirhandle *dh)
 {
-	for (size_t i = 0; i < dh->n; i++)
+	for (size_t i = 0; i < dh->n; i++) {
 		free(dh->v[i].name);
+		free(dh->v[i].etag);
+	}
 	free(dh->v);
 	free(dh);
 }
@@ -451,8 +454,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	}
 	for (size_t i = 0; i < n; i++) {
 		const ns_entry *e = &d->listing->v[i];
-		dh->v[i] = (fs_dirent_snap){strdup(e->name), e->is_dir,
-					    e->size, e->mtime};
+		dh->v[i] = (fs_dirent_snap){strdup(e->name),
+					    e->etag ? strdup(e->etag) : NULL,
+					    e->is_dir, e->size, e->mtime};
 		if (!dh->v[i].name)
 			break;
 		dh->n++;
@@ -466,16 +470,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 static fs_inode *snap_child(fs_ctx *fs, fs_inode *d, const fs_dirent_snap *s)
 {
 	ns_entry e = {.name = s->name, .is_dir = s->is_dir, .size = s->size,
-		      .etag = NULL, .mtime = s->mtime};
-	fs_inode *c = fs_itable_child(fs->it, d, s->name, s->is_dir);
-	if (c && !s->is_dir) {
-		/* keep the known etag; the snapshot does not carry it */
-		char *etag = c->etag;
-		c->etag = NULL;
-		set_file_attrs(c, &e);
-		c->etag = etag;
-	}
-	return c;
+		      .etag = s->etag, .mtime = s->mtime};
+	return child_for(fs, d, &e);
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
@@ -654,6 +650,21 @@ static void set_page_cache_mode(fs_inode *n, const fs_handle *h,
 	}
 }
 
+/* Copies n's attributes into hr when they are recent enough to pin. */
+static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr)
+{
+	fs_itable_lock(fs->it);
+	bool fresh = n->etag && n->etag[0] &&
+		     fs_now() - n->attr_time < fs->o.attr_timeout;
+	if (fresh) {
+		hr->size = n->size;
+		hr->mtime = n->mtime;
+		snprintf(hr->etag, sizeof hr->etag, "%s", n->etag);
+	}
+	fs_itable_unlock(fs->it);
+	return fresh;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fs_ctx *fs = ctx(req);
@@ -672,11 +683,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char *key = object_key(fs, n);
 	fs_itable_unlock(fs->it);
 
-	/* pin the version this handle reads */
+	/* pin the version this handle reads: the one listed or HEADed within
+	 * attr_timeout (the same staleness the kernel's attribute cache has),
+	 * else a fresh HEAD */
 	s3_head_result hr;
 	s3_err e;
 	fs_handle *h = calloc(1, sizeof *h);
-	if (!h || !key || s3_head(fs->s3, key, &hr, &e) < 0) {
+	bool fresh = fresh_attrs(fs, n, &hr);
+	if (!h || !key || (!fresh && s3_head(fs->s3, key, &hr, &e) < 0)) {
 		int err = h && key ? e.err : ENOMEM;
 		if (h && key)
 			log_warn("open %s: %s", key, e.msg);

@@ -261,8 +261,49 @@ Test(cidx, newer_schema_is_refused)
 	cr_assert_eq(cidx_open(dir, NULL, &x, &err), -1);
 	cr_assert_not_null(strstr(err, "index.db"), "%s", err);
 	free(err);
-	q1(dir, "PRAGMA user_version = 1");
+	q1(dir, "PRAGMA user_version = 2");
 	cidx_close(open_x(dir)); /* and reopening a good one works */
+	free(dir);
+}
+
+Test(cidx, version_1_gains_stamps)
+{
+	char *dir = cdir();
+	cidx_close(open_x(dir));
+	q1(dir, "DROP TABLE stamps");
+	q1(dir, "PRAGMA user_version = 1");
+	cidx *x = open_x(dir);
+	cr_assert_eq(q1(dir, "PRAGMA user_version"), 2);
+	struct stat st = {.st_dev = 1, .st_ino = 2, .st_size = 3};
+	cr_assert_eq(cidx_stamp_set(x, "ab", &st), 0);
+	cidx_close(x);
+	free(dir);
+}
+
+Test(cidx, stamps_match_only_the_same_file)
+{
+	char *dir = cdir();
+	cidx *x = open_x(dir);
+	char name[CIDX_NAME_LEN];
+	cidx_name("b", "k", 1, "\"e\"", name);
+	struct stat st = {.st_dev = 7, .st_ino = 9, .st_size = 100};
+	st.st_mtim.tv_sec = 5;
+	st.st_ctim.tv_sec = 6;
+	bool match = true;
+	cr_assert_eq(cidx_stamp_matches(x, name, &st, &match), 0);
+	cr_assert_not(match, "no stamp yet");
+	cr_assert_eq(cidx_stamp_set(x, name, &st), 0);
+	cr_assert_eq(cidx_stamp_matches(x, name, &st, &match), 0);
+	cr_assert(match);
+	struct stat changed = st;
+	changed.st_mtim.tv_nsec = 1;
+	cr_assert_eq(cidx_stamp_matches(x, name, &changed, &match), 0);
+	cr_assert_not(match, "a rewritten file must not match");
+	changed = st;
+	changed.st_ino = 10;
+	cr_assert_eq(cidx_stamp_matches(x, name, &changed, &match), 0);
+	cr_assert_not(match, "a replaced file must not match");
+	cidx_close(x);
 	free(dir);
 }
 
