@@ -34,7 +34,7 @@ from helpers import clean_env, file_tail, is_fuse_mount, mount_entry, run  # noq
 
 HERE = Path(__file__).resolve().parent
 RGW_SH = HERE.parent / "s3server" / "rgw.sh"
-CKPTFS_BIN = helpers.CKPTFS_BIN
+CKPTFS_BIN = helpers.CKPTFS_BIN  # replaced by a private copy at session start
 AWS_CLI = "/usr/bin/aws" if os.path.exists("/usr/bin/aws") else (shutil.which("aws") or "aws")
 REGION = "us-east-1"
 DEFAULT_TIMEOUT = float(os.environ.get("CKPTFS_TEST_TIMEOUT", "180"))
@@ -54,6 +54,7 @@ _AWS_DIR.mkdir()
 (_AWS_DIR / "credentials").write_text("")
 _HOME = _SESSION_TMP / "home"
 _HOME.mkdir()
+helpers.CACHE_DIR = _SESSION_TMP / "cache"
 os.environ["AWS_CONFIG_FILE"] = str(_AWS_DIR / "config")
 os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(_AWS_DIR / "credentials")
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
@@ -127,9 +128,17 @@ def _force_unmount(mp):
 
 
 def pytest_sessionstart(session):
+    global CKPTFS_BIN
     if not os.access(CKPTFS_BIN, os.X_OK):
         pytest.exit(f"ckptfs binary {CKPTFS_BIN} not found or not executable: "
                     "build it (cd build && make) or set CKPTFS_BIN", returncode=4)
+    # Test a private copy: a rebuild of the tree's binary during the run
+    # (another `make`) must not change or break the binary under test.
+    copy = _SESSION_TMP / "bin" / "ckptfs"
+    copy.parent.mkdir()
+    shutil.copy2(CKPTFS_BIN, copy)
+    sys.stderr.write(f"ckptfs under test: {CKPTFS_BIN} (copied to {copy})\n")
+    CKPTFS_BIN = helpers.CKPTFS_BIN = str(copy)
     if os.geteuid() != 0:
         pytest.exit("the integration tests run as root (FUSE mounts, setpriv)",
                     returncode=4)
@@ -413,6 +422,7 @@ class Mounter:
             argv.append("-f")
         if endpoint:
             argv += ["--endpoint", self.s3.endpoint, "--region", self.s3.region]
+        options = helpers.default_options(options)
         if options:
             argv += ["-o", ",".join(options)]
         argv += list(extra_args)
@@ -516,8 +526,10 @@ class Mounter:
     def cleanup(self):
         problems = []
         for m in reversed(self.mounts):
-            for p in m.unmount():
-                problems.append(f"{m.path}: {p}\nargv: {helpers.cmd_str(m.argv)}\n"
+            ps = m.unmount()
+            if ps:
+                problems.append(f"{m.path}: {'; '.join(ps)}\n"
+                                f"argv: {helpers.cmd_str(m.argv)}\n"
                                 f"--- log tail ({m.log}) ---\n{m.log_tail()}")
         self.mounts = []
         return problems
@@ -599,4 +611,4 @@ def _watchdog(request):
 
 
 def pytest_report_header(config):
-    return [f"ckptfs binary: {CKPTFS_BIN}", f"aws cli: {AWS_CLI}"]
+    return [f"aws cli: {AWS_CLI}"]

@@ -10,6 +10,33 @@ import time
 from pathlib import Path
 
 CKPTFS_BIN = os.environ.get("CKPTFS_BIN", "/work/main/build/ckptfs")
+CACHE_DIR = None  # set by conftest: the session's private ckptfs cache
+
+
+_supports = {}
+
+
+def ckptfs_supports(option):
+    """True if `ckptfs mount --help` lists the -o option (e.g. "cache_dir=")."""
+    if option not in _supports:
+        try:
+            p = subprocess.run([CKPTFS_BIN, "mount", "--help"], capture_output=True,
+                               text=True, timeout=30)
+            _supports[option] = option in p.stdout + p.stderr
+        except OSError:
+            _supports[option] = False
+    return _supports[option]
+
+
+def default_options(options=()):
+    """-o options every test mount gets unless it sets them itself: the
+    cache goes to a private directory of the session, never the machine's
+    /var/cache/ckptfs."""
+    opts = list(options)
+    if (CACHE_DIR is not None and ckptfs_supports("cache_dir=")
+            and not any(o.startswith("cache_dir=") for o in opts)):
+        opts.append(f"cache_dir={CACHE_DIR}")
+    return opts
 
 # --------------------------------------------------------------------------
 # Environment hygiene.  The machine sets CA bundles, proxies and maybe AWS

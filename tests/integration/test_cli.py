@@ -73,7 +73,8 @@ def test_daemon_mode_error_exits_1(s3server, mount):
 def test_endpoint_and_region_as_mount_options(s3server, bucket, mount):
     s3server.put(bucket, "x", b"x")
     argv = [CKPTFS_BIN, "mount", f"s3://{bucket}", None, "-f",
-            "-o", f"endpoint={s3server.endpoint},region=us-east-1"]
+            "-o", ",".join([f"endpoint={s3server.endpoint}", "region=us-east-1",
+                            *helpers.default_options()])]
     mp = mount.workdir / "opt-mp"
     mp.mkdir(parents=True)
     argv[3] = str(mp)
@@ -93,7 +94,8 @@ def test_options_after_and_before_positionals(s3server, bucket, mount):
     mp = mount.workdir / "order-mp"
     mp.mkdir(parents=True)
     argv = [CKPTFS_BIN, "mount", "-f", "--endpoint", s3server.endpoint,
-            "-o", "region=us-east-1", f"s3://{bucket}", str(mp)]
+            "-o", ",".join(["region=us-east-1", *helpers.default_options()]),
+            f"s3://{bucket}", str(mp)]
     m = mount(bucket, mountpoint=mp, argv=argv)
     assert os.listdir(m.path) == ["x"]
 

@@ -79,6 +79,8 @@ def mode(request):
 def _argv(url, mp, endpoint, mode, *extra):
     argv = [CKPTFS_BIN, "mount", url, str(mp), "--endpoint", endpoint,
             "--region", "us-east-1", *extra]
+    if "-o" not in extra and helpers.default_options():
+        argv += ["-o", ",".join(helpers.default_options())]
     if mode == "foreground":
         argv.append("-f")
     return argv

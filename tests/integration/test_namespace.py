@@ -389,6 +389,8 @@ def test_times_are_stable_across_lookups_and_opens(s3server, bucket, mount):
     time.sleep(2.2)                                   # default timeouts are 1 s
     for path, sts in seen.items():
         sts.append(os.stat(m / path))
-        for a in ("st_mtime_ns", "st_ctime_ns", "st_size", "st_ino", "st_mode"):
+        # (st_ino is left out: a re-lookup after the kernel forgot the inode
+        # may give a new number, as in most FUSE file systems)
+        for a in ("st_mtime_ns", "st_ctime_ns", "st_size", "st_mode"):
             vals = [getattr(st, a) for st in sts]
             assert len(set(vals)) == 1, (path, a, vals)

@@ -54,8 +54,9 @@ def data(s3server, tmp_path_factory):
     s3server.aws("s3", "cp", "--recursive", "--only-show-errors",
                  str(src / "data"), f"s3://{b}/data/")
     s3server.aws("s3", "cp", "--only-show-errors", str(big), f"s3://{b}/big/rand-256M.bin")
-    return {"bucket": b, "src": src, "files": files, "big": big,
-            "big_sha": sha256_file(big)}
+    yield {"bucket": b, "src": src, "files": files, "big": big,
+           "big_sha": sha256_file(big)}
+    big.unlink()  # pytest keeps the last runs' tmp dirs: do not keep 256 MiB
 
 
 @pytest.fixture(scope="module")
