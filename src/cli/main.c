@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr);
-		return 2;
+		return 1;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
@@ -49,5 +49,5 @@ int main(int argc, char **argv)
 		return cli_cmd_mount.exec(argc, argv);
 	fprintf(stderr, "ckptfs: unknown command '%s' (try ckptfs --help)\n",
 		argv[1]);
-	return 2;
+	return 1;
 }

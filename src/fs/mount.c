@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,10 @@ static int serve(struct mounted *m)
 	fuse_loop_cfg_set_idle_threads(cfg, 8);
 	log_info("mounted s3://%s/%s", m->settings.bucket, m->settings.prefix);
 	int rc = fuse_session_loop_mt(m->se, cfg);
+	/* libfuse reports the signal that ended the loop; an unmount asked
+	 * for by SIGINT/SIGTERM/SIGHUP is a clean exit */
+	if (rc == SIGINT || rc == SIGTERM || rc == SIGHUP)
+		rc = 0;
 	fuse_loop_cfg_destroy(cfg);
 	fuse_remove_signal_handlers(m->se);
 	fuse_session_unmount(m->se);
