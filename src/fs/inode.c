@@ -13,8 +13,24 @@
 
 #include "util/buf.h"
 
+/* A forgotten node's number, kept so the path gets it back on its next
+ * lookup: inode numbers stay stable across the kernel's forgets (tar's
+ * incremental mode and find compare them). Bounded FIFO. */
+typedef struct ghost {
+	char *path;
+	uint64_t ino;
+	bool is_dir;
+	struct ghost *next_hash, *next_fifo;
+} ghost;
+
+#define GHOST_MAX 65536
+
 struct fs_itable {
 	pthread_mutex_t mu;
+	ghost **ghosts;     /* hash by path, nbuckets_g buckets */
+	size_t nbuckets_g;
+	ghost *g_head, *g_tail; /* FIFO for eviction */
+	size_t n_ghosts;
 	pthread_cond_t cv;
 	fs_inode **by_ino, **by_path;
 	size_t nbuckets; /* power of two */
@@ -109,13 +125,74 @@ static void grow(fs_itable *t)
 	free(op);
 }
 
+static ghost **ghost_slot(fs_itable *t, const char *path)
+{
+	return &t->ghosts[hash_str(path) & (t->nbuckets_g - 1)];
+}
+
+static void ghost_unhash(fs_itable *t, ghost *g)
+{
+	for (ghost **pp = ghost_slot(t, g->path); *pp; pp = &(*pp)->next_hash) {
+		if (*pp == g) {
+			*pp = g->next_hash;
+			return;
+		}
+	}
+}
+
+/* Takes the remembered number of path, if any, out of the ghost table. */
+static uint64_t ghost_take(fs_itable *t, const char *path, bool is_dir)
+{
+	if (!t->ghosts)
+		return 0;
+	for (ghost *g = *ghost_slot(t, path); g; g = g->next_hash) {
+		if (strcmp(g->path, path) == 0) {
+			uint64_t ino = g->is_dir == is_dir ? g->ino : 0;
+			g->ino = 0; /* used up; the FIFO frees it later */
+			return ino;
+		}
+	}
+	return 0;
+}
+
+static void ghost_add(fs_itable *t, const fs_inode *n)
+{
+	if (!t->ghosts || n->detached)
+		return;
+	if (t->n_ghosts >= GHOST_MAX) {
+		ghost *old = t->g_head;
+		t->g_head = old->next_fifo;
+		if (!t->g_head)
+			t->g_tail = NULL;
+		ghost_unhash(t, old);
+		free(old->path);
+		free(old);
+		t->n_ghosts--;
+	}
+	ghost *g = calloc(1, sizeof *g);
+	if (!g || !(g->path = strdup(n->path))) {
+		free(g);
+		return;
+	}
+	g->ino = n->ino;
+	g->is_dir = n->is_dir;
+	ghost **slot = ghost_slot(t, g->path);
+	g->next_hash = *slot;
+	*slot = g;
+	if (t->g_tail)
+		t->g_tail->next_fifo = g;
+	else
+		t->g_head = g;
+	t->g_tail = g;
+	t->n_ghosts++;
+}
+
 static fs_inode *node_new(fs_itable *t, fs_inode *parent, const char *name,
 			  bool is_dir)
 {
 	fs_inode *n = calloc(1, sizeof *n);
 	if (!n)
 		return NULL;
-	n->ino = t->next_ino++;
 	n->name = strdup(name);
 	buf p = BUF_INIT;
 	if (parent && parent->path[0])
@@ -129,6 +206,9 @@ static fs_inode *node_new(fs_itable *t, fs_inode *parent, const char *name,
 		free(n);
 		return NULL;
 	}
+	n->ino = ghost_take(t, n->path, is_dir);
+	if (!n->ino)
+		n->ino = t->next_ino++;
 	n->is_dir = is_dir;
 	n->parent = parent;
 	if (parent)
@@ -147,6 +227,8 @@ fs_itable *fs_itable_new(void)
 	if (!t)
 		return NULL;
 	t->nbuckets = 1024;
+	t->nbuckets_g = 16384;
+	t->ghosts = calloc(t->nbuckets_g, sizeof *t->ghosts);
 	t->by_ino = calloc(t->nbuckets, sizeof *t->by_ino);
 	t->by_path = calloc(t->nbuckets, sizeof *t->by_path);
 	pthread_mutex_init(&t->mu, NULL);
@@ -188,6 +270,13 @@ void fs_itable_free(fs_itable *t)
 	}
 	free(t->by_ino);
 	free(t->by_path);
+	while (t->g_head) {
+		ghost *g = t->g_head;
+		t->g_head = g->next_fifo;
+		free(g->path);
+		free(g);
+	}
+	free(t->ghosts);
 	pthread_cond_destroy(&t->cv);
 	pthread_mutex_destroy(&t->mu);
 	free(t);
@@ -255,8 +344,11 @@ static void maybe_free(fs_itable *t, fs_inode *n)
 {
 	while (n && n != t->root && n->nlookup == 0 && n->refs == 0) {
 		fs_inode *parent = n->parent;
-		if (!n->detached)
+		if (!n->detached) {
 			remove_path(t, n);
+			n->detached = false; /* still the path's own number */
+			ghost_add(t, n);
+		}
 		remove_ino(t, n);
 		t->count--;
 		if (t->free_hook)

@@ -1,8 +1,10 @@
 /*
  * fs_inode: the inode table of the mount.
  *
- * Every name the kernel knows has an fs_inode.  Inode numbers are never
- * reused (a 64-bit counter), so the FUSE generation can stay 0.  Two
+ * Every name the kernel knows has an fs_inode.  Numbers come from a 64-bit
+ * counter; a number is reused only for the same path and type after the
+ * kernel forgot it (a bounded memory of forgotten numbers), so st_ino is
+ * stable the way a disk filesystem's is and the FUSE generation can stay 0.  Two
  * indexes: by number (for every FUSE call) and by path (so a lookup of a
  * known path returns the same inode).  Lifetime follows the FUSE protocol:
  * nlookup counts lookups the kernel holds and `forget` drops them; a node

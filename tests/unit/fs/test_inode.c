@@ -89,7 +89,7 @@ Test(inode, type_change_gives_new_inode)
 	cr_assert_eq(fs_itable_child(t, r, "x", true), d);
 }
 
-Test(inode, numbers_never_reused_and_growth)
+Test(inode, numbers_unique_and_growth)
 {
 	fs_inode *r = fs_itable_root(t);
 	uint64_t last = 1;
@@ -107,8 +107,33 @@ Test(inode, numbers_never_reused_and_growth)
 		cr_assert_str_eq(n->name, name);
 	}
 	fs_inode *n = fs_itable_child(t, r, "n1", false);
+	uint64_t n1 = n->ino;
 	n->nlookup = 1;
 	fs_itable_forget(t, n, 1);
+	cr_assert_null(fs_itable_get(t, n1));
+	fs_inode *fresh = fs_itable_child(t, r, "never-seen", false);
+	cr_assert_gt(fresh->ino, last, "a new path gets a new number");
 	fs_inode *again = fs_itable_child(t, r, "n1", false);
-	cr_assert_gt(again->ino, last);
+	cr_assert_eq(again->ino, n1, "a forgotten path gets its number back");
+}
+
+Test(inode, forgotten_number_not_reused_across_types)
+{
+	fs_inode *r = fs_itable_root(t);
+	fs_inode *f = fs_itable_child(t, r, "x", false);
+	uint64_t fi = f->ino;
+	f->nlookup = 1;
+	fs_itable_forget(t, f, 1);
+	fs_inode *d = fs_itable_child(t, r, "x", true);
+	cr_assert_neq(d->ino, fi, "a directory must not take a file's number");
+	fs_inode *y = fs_itable_child(t, r, "y", false);
+	y->nlookup = 1;
+	uint64_t yi = y->ino;
+	fs_itable_forget(t, y, 1);
+	fs_inode *y2 = fs_itable_child(t, r, "y", false);
+	cr_assert_eq(y2->ino, yi);
+	y2->nlookup = 1;
+	fs_itable_forget(t, y2, 1);
+	cr_assert_eq(fs_itable_child(t, r, "y", false)->ino, yi,
+		     "the number survives several forgets");
 }
