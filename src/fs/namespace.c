@@ -186,8 +186,14 @@ ns_add_rest(ns_dir *d, const char *key, size_t key_len, const char *rest,
 		ns_report(d, key, key_len, NS_SKIP_INVALID_NAME);
 		return 0;
 	}
-	if (ns_name_hidden(rest, len))
+	if (ns_name_hidden(rest, len)) {
+		/* the commit protocol's directories: visibility.h */
+		if (is_dir && len == 15 && !memcmp(rest, ".ckptfs-pending", 15))
+			d->saw_pending = true;
+		if (is_dir && len == 7 && !memcmp(rest, ".ckptfs", 7))
+			d->saw_meta = true;
 		return 0;
+	}
 	if (!is_dir)
 		return ns_add_file(d, rest, len, o);
 	return ns_add_dir(d, rest, len, o ? o->mtime : (struct timespec){0, 0});

@@ -45,6 +45,8 @@ typedef struct ns_dir {
 	ns_entry *v;
 	size_t n, cap;
 	struct timespec newest; /* newest mtime among objects seen (incl. marker) */
+	bool saw_pending; /* a ".ckptfs-pending/" prefix: markers to check */
+	bool saw_meta;    /* a ".ckptfs/" prefix: manifests to read */
 	ns_report_fn report;
 	void *report_arg;
 } ns_dir;

@@ -1,0 +1,256 @@
+/*
+ * vis: manifest parsing (jansson), marker parsing, and listing filters.
+ * Pure functions; ops.c fetches the objects and applies the results.
+ */
+#include "fs/visibility.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/buf.h"
+
+void vis_manifest_init(vis_manifest *m)
+{
+	memset(m, 0, sizeof *m);
+}
+
+void vis_manifest_free(vis_manifest *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->files[i].path);
+		free(m->files[i].etag);
+	}
+	free(m->files);
+	vis_manifest_init(m);
+}
+
+static char *errmsg(const char *what, const char *detail)
+{
+	buf b = BUF_INIT;
+	buf_printf(&b, "manifest: %s%s%s", what, detail ? ": " : "",
+		   detail ? detail : "");
+	return buf_steal(&b);
+}
+
+static bool path_ok(const char *p)
+{
+	/* relative, no empty, "." or ".." components */
+	if (!p[0] || p[0] == '/')
+		return false;
+	for (const char *c = p; *c;) {
+		const char *slash = strchr(c, '/');
+		size_t len = slash ? (size_t)(slash - c) : strlen(c);
+		if (len == 0 || (len == 1 && c[0] == '.') ||
+		    (len == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!slash)
+			break;
+		c = slash + 1;
+	}
+	return p[strlen(p) - 1] != '/';
+}
+
+static int push_file(vis_manifest *m, json_t *f)
+{
+	const char *path = json_string_value(json_object_get(f, "path"));
+	json_t *size = json_object_get(f, "size");
+	const char *etag = json_string_value(json_object_get(f, "etag"));
+	const char *crc = json_string_value(json_object_get(f, "crc32c"));
+	if (!path || !path_ok(path) || !json_is_integer(size) ||
+	    json_integer_value(size) < 0)
+		return -1;
+	if (m->n == m->cap) {
+		size_t nc = m->cap ? m->cap * 2 : 16;
+		vis_file *nv = realloc(m->files, nc * sizeof *nv);
+		if (!nv)
+			return -1;
+		m->files = nv;
+		m->cap = nc;
+	}
+	vis_file *v = &m->files[m->n];
+	memset(v, 0, sizeof *v);
+	v->path = strdup(path);
+	v->etag = etag ? strdup(etag) : NULL;
+	v->size = (uint64_t)json_integer_value(size);
+	if (crc) {
+		char *end;
+		unsigned long x = strtoul(crc, &end, 16);
+		v->has_crc = *crc && !*end;
+		v->crc32c = (uint32_t)x;
+	}
+	if (!v->path) {
+		free(v->etag);
+		return -1;
+	}
+	m->n++;
+	return 0;
+}
+
+int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
+			  char **err)
+{
+	json_error_t je;
+	json_t *root = json_loadb(json, len, 0, &je);
+	if (!root) {
+		if (err)
+			*err = errmsg("not JSON", je.text);
+		return -1;
+	}
+	const char *state = json_string_value(json_object_get(root, "state"));
+	json_t *files = json_object_get(root, "files");
+	int rc = 0;
+	if (!json_is_object(root) || !state ||
+	    (strcmp(state, "pending") && strcmp(state, "committed"))) {
+		if (err)
+			*err = errmsg("no valid \"state\"", NULL);
+		rc = -1;
+	} else if (!strcmp(state, "pending")) {
+		m->pending++;
+	} else if (!json_is_array(files)) {
+		if (err)
+			*err = errmsg("committed without \"files\"", NULL);
+		rc = -1;
+	} else {
+		size_t before = m->n;
+		size_t i;
+		json_t *f;
+		json_array_foreach(files, i, f)
+		{
+			if (push_file(m, f) < 0) {
+				rc = -1;
+				break;
+			}
+		}
+		if (rc < 0) { /* all or nothing */
+			while (m->n > before) {
+				m->n--;
+				free(m->files[m->n].path);
+				free(m->files[m->n].etag);
+			}
+			if (err)
+				*err = errmsg("bad entry in \"files\"", NULL);
+		} else {
+			m->committed++;
+		}
+	}
+	json_decref(root);
+	return rc;
+}
+
+static int file_cmp(const void *a, const void *b)
+{
+	return strcmp(((const vis_file *)a)->path, ((const vis_file *)b)->path);
+}
+
+void vis_manifest_finish(vis_manifest *m)
+{
+	if (m->n)
+		qsort(m->files, m->n, sizeof *m->files, file_cmp);
+	size_t w = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		if (w && !strcmp(m->files[w - 1].path, m->files[i].path)) {
+			free(m->files[i].path); /* two writers, one path: keep one */
+			free(m->files[i].etag);
+			continue;
+		}
+		m->files[w++] = m->files[i];
+	}
+	m->n = w;
+}
+
+/* First index whose path is >= key. */
+static size_t lower_bound(const vis_manifest *m, const char *key)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(m->files[mid].path, key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+const vis_file *vis_manifest_find(const vis_manifest *m, const char *path)
+{
+	size_t i = lower_bound(m, path);
+	return i < m->n && !strcmp(m->files[i].path, path) ? &m->files[i]
+							    : NULL;
+}
+
+bool vis_manifest_has_dir(const vis_manifest *m, const char *rel)
+{
+	if (!rel[0])
+		return m->n > 0;
+	buf b = BUF_INIT;
+	buf_printf(&b, "%s/", rel);
+	size_t i = lower_bound(m, buf_cstr(&b));
+	bool has = i < m->n && !strncmp(m->files[i].path, b.data, b.len);
+	buf_free(&b);
+	return has;
+}
+
+int vis_parse_marker(const char *rel, char **child, unsigned *lease)
+{
+	const char *slash = strchr(rel, '/');
+	if (!slash || slash == rel)
+		return -1;
+	const char *writer = slash + 1;
+	const char *at = strrchr(writer, '@');
+	if (!at || at == writer || strchr(writer, '/'))
+		return -1;
+	char *end;
+	unsigned long l = strtoul(at + 1, &end, 10);
+	if (!at[1] || *end || l == 0 || l > 86400)
+		return -1;
+	*child = strndup(rel, (size_t)(slash - rel));
+	*lease = (unsigned)l;
+	return *child ? 0 : -1;
+}
+
+bool vis_marker_live(time_t last_modified, unsigned lease, time_t now)
+{
+	return last_modified + (time_t)lease > now;
+}
+
+static void remove_at(ns_dir *d, size_t i)
+{
+	free(d->v[i].name);
+	free(d->v[i].etag);
+	memmove(&d->v[i], &d->v[i + 1], (d->n - i - 1) * sizeof *d->v);
+	d->n--;
+}
+
+void vis_filter_listing(ns_dir *d, const vis_manifest *m, const char *rel)
+{
+	if (!m)
+		return;
+	buf p = BUF_INIT;
+	for (size_t i = 0; i < d->n;) {
+		buf_reset(&p);
+		if (rel[0])
+			buf_printf(&p, "%s/", rel);
+		buf_puts(&p, d->v[i].name);
+		bool keep = d->v[i].is_dir ? vis_manifest_has_dir(m, p.data)
+					   : vis_manifest_find(m, p.data) != NULL;
+		if (keep)
+			i++;
+		else
+			remove_at(d, i);
+	}
+	buf_free(&p);
+}
+
+void vis_hide_names(ns_dir *d, char *const *hidden, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		for (size_t i = 0; i < d->n; i++) {
+			if (!strcmp(d->v[i].name, hidden[k])) {
+				remove_at(d, i);
+				break;
+			}
+		}
+	}
+}

@@ -1,0 +1,80 @@
+/*
+ * vis: what readers see of transactions written by ckptfs mounts (the
+ * reader half of the commit protocol, doc/commit.md).
+ *
+ * Pending markers: P/.ckptfs-pending/<C>/<writer>@<lease-seconds>.  A child
+ * C of P with a live marker (LastModified + lease later than the server's
+ * clock at listing time) is hidden: its transaction is in progress.
+ *
+ * Manifests: C/.ckptfs/manifest.<writer>.json, JSON
+ *   {"version":1, "writer":W, "state":"pending"|"committed",
+ *    "files":[{"path":"sub/x.pt","size":N,"etag":"\"...\"",
+ *              "crc32c":"hex"}, ...]}
+ * A directory holding manifests shows exactly the union of the files of its
+ * committed manifests (paths relative to C); pending manifests add nothing.
+ * A directory whose manifests are all pending, with no live marker left,
+ * is an abandoned transaction and is hidden too.  Directories without
+ * manifests (written by other tools) show every key.
+ */
+#ifndef CKPTFS_FS_VISIBILITY_H
+#define CKPTFS_FS_VISIBILITY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "fs/namespace.h"
+
+#define VIS_PENDING_DIR ".ckptfs-pending"
+#define VIS_META_DIR ".ckptfs"
+
+typedef struct vis_file {
+	char *path; /* relative to the transaction root */
+	uint64_t size;
+	char *etag;
+	uint32_t crc32c;
+	bool has_crc;
+} vis_file;
+
+/* The union of a transaction root's committed manifests. */
+typedef struct vis_manifest {
+	vis_file *files; /* sorted by path, unique */
+	size_t n, cap;
+	size_t committed, pending; /* manifests seen of each state */
+} vis_manifest;
+
+void vis_manifest_init(vis_manifest *m);
+void vis_manifest_free(vis_manifest *m);
+
+/* Adds one manifest document.  Returns -1 (and *err, malloc'd) when it is
+ * not a valid manifest; the caller then ignores it. */
+int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
+			  char **err);
+/* Sorts and de-duplicates after the last add. */
+void vis_manifest_finish(vis_manifest *m);
+
+const vis_file *vis_manifest_find(const vis_manifest *m, const char *path);
+/* Whether some file lies under directory rel ("" = the root itself). */
+bool vis_manifest_has_dir(const vis_manifest *m, const char *rel);
+
+/*
+ * Parses a marker key relative to P/.ckptfs-pending/ ("C/W@60").  Fills
+ * child (malloc'd) and lease; returns -1 for keys that are not markers.
+ */
+int vis_parse_marker(const char *rel, char **child, unsigned *lease);
+
+/* Whether a marker written at last_modified with lease is live at now. */
+bool vis_marker_live(time_t last_modified, unsigned lease, time_t now);
+
+/*
+ * Filters a finished listing of directory rel (relative to the transaction
+ * root of m; "" for the root) down to what m makes visible.  m may be NULL
+ * (no manifests: nothing is removed).
+ */
+void vis_filter_listing(ns_dir *d, const vis_manifest *m, const char *rel);
+
+/* Removes the entries named in hidden[0..n) from a finished listing. */
+void vis_hide_names(ns_dir *d, char *const *hidden, size_t n);
+
+#endif
