@@ -246,6 +246,10 @@ fs_itable *fs_itable_new(void)
 
 static void node_free(fs_inode *n)
 {
+	if (n->manifest) {
+		vis_manifest_free(n->manifest);
+		free(n->manifest);
+	}
 	if (n->listing) {
 		ns_dir_free(n->listing);
 		free(n->listing);

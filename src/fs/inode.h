@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "fs/namespace.h"
+#include "fs/visibility.h"
 
 typedef struct fs_inode fs_inode;
 
@@ -55,8 +56,9 @@ struct fs_inode {
 	int pt_backing_id;
 	char *pt_etag;
 
-	/* directories: cached listing */
+	/* directories: cached listing; manifests when a transaction root */
 	ns_dir *listing;
+	vis_manifest *manifest;
 	double listing_time;
 	bool listing_busy; /* a thread is fetching it */
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "fs/inode.h"
+#include "fs/listing.h"
 #include "fs/namespace.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -205,35 +206,28 @@ static void set_file_attrs(fs_inode *n, const ns_entry *e)
 
 /* ---- listings --------------------------------------------------------- */
 
-static int fetch_listing(fs_ctx *fs, const char *prefix, ns_dir *out,
-			 s3_err *e)
+static void set_manifest(fs_inode *d, vis_manifest *man)
 {
-	ns_dir_init(out, report_key, fs);
-	char *token = NULL;
-	int rc = 0;
-	do {
-		s3_list_result page = {0};
-		rc = s3_list_page(fs->s3, prefix, "/", token, 1000, &page, e);
-		free(token);
-		token = NULL;
-		if (rc < 0)
-			break;
-		if (ns_dir_add_page(out, prefix, &page) < 0) {
-			s3_list_result_free(&page);
-			e->err = ENOMEM;
-			rc = -1;
-			break;
-		}
-		if (page.truncated && page.next_token)
-			token = strdup(page.next_token);
-		s3_list_result_free(&page);
-	} while (token);
-	if (rc < 0) {
-		ns_dir_free(out);
-		return -1;
+	if (d->manifest) {
+		vis_manifest_free(d->manifest);
+		free(d->manifest);
 	}
-	ns_dir_finish(out);
-	return 0;
+	d->manifest = man;
+}
+
+/* Inside a transaction root only the files of its committed manifests
+ * show (visibility.h).  Table locked. */
+static void apply_manifest(fs_inode *d, ns_dir *nd)
+{
+	fs_inode *r = d;
+	while (r && !r->manifest)
+		r = r->parent;
+	if (!r)
+		return;
+	const char *rel = d->path + strlen(r->path);
+	if (*rel == '/')
+		rel++;
+	vis_filter_listing(nd, r->manifest, rel);
 }
 
 /*
@@ -255,8 +249,11 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 	fs_itable_unlock(fs->it);
 
 	ns_dir *nd = calloc(1, sizeof *nd);
+	vis_manifest *man = NULL;
 	s3_err e = {0};
-	int rc = nd ? fetch_listing(fs, prefix, nd, &e) : -1;
+	int rc = nd ? fs_listing_fetch(fs->s3, prefix, report_key, fs, nd, &man,
+				       &e)
+		    : -1;
 	if (rc < 0) {
 		log_error("%s", e.msg[0] ? e.msg : "out of memory listing");
 		free(nd);
@@ -273,6 +270,8 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 			ns_dir_free(d->listing);
 			free(d->listing);
 		}
+		set_manifest(d, man);
+		apply_manifest(d, nd);
 		d->listing = nd;
 		d->listing_time = fs_now();
 		if (nd->newest.tv_sec)

@@ -44,6 +44,7 @@ typedef struct s3_list_result {
 	size_t n_prefixes;
 	bool truncated;
 	char *next_token; /* NextContinuationToken, NULL if none */
+	time_t server_time; /* the reply's Date header; 0 when unknown */
 } s3_list_result;
 
 typedef struct s3_error {

@@ -1,0 +1,24 @@
+/*
+ * fs_listing: fetching one directory's view from S3 — the delimiter
+ * listing (namespace rules), minus children hidden by live pending markers,
+ * plus the directory's own manifests when it is a transaction root
+ * (visibility.h).  Runs without any fs lock held (network I/O).
+ */
+#ifndef CKPTFS_FS_LISTING_H
+#define CKPTFS_FS_LISTING_H
+
+#include "fs/namespace.h"
+#include "fs/visibility.h"
+#include "s3/client.h"
+
+/*
+ * Lists dir_prefix ("" or ending in '/') into out (initialised here with
+ * report/arg).  *manifest is set to the directory's manifests (malloc'd,
+ * caller frees with vis_manifest_free + free) or NULL when it has none.
+ * Returns 0, or -1 with e filled.
+ */
+int fs_listing_fetch(s3_client *s3, const char *dir_prefix, ns_report_fn report,
+		     void *arg, ns_dir *out, vis_manifest **manifest,
+		     s3_err *e);
+
+#endif

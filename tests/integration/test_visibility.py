@@ -1,0 +1,117 @@
+"""Reader side of the commit protocol (doc/commit.md, src/fs/visibility.h):
+what another host's mount shows while a transaction is pending, after it
+commits, and of the objects of a crashed writer.  The markers and manifests
+are written with boto3 exactly as a writing mount lays them out."""
+import json
+import os
+import time
+
+import pytest
+
+
+def put(s3, bucket, key, body=b""):
+    s3.put_object(Bucket=bucket, Key=key, Body=body)
+
+
+def manifest(files, state="committed", writer="w1"):
+    return json.dumps({
+        "version": 1, "writer": writer, "state": state,
+        "files": [{"path": p, "size": len(b)} for p, b in files.items()],
+    }).encode()
+
+
+def listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except FileNotFoundError:
+        return None
+
+
+def wait_listing(path, want, timeout=6.0):
+    """The listing cache lives 1 s: poll until the view matches."""
+    deadline = time.monotonic() + timeout
+    got = listdir(path)
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.25)
+        got = listdir(path)
+    return got
+
+
+@pytest.fixture
+def s3(s3server):
+    return s3server.client()
+
+
+def test_live_pending_marker_hides_directory(s3, bucket, mount):
+    files = {"model.pt": b"m" * 1000, "optim.pt": b"o" * 500}
+    for name, body in files.items():
+        put(s3, bucket, f"run/checkpoint-2/{name}", body)
+    put(s3, bucket, "run/checkpoint-1/model.pt", b"old")
+    put(s3, bucket, "run/.ckptfs-pending/checkpoint-2/w1@600")
+    m = mount(bucket)
+    assert listdir(m.path / "run") == ["checkpoint-1"]
+    assert not (m.path / "run" / "checkpoint-2").exists()
+    # the commit point: the marker goes away
+    s3.delete_object(Bucket=bucket, Key="run/.ckptfs-pending/checkpoint-2/w1@600")
+    want = ["checkpoint-1", "checkpoint-2"]
+    assert wait_listing(m.path / "run", want) == want
+    assert (m.path / "run/checkpoint-2/model.pt").read_bytes() == files["model.pt"]
+
+
+def test_expired_marker_is_ignored(s3, bucket, mount):
+    put(s3, bucket, "p/c/x.bin", b"x")
+    put(s3, bucket, "p/.ckptfs-pending/c/dead@1")
+    time.sleep(2.1)  # the lease (1 s) ran out by the server's clock
+    m = mount(bucket)
+    assert listdir(m.path / "p") == ["c"]
+
+
+def test_two_writers_visible_only_together(s3, bucket, mount):
+    put(s3, bucket, "dcp/step-5/__0_0.distcp", b"a" * 100)
+    put(s3, bucket, "dcp/.ckptfs-pending/step-5/hostA@600")
+    put(s3, bucket, "dcp/.ckptfs-pending/step-5/hostB@600")
+    m = mount(bucket)
+    assert listdir(m.path / "dcp") == []
+    s3.delete_object(Bucket=bucket, Key="dcp/.ckptfs-pending/step-5/hostA@600")
+    time.sleep(1.5)
+    assert listdir(m.path / "dcp") == [], "one writer still pending"
+    s3.delete_object(Bucket=bucket, Key="dcp/.ckptfs-pending/step-5/hostB@600")
+    assert wait_listing(m.path / "dcp", ["step-5"]) == ["step-5"]
+
+
+def test_manifest_union_hides_uncommitted_objects(s3, bucket, mount):
+    a = {"__0_0.distcp": b"0" * 64, "sub/a.pt": b"a"}
+    b = {"__1_0.distcp": b"1" * 64, ".metadata": b"meta"}
+    for name, body in {**a, **b}.items():
+        put(s3, bucket, f"ck/{name}", body)
+    # objects of a writer that crashed before committing its manifest
+    put(s3, bucket, "ck/__2_0.distcp", b"partial")
+    put(s3, bucket, "ck/junk/half.pt", b"partial")
+    put(s3, bucket, "ck/.ckptfs/manifest.w0.json", manifest(a, writer="w0"))
+    put(s3, bucket, "ck/.ckptfs/manifest.w1.json", manifest(b, writer="w1"))
+    put(s3, bucket, "ck/.ckptfs/manifest.w2.json",
+        manifest({}, state="pending", writer="w2"))
+    m = mount(bucket)
+    assert listdir(m.path / "ck") == sorted(
+        [".metadata", "__0_0.distcp", "__1_0.distcp", "sub"])
+    assert listdir(m.path / "ck/sub") == ["a.pt"]
+    assert not (m.path / "ck/__2_0.distcp").exists()
+    assert not (m.path / "ck/junk").exists()
+    assert (m.path / "ck/__1_0.distcp").read_bytes() == b["__1_0.distcp"]
+
+
+def test_invalid_manifest_is_ignored_not_fatal(s3, bucket, mount):
+    put(s3, bucket, "d/a.bin", b"a")
+    put(s3, bucket, "d/.ckptfs/manifest.bad.json", b"{not json")
+    put(s3, bucket, "d/.ckptfs/manifest.ok.json", manifest({"a.bin": b"a"}))
+    m = mount(bucket)
+    assert listdir(m.path / "d") == ["a.bin"]
+    assert m.log_text().count("ignoring") >= 1
+
+
+def test_directories_without_protocol_files_show_everything(s3, bucket, mount):
+    for k in ("plain/a", "plain/b/c"):
+        put(s3, bucket, k, b"z")
+    m = mount(bucket)
+    assert listdir(m.path / "plain") == ["a", "b"]
+    assert ".ckptfs" not in listdir(m.path)
