@@ -28,7 +28,7 @@ count_make_check() {
 # count_pytest LOGFILE: add pytest's "N passed, M failed" summary
 count_pytest() {
 	local line p f e
-	line=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$1" | tail -n 1)
+	line=$(grep -E '(passed|failed|error).* in [0-9.]+s' "$1" | tail -n 1)
 	p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
 	f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
 	e=$(echo "$line" | grep -oE '[0-9]+ error' | grep -oE '[0-9]+')
