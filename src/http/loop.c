@@ -7,18 +7,25 @@
  * the result fields and calls the transfer's done callback.  Easy handles
  * are pooled (curl_easy_reset keeps their connection-independent caches);
  * connections live in the multi handle's pool and are reused by host.
+ * Streamed request bodies (http_upload) go through read_cb/seek_cb: the
+ * position lives in the transfer and restarts at 0 on every start.
  */
 #include "http/loop.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "util/log.h"
 
 #define EASY_POOL_MAX 64
+/* curl's upload buffer (default 64 KiB): bigger means fewer read callbacks
+ * and larger writes to the socket on fast links */
+#define HTTP_UPLOAD_BUFFER (512 * 1024)
 
 struct http_loop {
 	CURLM *multi;
@@ -56,6 +63,47 @@ static size_t header_cb(char *p, size_t sz, size_t nm, void *arg)
 	return buf_append(&x->resp_headers, p, n) == 0 ? n : 0;
 }
 
+/* Streams x->upload: pread from the fd range, or a copy from memory. */
+static size_t read_cb(char *p, size_t sz, size_t nm, void *arg)
+{
+	http_xfer *x = arg;
+	const http_upload *u = &x->upload;
+	size_t want = sz * nm;
+	uint64_t left = u->len - x->upload_pos;
+	if (want > left)
+		want = (size_t)left;
+	if (want == 0)
+		return 0;
+	if (u->kind == HTTP_UPLOAD_MEM) {
+		memcpy(p, (const char *)u->mem + x->upload_pos, want);
+		x->upload_pos += want;
+		return want;
+	}
+	ssize_t n;
+	do
+		n = pread(u->fd, p, want, (off_t)(u->off + x->upload_pos));
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		/* a source that shrank or fails to read: sending fewer bytes
+		 * than announced would only time out, so stop now */
+		x->upload_errno = n < 0 ? errno : ENODATA;
+		return CURL_READFUNC_ABORT;
+	}
+	x->upload_pos += (uint64_t)n;
+	return (size_t)n;
+}
+
+/* curl rewinds when it must resend the body (a reused connection that was
+ * closed under it, an auth or redirect round): only SEEK_SET is used. */
+static int seek_cb(void *arg, curl_off_t off, int origin)
+{
+	http_xfer *x = arg;
+	if (origin != SEEK_SET || off < 0 || (uint64_t)off > x->upload.len)
+		return CURL_SEEKFUNC_CANTSEEK;
+	x->upload_pos = (uint64_t)off;
+	return CURL_SEEKFUNC_OK;
+}
+
 static CURL *easy_get(http_loop *l)
 {
 	if (l->pool_n > 0)
@@ -79,8 +127,20 @@ static void setup_method(CURL *e, http_xfer *x)
 	} else if (strcmp(x->method, "GET") != 0) {
 		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, x->method);
 	}
-	if (x->body || strcmp(x->method, "PUT") == 0 ||
-	    strcmp(x->method, "POST") == 0) {
+	if (x->upload.kind != HTTP_UPLOAD_NONE) {
+		x->upload_pos = 0;
+		x->upload_errno = 0;
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
+				 (curl_off_t)x->upload.len);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(e, CURLOPT_READDATA, x);
+		curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, seek_cb);
+		curl_easy_setopt(e, CURLOPT_SEEKDATA, x);
+		curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE,
+				 (long)HTTP_UPLOAD_BUFFER);
+	} else if (x->body || strcmp(x->method, "PUT") == 0 ||
+		   strcmp(x->method, "POST") == 0) {
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)x->body_len);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body ? x->body : "");
@@ -179,7 +239,13 @@ static void finish_done(http_loop *l)
 		curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&x);
 		x->curl_code = m->data.result;
 		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->status);
-		if (x->curl_code != CURLE_OK && !x->errbuf[0])
+		if (x->curl_code != CURLE_OK && x->upload_errno)
+			snprintf(x->errbuf, sizeof x->errbuf,
+				 "reading the local source: %s",
+				 x->upload_errno == ENODATA
+					 ? "it ended before the announced length"
+					 : strerror(x->upload_errno));
+		else if (x->curl_code != CURLE_OK && !x->errbuf[0])
 			snprintf(x->errbuf, sizeof x->errbuf, "%s",
 				 curl_easy_strerror(x->curl_code));
 		curl_multi_remove_handle(l->multi, e);
@@ -340,6 +406,7 @@ int http_perform(http_loop *l, http_xfer *x)
 void http_xfer_reset_result(http_xfer *x)
 {
 	x->curl_code = 0;
+	x->upload_errno = 0;
 	x->status = 0;
 	buf_reset(&x->resp_body);
 	buf_reset(&x->resp_headers);

@@ -26,6 +26,39 @@
 typedef struct http_loop http_loop;
 typedef struct http_xfer http_xfer;
 
+/*
+ * A request body streamed to the server with CURLOPT_UPLOAD and a read
+ * callback, sent with a Content-Length (never chunked).  Bytes
+ * [off, off+len) of fd are read with pread, so the descriptor's file
+ * offset is never used or moved and one fd can feed many transfers at
+ * once; or len bytes at mem.  The source must stay valid and unchanged
+ * until the transfer completes.  Every start of the transfer (a retry
+ * resubmits it) begins again at off, and curl may rewind it mid-transfer.
+ */
+typedef enum http_upload_kind {
+	HTTP_UPLOAD_NONE = 0,
+	HTTP_UPLOAD_FD,
+	HTTP_UPLOAD_MEM,
+} http_upload_kind;
+
+typedef struct http_upload {
+	http_upload_kind kind;
+	int fd;
+	uint64_t off;
+	uint64_t len;
+	const void *mem;
+} http_upload;
+
+static inline http_upload http_upload_fd(int fd, uint64_t off, uint64_t len)
+{
+	return (http_upload){HTTP_UPLOAD_FD, fd, off, len, NULL};
+}
+
+static inline http_upload http_upload_mem(const void *mem, uint64_t len)
+{
+	return (http_upload){HTTP_UPLOAD_MEM, -1, 0, len, mem};
+}
+
 /* Receives body bytes.  Return n to continue, anything else aborts. */
 typedef size_t (*http_sink_fn)(void *arg, const char *data, size_t n);
 typedef void (*http_done_fn)(http_xfer *x, void *arg);
@@ -37,6 +70,7 @@ struct http_xfer {
 	struct curl_slist *headers;
 	const char *body; /* request body (not copied), may be NULL */
 	size_t body_len;
+	http_upload upload; /* streamed body; when set, body is ignored */
 	long timeout_ms; /* 0: the loop's default */
 	http_sink_fn sink; /* NULL: collect the body into resp_body */
 	void *sink_arg;
@@ -49,10 +83,15 @@ struct http_xfer {
 	buf resp_body;
 	buf resp_headers; /* raw "Name: value\r\n" lines of the last response */
 	char errbuf[CURL_ERROR_SIZE];
+	/* upload: errno of a failed read of the source (ENODATA: the source
+	 * ended before len bytes; the transfer then fails with
+	 * CURLE_ABORTED_BY_CALLBACK), 0 otherwise */
+	int upload_errno;
 
 	/* private to the loop */
 	http_xfer *next; /* submission queue, then the active list */
 	void *easy;
+	uint64_t upload_pos; /* bytes of upload handed to curl */
 };
 
 typedef struct http_loop_opts {
