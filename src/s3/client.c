@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "s3/sigv4.h"
@@ -39,22 +40,6 @@ struct s3_client {
 	s3_client_opts o;
 	pthread_mutex_t rng_mu;
 	uint64_t rng;
-};
-
-struct s3_req {
-	const char *op; /* for messages: "GET", "LIST", ... */
-	const char *method;
-	const char *key; /* NULL: bucket-level request */
-	const char *what; /* for messages when key is NULL */
-	const char *query;
-	const char *hdr_names[8];
-	const char *hdr_values[8];
-	size_t n_hdrs;
-	long timeout_ms;
-	unsigned max_attempts; /* 0: the policy's */
-	http_sink_fn sink;
-	void *sink_arg;
-	void (*sink_reset)(void *arg);
 };
 
 /* ---- construction ----------------------------------------------------- */
@@ -175,15 +160,27 @@ static const char *status_default_code(long st)
 	}
 }
 
-static void err_from_xfer(s3_client *c, const struct s3_req *r,
+static void target_url(s3_client *c, const s3_request *r, char *what,
+		       size_t sz)
+{
+	snprintf(what, sz, "s3://%s/%s", c->bucket,
+		 r->key ? r->key : r->what ? r->what : "");
+}
+
+static void err_from_xfer(s3_client *c, const s3_request *r,
 			  const http_xfer *x, s3_err *e)
 {
 	memset(e, 0, sizeof *e);
 	e->curl_code = x->curl_code;
 	e->http_status = x->curl_code ? 0 : x->status;
 	char what[300];
-	snprintf(what, sizeof what, "s3://%s/%s", c->bucket,
-		 r->key ? r->key : r->what ? r->what : "");
+	target_url(c, r, what, sizeof what);
+	if (x->curl_code && x->upload_errno) {
+		e->err = x->upload_errno == ENODATA ? EIO : x->upload_errno;
+		snprintf(e->msg, sizeof e->msg, "%s %.250s: %.200s", r->op,
+			 what, x->errbuf);
+		return;
+	}
 	if (x->curl_code) {
 		e->err = EIO;
 		snprintf(e->msg, sizeof e->msg, "%s %.200s: cannot reach %.100s: %.150s",
@@ -199,6 +196,11 @@ static void err_from_xfer(s3_client *c, const struct s3_req *r,
 		snprintf(e->code, sizeof e->code, "%s",
 			 status_default_code(x->status));
 	e->err = status_errno(x->status);
+	if (r->status_errno) {
+		int m = r->status_errno(x->status, e->code);
+		if (m)
+			e->err = m;
+	}
 	if (strcmp(e->code, "NoSuchBucket") == 0)
 		e->err = ENOENT;
 	snprintf(e->msg, sizeof e->msg, "%s %.250s: %s%s%.150s (HTTP %ld)", r->op,
@@ -233,8 +235,16 @@ static struct curl_slist *add_hdr(struct curl_slist *l, const char *n,
 	return r ? r : l;
 }
 
+static bool has_hdr(const s3_request *r, const char *name)
+{
+	for (size_t i = 0; i < r->n_hdrs; i++)
+		if (strcasecmp(r->hdr_names[i], name) == 0)
+			return true;
+	return false;
+}
+
 /* Signs and fills x->url and x->headers for one attempt. */
-static int prepare_attempt(s3_client *c, const struct s3_req *r,
+static int prepare_attempt(s3_client *c, const s3_request *r,
 			   const char *path, http_xfer *x, s3_err *e)
 {
 	s3_creds cr = {0};
@@ -249,10 +259,11 @@ static int prepare_attempt(s3_client *c, const struct s3_req *r,
 	}
 	char amz_date[17];
 	sigv4_amz_date(time(NULL), amz_date);
-	const char *payload = r->method[0] == 'G' || r->method[0] == 'H'
-				      ? EMPTY_SHA256
-				      : "UNSIGNED-PAYLOAD";
-	sigv4_header h[12];
+	const char *payload = r->payload_hash;
+	if (!payload)
+		payload = r->upload.kind == HTTP_UPLOAD_NONE ? EMPTY_SHA256
+							     : "UNSIGNED-PAYLOAD";
+	sigv4_header h[S3_REQ_MAX_HEADERS + 4];
 	size_t n = 0;
 	h[n++] = (sigv4_header){"host", c->host_header};
 	h[n++] = (sigv4_header){"x-amz-content-sha256", payload};
@@ -281,6 +292,9 @@ static int prepare_attempt(s3_client *c, const struct s3_req *r,
 		x->headers = NULL;
 		for (size_t i = 0; i < n; i++)
 			x->headers = add_hdr(x->headers, h[i].name, h[i].value);
+		/* curl adds a form Content-Type to bodies unless told one */
+		if (r->upload.kind != HTTP_UPLOAD_NONE && !has_hdr(r, "content-type"))
+			x->headers = curl_slist_append(x->headers, "Content-Type:");
 		x->headers = add_hdr(x->headers, "Authorization", sr.output);
 		/* no "Expect: 100-continue" round trip on uploads */
 		x->headers = curl_slist_append(x->headers, "Expect:");
@@ -296,28 +310,46 @@ static int prepare_attempt(s3_client *c, const struct s3_req *r,
 
 static void backoff(s3_client *c, unsigned attempt)
 {
-	pthread_mutex_lock(&c->rng_mu);
-	unsigned ms = retry_delay_ms(&c->o.retry, attempt, &c->rng);
-	pthread_mutex_unlock(&c->rng_mu);
+	unsigned ms = s3_client_backoff_ms(c, attempt);
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
 
-static int do_request(s3_client *c, const struct s3_req *r, http_xfer *x,
-		      s3_err *e)
+/* Result of one finished attempt: 0 accepted, -1 with *e. */
+static int judge(s3_client *c, const s3_request *r, const http_xfer *x,
+		 s3_err *e)
+{
+	if (x->curl_code == CURLE_OK && x->status >= 200 && x->status < 300) {
+		if (!r->check || r->check(r->check_arg, x, e) == 0)
+			return 0;
+		return -1;
+	}
+	err_from_xfer(c, r, x, e);
+	return -1;
+}
+
+static void xfer_setup(const s3_request *r, http_xfer *x, long timeout_ms)
+{
+	x->method = r->method;
+	x->timeout_ms = timeout_ms;
+	x->upload = r->upload;
+}
+
+static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
+			unsigned *attempts, s3_err *e)
 {
 	retry_policy pol = c->o.retry;
 	if (r->max_attempts)
 		pol.max_attempts = r->max_attempts;
 	char *path = build_path(c, r->key);
 	int rc = -1;
-	for (unsigned attempt = 1;; attempt++) {
+	unsigned attempt;
+	for (attempt = 1;; attempt++) {
 		http_xfer_reset_result(x);
 		if (r->sink_reset)
 			r->sink_reset(r->sink_arg);
-		x->method = r->method;
-		x->timeout_ms = r->timeout_ms;
+		xfer_setup(r, x, r->timeout_ms ? r->timeout_ms : c->o.timeout_ms);
 		x->sink = r->sink;
 		x->sink_arg = r->sink_arg;
 		if (prepare_attempt(c, r, path, x, e) < 0)
@@ -326,20 +358,26 @@ static int do_request(s3_client *c, const struct s3_req *r, http_xfer *x,
 			  r->query && r->query[0] ? "?" : "",
 			  r->query ? r->query : "", attempt);
 		http_perform(c->loop, x);
-		if (x->curl_code == CURLE_OK && x->status >= 200 &&
-		    x->status < 300) {
+		if (judge(c, r, x, e) == 0) {
 			rc = 0;
 			break;
 		}
-		err_from_xfer(c, r, x, e);
 		if (!retry_should(&pol, attempt, x->curl_code, e->http_status,
 				  e->code[0] ? e->code : NULL))
 			break;
 		log_debug("retrying after: %s", e->msg);
 		backoff(c, attempt);
 	}
+	if (attempts)
+		*attempts = attempt;
 	free(path);
 	return rc;
+}
+
+static int do_request(s3_client *c, const s3_request *r, http_xfer *x,
+		      s3_err *e)
+{
+	return do_request_n(c, r, x, NULL, e);
 }
 
 /* ---- operations ------------------------------------------------------- */
@@ -369,7 +407,7 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 	query_param(&q, "list-type", "2");
 	query_param(&q, "max-keys", mk);
 	query_param(&q, "prefix", prefix ? prefix : "");
-	struct s3_req r = {.op = "LIST", .method = "GET", .key = NULL,
+	s3_request r = {.op = "LIST", .method = "GET", .key = NULL,
 			   .what = prefix, .query = buf_cstr(&q),
 			   .timeout_ms = c->o.meta_timeout_ms};
 	http_xfer x = {0};
@@ -404,23 +442,129 @@ static void parse_http_date(const char *s, struct timespec *ts)
 		ts->tv_sec = timegm(&tm);
 }
 
+static void head_fill(const http_xfer *x, s3_head_result *out)
+{
+	char v[128];
+	memset(out, 0, sizeof *out);
+	if (http_xfer_header(x, "content-length", v, sizeof v))
+		out->size = strtoull(v, NULL, 10);
+	http_xfer_header(x, "etag", out->etag, sizeof out->etag);
+	if (http_xfer_header(x, "last-modified", v, sizeof v))
+		parse_http_date(v, &out->mtime);
+}
+
 int s3_head(s3_client *c, const char *key, s3_head_result *out, s3_err *e)
 {
-	struct s3_req r = {.op = "HEAD", .method = "HEAD", .key = key,
+	s3_request r = {.op = "HEAD", .method = "HEAD", .key = key,
 			   .timeout_ms = c->o.meta_timeout_ms};
 	http_xfer x = {0};
 	int rc = do_request(c, &r, &x, e);
+	if (rc == 0)
+		head_fill(&x, out);
+	http_xfer_free(&x);
+	return rc;
+}
+
+#define META_PREFIX "x-amz-meta-"
+
+/* Collects the x-amz-meta-* lines of the reply into out->meta. */
+static int head_meta(const http_xfer *x, s3_head_ext_result *out)
+{
+	const size_t pl = sizeof META_PREFIX - 1;
+	buf store = BUF_INIT;
+	size_t n = 0;
+	const char *p = buf_cstr(&x->resp_headers);
+	/* pass 1: "name\0value\0" pairs into store */
+	while (*p) {
+		const char *eol = strchr(p, '\n');
+		size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+		const char *colon = memchr(p, ':', ll);
+		if (colon && (size_t)(colon - p) > pl &&
+		    strncasecmp(p, META_PREFIX, pl) == 0) {
+			const char *v = colon + 1, *end = p + ll;
+			while (v < end && (*v == ' ' || *v == '\t'))
+				v++;
+			while (end > v && (end[-1] == '\r' || end[-1] == ' '))
+				end--;
+			size_t start = store.len;
+			for (const char *q = p + pl; q < colon; q++)
+				buf_putc(&store, (char)((*q >= 'A' && *q <= 'Z')
+								? *q + 32
+								: *q));
+			buf_putc(&store, '\0');
+			buf_append(&store, v, (size_t)(end - v));
+			if (buf_putc(&store, '\0') < 0) {
+				store.len = start;
+				break;
+			}
+			n++;
+		}
+		if (!eol)
+			break;
+		p = eol + 1;
+	}
+	if (n == 0) {
+		buf_free(&store);
+		return 0;
+	}
+	out->meta = calloc(n, sizeof *out->meta);
+	if (!out->meta) {
+		buf_free(&store);
+		return -1;
+	}
+	out->meta_store = buf_steal(&store);
+	const char *q = out->meta_store;
+	for (size_t i = 0; i < n; i++) {
+		out->meta[i].name = q;
+		q += strlen(q) + 1;
+		out->meta[i].value = q;
+		q += strlen(q) + 1;
+	}
+	out->n_meta = n;
+	return 0;
+}
+
+int s3_head_ext(s3_client *c, const char *key, s3_head_ext_result *out,
+		s3_err *e)
+{
+	memset(out, 0, sizeof *out);
+	s3_request r = {.op = "HEAD", .method = "HEAD", .key = key,
+			.timeout_ms = c->o.meta_timeout_ms};
+	http_xfer x = {0};
+	int rc = do_request(c, &r, &x, e);
 	if (rc == 0) {
-		char v[128];
-		memset(out, 0, sizeof *out);
-		if (http_xfer_header(&x, "content-length", v, sizeof v))
-			out->size = strtoull(v, NULL, 10);
-		http_xfer_header(&x, "etag", out->etag, sizeof out->etag);
-		if (http_xfer_header(&x, "last-modified", v, sizeof v))
-			parse_http_date(v, &out->mtime);
+		s3_head_result h;
+		head_fill(&x, &h);
+		out->size = h.size;
+		memcpy(out->etag, h.etag, sizeof out->etag);
+		out->mtime = h.mtime;
+		http_xfer_header(&x, "content-type", out->content_type,
+				 sizeof out->content_type);
+		if (head_meta(&x, out) < 0) {
+			s3_request_error_from(c, &r, ENOMEM, NULL, x.status,
+					      "out of memory", e);
+			rc = -1;
+		}
 	}
 	http_xfer_free(&x);
 	return rc;
+}
+
+void s3_head_ext_result_free(s3_head_ext_result *r)
+{
+	if (!r)
+		return;
+	free(r->meta);
+	free(r->meta_store);
+	memset(r, 0, sizeof *r);
+}
+
+const char *s3_head_ext_meta(const s3_head_ext_result *r, const char *name)
+{
+	for (size_t i = 0; i < r->n_meta; i++)
+		if (strcmp(r->meta[i].name, name) == 0)
+			return r->meta[i].value;
+	return NULL;
 }
 
 struct range_sink {
@@ -453,7 +597,7 @@ int s3_get_range(s3_client *c, const char *key, uint64_t off, size_t len,
 	snprintf(range, sizeof range, "bytes=%llu-%llu",
 		 (unsigned long long)off, (unsigned long long)(off + len - 1));
 	struct range_sink s = {dst, len, 0};
-	struct s3_req r = {.op = "GET", .method = "GET", .key = key,
+	s3_request r = {.op = "GET", .method = "GET", .key = key,
 			   .timeout_ms = c->o.timeout_ms, .sink = range_write,
 			   .sink_arg = &s, .sink_reset = range_reset};
 	r.hdr_names[r.n_hdrs] = "range";
@@ -478,7 +622,7 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 	query_param(&q, "list-type", "2");
 	query_param(&q, "max-keys", "1");
 	query_param(&q, "prefix", prefix ? prefix : "");
-	struct s3_req r = {.op = "LIST", .method = "GET", .key = NULL,
+	s3_request r = {.op = "LIST", .method = "GET", .key = NULL,
 			   .what = prefix, .query = buf_cstr(&q),
 			   .timeout_ms = 10000,
 			   .max_attempts = 3};
@@ -510,39 +654,103 @@ int s3_prepare_get(s3_client *c, const char *key, uint64_t off, size_t len,
 	char range[64];
 	snprintf(range, sizeof range, "bytes=%llu-%llu",
 		 (unsigned long long)off, (unsigned long long)(off + len - 1));
-	struct s3_req r = {.op = "GET", .method = "GET", .key = key,
-			   .timeout_ms = c->o.timeout_ms};
+	s3_request r = {.op = "GET", .method = "GET", .key = key,
+			.timeout_ms = c->o.timeout_ms};
 	r.hdr_names[r.n_hdrs] = "range";
 	r.hdr_values[r.n_hdrs++] = range;
 	if (if_match && if_match[0]) {
 		r.hdr_names[r.n_hdrs] = "if-match";
 		r.hdr_values[r.n_hdrs++] = if_match;
 	}
-	char *path = build_path(c, key);
-	http_xfer_reset_result(x);
-	x->method = "GET";
-	x->timeout_ms = r.timeout_ms;
-	int rc = prepare_attempt(c, &r, path, x, e);
-	free(path);
-	return rc;
+	return s3_request_prepare(c, &r, x, e);
 }
 
 int s3_classify(s3_client *c, const char *key, const http_xfer *x,
 		unsigned attempt, s3_err *e, bool *retry,
 		unsigned *retry_after_ms)
 {
+	s3_request r = {.op = "GET", .method = "GET", .key = key};
+	return s3_request_classify(c, &r, x, attempt, e, retry,
+				   retry_after_ms);
+}
+
+/* ---- generic requests --------------------------------------------------- */
+
+int s3_request_header(s3_request *r, const char *name, const char *value)
+{
+	if (r->n_hdrs >= S3_REQ_MAX_HEADERS)
+		return -1;
+	r->hdr_names[r->n_hdrs] = name;
+	r->hdr_values[r->n_hdrs++] = value;
+	return 0;
+}
+
+int s3_request_perform(s3_client *c, const s3_request *r, http_xfer *x,
+		       unsigned *attempts, s3_err *e)
+{
+	return do_request_n(c, r, x, attempts, e);
+}
+
+int s3_request_prepare(s3_client *c, const s3_request *r, http_xfer *x,
+		       s3_err *e)
+{
+	char *path = build_path(c, r->key);
+	http_xfer_reset_result(x);
+	xfer_setup(r, x, r->timeout_ms ? r->timeout_ms : c->o.timeout_ms);
+	int rc = prepare_attempt(c, r, path, x, e);
+	free(path);
+	return rc;
+}
+
+int s3_request_classify(s3_client *c, const s3_request *r, const http_xfer *x,
+			unsigned attempt, s3_err *e, bool *retry,
+			unsigned *retry_after_ms)
+{
 	*retry = false;
 	*retry_after_ms = 0;
-	if (x->curl_code == CURLE_OK && x->status >= 200 && x->status < 300)
+	if (judge(c, r, x, e) == 0)
 		return 0;
-	struct s3_req r = {.op = "GET", .method = "GET", .key = key};
-	err_from_xfer(c, &r, x, e);
-	*retry = retry_should(&c->o.retry, attempt, x->curl_code,
-			      e->http_status, e->code[0] ? e->code : NULL);
-	if (*retry) {
-		pthread_mutex_lock(&c->rng_mu);
-		*retry_after_ms = retry_delay_ms(&c->o.retry, attempt, &c->rng);
-		pthread_mutex_unlock(&c->rng_mu);
-	}
+	retry_policy pol = c->o.retry;
+	if (r->max_attempts)
+		pol.max_attempts = r->max_attempts;
+	*retry = retry_should(&pol, attempt, x->curl_code, e->http_status,
+			      e->code[0] ? e->code : NULL);
+	if (*retry)
+		*retry_after_ms = s3_client_backoff_ms(c, attempt);
 	return -1;
+}
+
+void s3_request_error_from(s3_client *c, const s3_request *r, int err,
+			   const char *code, long status, const char *detail,
+			   s3_err *e)
+{
+	char what[300];
+	target_url(c, r, what, sizeof what);
+	memset(e, 0, sizeof *e);
+	e->err = err;
+	e->http_status = status;
+	snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+	snprintf(e->msg, sizeof e->msg, "%s %.250s: %.200s", r->op, what,
+		 detail ? detail : code ? code : "error");
+}
+
+long s3_client_data_timeout(const s3_client *c, uint64_t bytes)
+{
+	uint64_t extra = bytes / (1024 * 1024) * 1000;
+	if (extra > 24ull * 3600 * 1000)
+		extra = 24ull * 3600 * 1000;
+	return c->o.timeout_ms + (long)extra;
+}
+
+unsigned s3_client_backoff_ms(s3_client *c, unsigned attempt)
+{
+	pthread_mutex_lock(&c->rng_mu);
+	unsigned ms = retry_delay_ms(&c->o.retry, attempt, &c->rng);
+	pthread_mutex_unlock(&c->rng_mu);
+	return ms;
+}
+
+retry_policy s3_client_retry_policy(const s3_client *c)
+{
+	return c->o.retry;
 }

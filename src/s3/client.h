@@ -55,6 +55,32 @@ typedef struct s3_head_result {
 
 int s3_head(s3_client *c, const char *key, s3_head_result *out, s3_err *e);
 
+/* A user metadata pair: name without the "x-amz-meta-" prefix. */
+typedef struct s3_meta {
+	const char *name;
+	const char *value;
+} s3_meta;
+
+typedef struct s3_head_ext_result {
+	uint64_t size;
+	char etag[128];
+	struct timespec mtime;
+	char content_type[256]; /* "" when the reply had none */
+	/* x-amz-meta-* headers of the reply in order, names lower-cased and
+	 * without the prefix; the strings live in meta_store */
+	s3_meta *meta;
+	size_t n_meta;
+	char *meta_store;
+} s3_head_ext_result;
+
+/* HEAD that also returns Content-Type and the user metadata.  Free *out with
+ * s3_head_ext_result_free (also after a failure: it is zeroed then). */
+int s3_head_ext(s3_client *c, const char *key, s3_head_ext_result *out,
+		s3_err *e);
+void s3_head_ext_result_free(s3_head_ext_result *r);
+/* The value of metadata `name` (lower case, no prefix), or NULL. */
+const char *s3_head_ext_meta(const s3_head_ext_result *r, const char *name);
+
 /*
  * Reads [off, off+len) of key into dst.  if_match: the ETag the reader
  * pinned (NULL for any version); a changed object fails with err=ESTALE.
@@ -86,5 +112,83 @@ int s3_prepare_get(s3_client *c, const char *key, uint64_t off, size_t len,
 int s3_classify(s3_client *c, const char *key, const http_xfer *x,
 		unsigned attempt, s3_err *e, bool *retry,
 		unsigned *retry_after_ms);
+
+/*
+ * Generic signed requests, for operations built on top of this client
+ * (s3/upload.c).  Fill an s3_request and either run it with the retry loop
+ * (s3_request_perform) or sign one attempt into an http_xfer for the
+ * caller to submit (s3_request_prepare) and judge afterwards
+ * (s3_request_classify), as s3_prepare_get/s3_classify do for GETs.
+ *
+ * Every header in hdr_names/hdr_values is sent and signed, together with
+ * host, x-amz-date, x-amz-content-sha256 and the session token.  The
+ * payload hash is payload_hash when set, else the empty-body hash for
+ * requests without a body and "UNSIGNED-PAYLOAD" for those with one.
+ */
+#define S3_REQ_MAX_HEADERS 40
+
+typedef struct s3_request {
+	const char *op;     /* names the operation in messages: "PUT", ... */
+	const char *method; /* GET HEAD PUT POST DELETE */
+	const char *key;    /* NULL: bucket-level request */
+	const char *what;   /* names the target in messages when key is NULL */
+	const char *query;  /* encoded, without '?'; NULL or "" for none */
+	const char *hdr_names[S3_REQ_MAX_HEADERS];
+	const char *hdr_values[S3_REQ_MAX_HEADERS];
+	size_t n_hdrs;
+	http_upload upload; /* request body; HTTP_UPLOAD_NONE: none */
+	const char *payload_hash;
+	long timeout_ms;       /* per attempt; 0: the client's data timeout */
+	unsigned max_attempts; /* 0: the policy's */
+	http_sink_fn sink;     /* NULL: the body collects in x->resp_body */
+	void *sink_arg;
+	void (*sink_reset)(void *arg);
+	/*
+	 * Judges a 2xx reply (NULL: accepted).  Returns 0 to accept, or -1
+	 * with *e filled (s3_request_error_from), e.g. for a 200 whose body
+	 * is an <Error> document; the failure is then retried or not by the
+	 * policy like any other, on e->code and the status.
+	 */
+	int (*check)(void *arg, const http_xfer *x, s3_err *e);
+	void *check_arg;
+	/*
+	 * Maps an HTTP error status to the errno reported (NULL, or a return
+	 * of 0: the default table: 403 EACCES, 404 ENOENT, 412 ESTALE...).
+	 */
+	int (*status_errno)(long status, const char *code);
+} s3_request;
+
+/* Appends a header; -1 when hdr_names is full. */
+int s3_request_header(s3_request *r, const char *name, const char *value);
+
+/*
+ * Runs r with retries (fresh signature each attempt; an upload body is
+ * re-sent from its start).  x collects the last attempt's reply (the caller
+ * frees it with http_xfer_free).  *attempts (may be NULL) receives the
+ * number of attempts made.  Returns 0 on an accepted 2xx, -1 with *e.
+ */
+int s3_request_perform(s3_client *c, const s3_request *r, http_xfer *x,
+		       unsigned *attempts, s3_err *e);
+/* Signs one attempt into x: url, headers, method, timeout, upload. */
+int s3_request_prepare(s3_client *c, const s3_request *r, http_xfer *x,
+		       s3_err *e);
+/* Like s3_classify for a completed attempt of r (runs r->check on 2xx). */
+int s3_request_classify(s3_client *c, const s3_request *r, const http_xfer *x,
+			unsigned attempt, s3_err *e, bool *retry,
+			unsigned *retry_after_ms);
+/*
+ * Fills *e for a failure of r found after the exchange: errno err, S3 code
+ * (may be NULL), status, and a message "OP s3://bucket/key: <what>".
+ */
+void s3_request_error_from(s3_client *c, const s3_request *r, int err,
+			   const char *code, long status, const char *detail,
+			   s3_err *e);
+/* Per-attempt deadline for a transfer of `bytes`: the data timeout plus
+ * one second per MiB (at least 1 MiB/s), so large parts are not cut off. */
+long s3_client_data_timeout(const s3_client *c, uint64_t bytes);
+/* Delay before another attempt, from the client's policy and jitter. */
+unsigned s3_client_backoff_ms(s3_client *c, unsigned attempt);
+/* The client's retry policy (copy). */
+retry_policy s3_client_retry_policy(const s3_client *c);
 
 #endif
