@@ -9,6 +9,7 @@
 #include "fs/passthrough.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -106,11 +107,21 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return writev(fd, iov, count);
 }
 
+/* Replies carrying file data (cached reads) are spliced, as without the
+ * hooks: libfuse only splices when the custom I/O offers splice_send, and
+ * otherwise copies every reply through a freshly mapped buffer. */
+static ssize_t pt_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
+			      size_t len, unsigned int flags, void *userdata)
+{
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
 int fs_pt_install(struct fuse_session *se, fs_pt *pt)
 {
 	static const struct fuse_custom_io io = {
 		.read = pt_read,
 		.writev = pt_writev,
+		.splice_send = pt_splice_send,
 	};
 	pt->dev_fd = fuse_session_fd(se);
 	return fuse_session_custom_io(se, &io, pt->dev_fd);
