@@ -33,31 +33,52 @@ struct chunk_xfer {
 	size_t len, got;
 	uint32_t crc;
 	int werr;
+	char *wbuf; /* curl hands over 16 KiB at a time: batch the pwrites */
+	size_t wlen;
 	http_xfer x;
 };
 
+#define WBUF_SIZE (256u * 1024)
+
 #define CRC_SEED 0xFFFFFFFFu
+
+/* Writes the batched bytes to the cache file at their offset. */
+static void chunk_flush(struct chunk_xfer *t)
+{
+	uint64_t at = t->off + t->got - t->wlen;
+	size_t w = 0;
+	while (w < t->wlen && !t->werr) {
+		ssize_t r = pwrite(t->e->fd, t->wbuf + w, t->wlen - w,
+				   (off_t)(at + w));
+		if (r < 0 && errno != EINTR)
+			t->werr = errno;
+		else if (r > 0)
+			w += (size_t)r;
+	}
+	t->wlen = 0;
+}
 
 static size_t chunk_sink(void *arg, const char *data, size_t n)
 {
 	struct chunk_xfer *t = arg;
-	if (n > t->len - t->got)
+	if (n > t->len - t->got || t->werr)
 		return 0; /* longer than the range: abort, never overrun */
-	size_t w = 0;
-	while (w < n) {
-		ssize_t r = pwrite(t->e->fd, data + w, n - w,
-				   (off_t)(t->off + t->got + w));
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			t->werr = errno;
-			return 0;
-		}
-		w += (size_t)r;
+	if (!t->wbuf && !(t->wbuf = malloc(WBUF_SIZE))) {
+		t->werr = ENOMEM;
+		return 0;
 	}
 	t->crc = crc32_iscsi((unsigned char *)data, (int)n, t->crc);
-	t->got += n;
-	return n;
+	for (size_t done = 0; done < n;) {
+		size_t room = WBUF_SIZE - t->wlen;
+		size_t take = n - done < room ? n - done : room;
+		memcpy(t->wbuf + t->wlen, data + done, take);
+		t->wlen += take;
+		t->got += take;
+		done += take;
+		if (t->wlen == WBUF_SIZE)
+			chunk_flush(t);
+	}
+	return t->werr ? 0 : n;
 }
 
 static void rate_add(cache *c, uint64_t bytes)
@@ -126,6 +147,8 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	pthread_mutex_lock(&c->mu);
 	unsigned attempt = ++e->attempts[t->idx];
 	pthread_mutex_unlock(&c->mu);
+	if (t->wlen)
+		chunk_flush(t); /* the tail of the chunk */
 	int rc = s3_classify(c->s3, e->key, x, attempt, &err, &retry, &delay);
 	if (rc == 0 && t->werr) {
 		rc = -1;
@@ -152,6 +175,7 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	centry_put(c, e);
 	pthread_mutex_unlock(&c->mu);
 	http_xfer_free(x);
+	free(t->wbuf);
 	free(t);
 }
 
