@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ struct s3_client {
 	s3_client_opts o;
 	pthread_mutex_t rng_mu;
 	uint64_t rng;
+	_Atomic unsigned quirks;
 };
 
 /* ---- construction ----------------------------------------------------- */
@@ -753,4 +755,14 @@ unsigned s3_client_backoff_ms(s3_client *c, unsigned attempt)
 retry_policy s3_client_retry_policy(const s3_client *c)
 {
 	return c->o.retry;
+}
+
+unsigned s3_client_quirks(const s3_client *c)
+{
+	return atomic_load(&c->quirks);
+}
+
+void s3_client_add_quirks(s3_client *c, unsigned quirks)
+{
+	atomic_fetch_or(&c->quirks, quirks);
 }

@@ -191,4 +191,13 @@ unsigned s3_client_backoff_ms(s3_client *c, unsigned attempt);
 /* The client's retry policy (copy). */
 retry_policy s3_client_retry_policy(const s3_client *c);
 
+/*
+ * Server deviations learned at run time, kept per client (thread-safe).
+ * S3_QUIRK_COPY_SOURCE_DECODED_TWICE: UploadPartCopy percent-decodes
+ * x-amz-copy-source twice (Ceph 16), so keys with '%' need it encoded twice.
+ */
+#define S3_QUIRK_COPY_SOURCE_DECODED_TWICE 0x1u
+unsigned s3_client_quirks(const s3_client *c);
+void s3_client_add_quirks(s3_client *c, unsigned quirks);
+
 #endif

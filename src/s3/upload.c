@@ -160,7 +160,7 @@ static bool meta_name_ok(const char *s)
 		return false;
 	for (; *s; s++)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+		      (*s >= '0' && *s <= '9') || *s == '-'))
 			return false;
 	return true;
 }
@@ -194,7 +194,7 @@ int s3_meta_headers(s3_request *r, const s3_meta *meta, size_t n, buf *store,
 		if (!meta[i].name || !meta_name_ok(meta[i].name)) {
 			snprintf(err, errsz,
 				 "metadata name \"%.64s\" is not made of "
-				 "A-Z a-z 0-9 - _",
+				 "A-Z a-z 0-9 -",
 				 meta[i].name ? meta[i].name : "");
 			return -1;
 		}
@@ -553,6 +553,14 @@ static int build_part_copy(s3_client *c, struct wreq *w, const char *src_key,
 	if (s3_copy_source(&w->source, s3_client_settings(c)->bucket,
 			   src_key) < 0)
 		return bad_input(c, &w->r, "out of memory", e);
+	if ((s3_client_quirks(c) & S3_QUIRK_COPY_SOURCE_DECODED_TWICE) &&
+	    strchr(src_key, '%')) {
+		buf twice = BUF_INIT;
+		if (uri_encode(&twice, w->source.data, w->source.len, true) < 0)
+			return bad_input(c, &w->r, "out of memory", e);
+		buf_free(&w->source);
+		w->source = twice;
+	}
 	s3_request_header(&w->r, "x-amz-copy-source", buf_cstr(&w->source));
 	snprintf(w->range, sizeof w->range, "bytes=%" PRIu64 "-%" PRIu64,
 		 first, last);
@@ -592,13 +600,13 @@ int s3_put_object(s3_client *c, const char *key, const http_upload *body,
 		  const s3_put_opts *o, char etag[S3_ETAG_MAX], s3_err *e)
 {
 	struct wreq w = {.c = c, .etag_out = etag};
-	unsigned attempts = 0;
 	int rc = build_put(c, &w, key, body, o, e);
 	if (rc == 0)
-		rc = run(c, &w, &attempts, e);
-	/* If-None-Match retried after a success whose reply was lost */
-	if (rc < 0 && e->err == EEXIST && attempts > 1 &&
-	    body->kind == HTTP_UPLOAD_MEM) {
+		rc = run(c, &w, NULL, e);
+	/* If-None-Match retried after a success whose reply was lost (by us,
+	 * or by curl on a reused connection that died): the key holding
+	 * exactly these bytes counts as ours */
+	if (rc < 0 && e->err == EEXIST && body->kind == HTTP_UPLOAD_MEM) {
 		char want[S3_ETAG_MAX];
 		unsigned char md[EVP_MAX_MD_SIZE];
 		unsigned len = 0;
@@ -633,9 +641,12 @@ int s3_copy_object(s3_client *c, const char *src_key, const char *dst_key,
 			   src_key) < 0)
 		rc = bad_input(c, &w.r, "out of memory", e);
 	s3_request_header(&w.r, "x-amz-copy-source", buf_cstr(&w.source));
-	if (o->src_if_match && o->src_if_match[0])
+	if (o->src_if_match && o->src_if_match[0]) {
 		s3_request_header(&w.r, "x-amz-copy-source-if-match",
 				  o->src_if_match);
+		/* the name Ceph 16 reads (it ignores the AWS one) */
+		s3_request_header(&w.r, "x-amz-copy-if-match", o->src_if_match);
+	}
 	if (o->directive == S3_METADATA_REPLACE) {
 		s3_request_header(&w.r, "x-amz-metadata-directive", "REPLACE");
 		s3_request_header(&w.r, "content-type",
@@ -721,6 +732,24 @@ int s3_upload_part_copy(s3_client *c, const char *src_key, uint64_t first,
 	if (rc == 0)
 		rc = run(c, &w, NULL, e);
 	wreq_free(&w);
+	/* Ceph 16 decodes the copy source twice: a source key with '%' is
+	 * not found although it exists.  Learn that once, then encode twice. */
+	s3_head_result h;
+	s3_err he;
+	if (rc < 0 && strcmp(e->code, "NoSuchKey") == 0 &&
+	    strchr(src_key, '%') &&
+	    !(s3_client_quirks(c) & S3_QUIRK_COPY_SOURCE_DECODED_TWICE) &&
+	    s3_head(c, src_key, &h, &he) == 0) {
+		log_info("the server decodes x-amz-copy-source of part copies "
+			 "twice (Ceph 16): encoding it twice from now on");
+		s3_client_add_quirks(c, S3_QUIRK_COPY_SOURCE_DECODED_TWICE);
+		struct wreq w2 = {.c = c, .etag_out = etag};
+		rc = build_part_copy(c, &w2, src_key, first, last,
+				     src_if_match, key, upload_id, part, e);
+		if (rc == 0)
+			rc = run(c, &w2, NULL, e);
+		wreq_free(&w2);
+	}
 	return rc;
 }
 
@@ -779,8 +808,11 @@ int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
 		snprintf(etag, S3_ETAG_MAX, "%s", got);
 	/* A retry after a completion whose reply was lost finds the upload
 	 * gone: NoSuchUpload on AWS, 500 InternalError ("completion already
-	 * in progress") on Ceph 16 for an upload id it no longer knows */
-	if (rc < 0 && attempts > 1 && e->err != EACCES) {
+	 * in progress") on Ceph 16 for an upload id it no longer knows.  curl
+	 * itself resends a request whose reused connection died without a
+	 * reply, so even a first attempt can meet NoSuchUpload that way. */
+	if (rc < 0 && e->err != EACCES &&
+	    (attempts > 1 || strcmp(e->code, "NoSuchUpload") == 0)) {
 		char want[S3_ETAG_MAX];
 		if (s3_multipart_etag(parts, n, want) == 0 &&
 		    landed(c, key, want)) {

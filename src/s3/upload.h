@@ -97,7 +97,8 @@ int s3_delete_body(buf *out, const char *const *keys, size_t n, bool quiet);
  * Checks user metadata and appends "x-amz-meta-<name>" header names to r
  * (values are sent as given).  Names are lower-cased (S3 does so) into
  * `store`, which must outlive r; the caller passes a buf it frees after the
- * request.  Names: 1+ characters of A-Za-z0-9-_; values: printable ASCII
+ * request.  Names: 1+ characters of A-Za-z0-9- ('_' is refused: Ceph 16
+ * turns it into '-', so it would not read back); values: printable ASCII
  * (0x20-0x7e, so no CR/LF can split a header) without leading or trailing
  * spaces; at most S3_META_MAX pairs and S3_META_MAX_BYTES in all; no name
  * twice.  Returns 0, or -1 with a reason in err.
@@ -128,7 +129,10 @@ typedef struct s3_put_opts {
 	const s3_meta *meta;      /* user metadata (x-amz-meta-*) */
 	size_t n_meta;
 	/* create only: If-None-Match: * (single PUT only); the key existing
-	 * fails with err EEXIST, code PreconditionFailed */
+	 * fails with err EEXIST, code PreconditionFailed, except that for a
+	 * memory body a key already holding exactly these bytes (ETag = MD5)
+	 * counts as success: it is what a lost reply to our own earlier
+	 * attempt looks like */
 	bool if_none_match;
 	/* base64 MD5 of an fd body, or NULL; memory bodies get one anyway */
 	const char *content_md5;
@@ -144,8 +148,10 @@ typedef struct s3_copy_opts {
 	const char *content_type; /* REPLACE: NULL means application/octet-stream */
 	const s3_meta *meta;      /* REPLACE */
 	size_t n_meta;
-	/* copy only this version of the source (x-amz-copy-source-if-match):
-	 * another version fails with err ESTALE, code PreconditionFailed */
+	/* copy only this version of the source: another version fails with
+	 * err ESTALE, code PreconditionFailed.  Sent as
+	 * x-amz-copy-source-if-match and, for Ceph 16 which reads only that
+	 * name, x-amz-copy-if-match. */
 	const char *src_if_match;
 } s3_copy_opts;
 
@@ -203,8 +209,18 @@ int s3_mpu_put_part(s3_client *c, const char *key, const char *upload_id,
 		    s3_err *e);
 
 /*
- * UploadPartCopy: bytes [first, last] of src_key (src_if_match may pin its
- * ETag, NULL for none) become part `part` of the upload to key.
+ * UploadPartCopy: bytes [first, last] of src_key become part `part` of the
+ * upload to key.  src_if_match (NULL for none) pins the source's ETag with
+ * x-amz-copy-source-if-match (ESTALE when it changed), but Ceph 16 ignores
+ * that header on part copies (and its own x-amz-copy-if-match there too):
+ * a caller that must not mix versions HEADs the source after the last part
+ * and before completing.  Ceph 16 also percent-decodes the copy source of
+ * part copies twice: when a source key containing '%' is reported missing
+ * but a HEAD finds it, the client learns S3_QUIRK_COPY_SOURCE_DECODED_TWICE
+ * and the part is copied again with the source encoded twice, as are all
+ * later part copies (blocking or prepared) of keys with '%'.  An engine
+ * using only the async form should retry such a NoSuchKey part once with
+ * this blocking call.
  */
 int s3_upload_part_copy(s3_client *c, const char *src_key, uint64_t first,
 			uint64_t last, const char *src_if_match,
@@ -214,10 +230,11 @@ int s3_upload_part_copy(s3_client *c, const char *src_key, uint64_t first,
 /*
  * CompleteMultipartUpload with parts[0..n) (ascending numbers).  A 200
  * reply holding an <Error> is a failure, retried when transient.  When
- * retries end in failure (an earlier attempt may have completed the upload
- * and lost its reply: a retry then sees NoSuchUpload on AWS, InternalError
- * on Ceph 16) the object is HEADed, and an ETag equal to
- * s3_multipart_etag(parts) counts as success.  etag may be NULL.  A reply
+ * retries end in failure, or in NoSuchUpload at once (an earlier attempt,
+ * ours or one curl resent by itself on a dead reused connection, may have
+ * completed the upload and lost its reply: a retry then sees NoSuchUpload
+ * on AWS, InternalError on Ceph 16), the object is HEADed, and an ETag
+ * equal to s3_multipart_etag(parts) counts as success.  etag may be NULL.  A reply
  * with an empty <ETag> (Ceph 16) yields s3_multipart_etag(parts), or the
  * object's ETag from a HEAD when the parts' ETags are not plain MD5s.
  */
@@ -226,7 +243,8 @@ int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
 		    s3_err *e);
 
 /* AbortMultipartUpload.  An upload already gone fails with ENOENT
- * (NoSuchUpload) unless an earlier attempt of this call removed it. */
+ * (NoSuchUpload), which callers cleaning up treat as done; after a retry of
+ * ours it counts as success. */
 int s3_mpu_abort(s3_client *c, const char *key, const char *upload_id,
 		 s3_err *e);
 

@@ -369,6 +369,18 @@ static int run_parts(struct part_job *jobs, unsigned n, unsigned parallel,
 			done++;
 			continue;
 		}
+		if (rc == 0 && !retry && src_key &&
+		    strcmp(pe.code, "NoSuchKey") == 0) {
+			/* the blocking call learns servers that decode the
+			 * copy source twice (upload.h); later prepares use it */
+			if (s3_upload_part_copy(C, src_key, j->off,
+						j->off + j->len - 1, if_match,
+						key, upload_id, j->number,
+						j->etag, &pe) == 0) {
+				done++;
+				continue;
+			}
+		}
 		if (rc == 0 && retry) {
 			usleep(delay * 1000);
 			int pr;
@@ -504,8 +516,23 @@ static int cmd_part_copy(struct opts *o)
 	}
 	unsigned n;
 	struct part_job *jobs = plan_parts(0, h.size, ps, &n);
-	int rc = run_parts(jobs, n, o->parallel, dst, id, -1, src,
-			   o->if_match ? o->if_match : h.etag, &e);
+	const char *pin = o->if_match ? o->if_match : h.etag;
+	int rc = run_parts(jobs, n, o->parallel, dst, id, -1, src, pin, &e);
+	/* Ceph 16 ignores the pin on part copies: check the source is still
+	 * the version we meant before the copy becomes visible */
+	s3_head_result now;
+	if (rc == 0 && s3_head(C, src, &now, &e) < 0) {
+		rc = -1;
+	} else if (rc == 0 && strcmp(now.etag, pin) != 0) {
+		memset(&e, 0, sizeof e);
+		e.err = ESTALE;
+		snprintf(e.code, sizeof e.code, "PreconditionFailed");
+		snprintf(e.msg, sizeof e.msg,
+			 "UPLOAD PART COPY s3://%s/%.200s: the source is not "
+			 "the version %.100s",
+			 s3_client_settings(C)->bucket, src, pin);
+		rc = -1;
+	}
 	s3_head_ext_result_free(&h);
 	if (rc < 0) {
 		s3_err ae;

@@ -201,7 +201,7 @@ Test(meta_headers, names_are_prefixed_and_lower_cased)
 {
 	s3_request r = {0};
 	s3_request_header(&r, "content-type", "x/y");
-	s3_meta m[] = {{"Lease", "30"}, {"uid", "1000"}, {"m_time-2", "a b"}};
+	s3_meta m[] = {{"Lease", "30"}, {"uid", "1000"}, {"m-time-2", "a b"}};
 	buf store = BUF_INIT;
 	char err[200] = "";
 	cr_assert_eq(s3_meta_headers(&r, m, 3, &store, err, sizeof err), 0,
@@ -210,7 +210,7 @@ Test(meta_headers, names_are_prefixed_and_lower_cased)
 	cr_assert_str_eq(r.hdr_names[1], "x-amz-meta-lease");
 	cr_assert_str_eq(r.hdr_values[1], "30");
 	cr_assert_str_eq(r.hdr_names[2], "x-amz-meta-uid");
-	cr_assert_str_eq(r.hdr_names[3], "x-amz-meta-m_time-2");
+	cr_assert_str_eq(r.hdr_names[3], "x-amz-meta-m-time-2");
 	cr_assert_str_eq(r.hdr_values[3], "a b");
 	buf_free(&store);
 }
@@ -254,6 +254,7 @@ Test(meta_headers, invalid_input_is_rejected)
 	meta_rejected((s3_meta[]){{"", "v"}}, 1, "empty name");
 	meta_rejected((s3_meta[]){{"a b", "v"}}, 1, "space in name");
 	meta_rejected((s3_meta[]){{"a:b", "v"}}, 1, "colon in name");
+	meta_rejected((s3_meta[]){{"a_b", "v"}}, 1, "underscore in name");
 	meta_rejected((s3_meta[]){{"\xc3\xbc", "v"}}, 1, "non-ASCII name");
 	meta_rejected((s3_meta[]){{"a", "x\r\nInjected: 1"}}, 1, "CRLF");
 	meta_rejected((s3_meta[]){{"a", "x\n"}}, 1, "LF");
