@@ -393,6 +393,19 @@ static void query_param(buf *q, const char *name, const char *value)
 	uri_encode(q, value, strlen(value), false);
 }
 
+static void parse_http_date(const char *s, struct timespec *ts);
+
+/* The server's clock at the reply (its Date header), 0 when absent: lease
+ * expiry is judged by it, so host clocks do not matter. */
+static time_t reply_date(const http_xfer *x)
+{
+	char d[64];
+	struct timespec ts = {0, 0};
+	if (http_xfer_header(x, "date", d, sizeof d))
+		parse_http_date(d, &ts);
+	return ts.tv_sec;
+}
+
 int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 		 const char *token, unsigned max_keys, s3_list_result *out,
 		 s3_err *e)
@@ -427,6 +440,8 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 				 prefix ? prefix : "", perr ? perr : "?");
 			free(perr);
 			rc = -1;
+		} else {
+			out->server_time = reply_date(&x);
 		}
 	}
 	http_xfer_free(&x);
