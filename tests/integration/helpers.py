@@ -245,3 +245,172 @@ def parse_ls_la(out):
         mode, links, user, group, size, mtime, name = parts
         res[name] = (mode, int(links), user, group, int(size), int(mtime))
     return res
+
+
+# --------------------------------------------------------------------------
+# The read cache (tests/integration/test_cache*.py)
+
+def ckptfs_status(mountpoint, timeout=30):
+    """`ckptfs status MOUNTPOINT --json`, parsed."""
+    import json
+    p = run([CKPTFS_BIN, "status", str(mountpoint), "--json"], timeout=timeout)
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        raise CommandError(f"ckptfs status --json printed no JSON ({e}):\n"
+                           f"{tail(p.stdout)}") from None
+
+
+def cache_names(bucket, key, etag):
+    """The cache file names ckptfs may give key@etag (SHA-256 of
+    bucket NUL key NUL etag), for the ETag with and without its quotes."""
+    out = []
+    e = etag.strip('"')
+    for form in (e, f'"{e}"'):
+        h = hashlib.sha256()
+        h.update(bucket.encode() + b"\0" + key.encode() + b"\0" + form.encode())
+        out.append(h.hexdigest())
+    return out
+
+
+def cache_files(cache_dir):
+    """{name: path} of the files under cache_dir/objects."""
+    res = {}
+    root = Path(cache_dir) / "objects"
+    if not root.is_dir():
+        return res
+    for sub in root.iterdir():
+        if sub.is_dir():
+            for f in sub.iterdir():
+                res[f.name] = f
+    return res
+
+
+class ThrottleProxy:
+    """A TCP proxy on 127.0.0.1 in front of `target` ("host:port" or an
+    http:// URL) that makes the link slow: each connection's bytes from the
+    server are capped at `rate` bytes/s (None: unlimited) and each response
+    waits `ttfb` seconds after its request's first byte.  `rate` may be
+    changed while it runs.  Use as a context manager or call close()."""
+
+    def __init__(self, target, rate=None, ttfb=0.0):
+        import socket
+        import threading
+        t = re.sub(r"^https?://", "", target).rstrip("/")
+        host, port = t.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.rate = rate
+        self.ttfb = ttfb
+        self.connections = 0
+        self.bytes_down = 0
+        self._lock = threading.Lock()
+        self._socks = []
+        self._closed = False
+        self._ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._ls.bind(("127.0.0.1", 0))
+        self._ls.listen(256)
+        self.port = self._ls.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._t = threading.Thread(target=self._accept, daemon=True)
+        self._t.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _accept(self):
+        import socket
+        import threading
+        while not self._closed:
+            try:
+                c, _ = self._ls.accept()
+            except OSError:
+                return
+            try:
+                s = socket.create_connection(self.target, timeout=10)
+                s.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            for x in (c, s):
+                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self.connections += 1
+                self._socks += [c, s]
+            state = {"req_t": None}
+            threading.Thread(target=self._up, args=(c, s, state), daemon=True).start()
+            threading.Thread(target=self._down, args=(s, c, state), daemon=True).start()
+
+    def _up(self, src, dst, state):
+        """Client to server, unthrottled; marks the start of a request."""
+        import socket
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                if state["req_t"] is None:
+                    state["req_t"] = time.monotonic()
+                dst.sendall(b)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _down(self, src, dst, state):
+        """Server to client: TTFB per response, rate cap per connection."""
+        import socket
+        burst = 65536
+        tokens, last = float(burst), time.monotonic()
+        try:
+            while True:
+                b = src.recv(16384)
+                if not b:
+                    break
+                rt = state["req_t"]
+                if rt is not None:  # first bytes of a response
+                    state["req_t"] = None
+                    wait = rt + self.ttfb - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                rate = self.rate
+                now = time.monotonic()
+                if rate:  # token bucket, burst 64 KiB
+                    tokens = min(burst, tokens + (now - last) * rate)
+                    last = now
+                    if tokens < len(b):
+                        time.sleep((len(b) - tokens) / rate)
+                        last = time.monotonic()
+                        tokens = 0.0
+                    else:
+                        tokens -= len(b)
+                else:
+                    tokens, last = float(burst), now
+                dst.sendall(b)
+                with self._lock:
+                    self.bytes_down += len(b)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self):
+        self._closed = True
+        try:
+            self._ls.close()
+        except OSError:
+            pass
+        with self._lock:
+            socks, self._socks = self._socks, []
+        for x in socks:
+            try:
+                x.close()
+            except OSError:
+                pass
