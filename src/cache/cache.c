@@ -321,6 +321,13 @@ int cache_file_open(cache *c, const char *key, const char *etag,
 void cache_file_close(cache_file *f)
 {
 	cache *c = f->c;
+	/* completions not yet recorded keep the entry (and its pin) alive;
+	 * record them now so the pin goes with the last close, not later */
+	pthread_mutex_lock(&c->mu);
+	bool pending = c->pending != NULL;
+	pthread_mutex_unlock(&c->mu);
+	if (pending)
+		fetch_drain(c);
 	pthread_mutex_lock(&c->mu);
 	centry_put(c, f->e);
 	pthread_mutex_unlock(&c->mu);
@@ -454,8 +461,11 @@ static bool verify_range(cache *c, centry *e, uint32_t first, uint32_t last)
 		pthread_mutex_unlock(&c->mu);
 		bool good = chunk_verify(e, i, want);
 		pthread_mutex_lock(&c->mu);
-		if (e->state[i] != CH_DONE)
+		if (e->state[i] != CH_DONE) {
+			/* another reader found it bad meanwhile: wait again */
+			ok = false;
 			continue;
+		}
 		if (good) {
 			e->verified[i] = 1;
 			continue;

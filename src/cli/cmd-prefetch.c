@@ -3,6 +3,7 @@
  * into its cache, with a progress bar on a terminal.  Returns when every
  * byte is cached (exit 0) or a download failed (exit 1).
  */
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -67,6 +68,12 @@ static void on_progress(json_t *line, void *arg)
 static int prefetch_one(const char *path)
 {
 	char *rel = NULL;
+	struct stat st;
+	if (stat(path, &st) < 0) {
+		fprintf(stderr, "ckptfs: prefetch %s: %s\n", path,
+			strerror(errno));
+		return 1;
+	}
 	char *mnt = find_mount(path, &rel);
 	if (!mnt) {
 		fprintf(stderr, "ckptfs: %s: not inside a mounted filesystem\n",

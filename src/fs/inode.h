@@ -55,6 +55,7 @@ struct fs_inode {
 	 * reused by every open of the same version */
 	int pt_backing_id;
 	char *pt_etag;
+	bool pt_pending; /* an open is registering the backing file */
 
 	/* directories: cached listing; manifests when a transaction root */
 	ns_dir *listing;

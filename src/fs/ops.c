@@ -41,6 +41,9 @@ struct fs_ctx {
 	fs_opts o;
 	struct timespec mount_time;
 	pthread_mutex_t log_mu;
+	/* handles closed by the application (flush) whose asynchronous
+	 * release has not arrived yet: their cache pins are about to go */
+	unsigned closing; /* [table lock] */
 	uint64_t logged[LOGGED_MAX]; /* hashes of keys already reported */
 	size_t n_logged;
 };
@@ -49,6 +52,7 @@ typedef struct fs_handle {
 	fs_inode *node; /* holds a reference */
 	cache_file *cf; /* NULL: uncached reads through the window */
 	bool hit;       /* every byte was cached at open */
+	bool flushed;   /* counted in fs->closing */
 	int backing_id; /* > 0: reads pass through to the cache file */
 	char *key;
 	char etag[128];
@@ -283,11 +287,16 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 }
 
 /* An inode bound to a passthrough backing file of another version of its
- * object cannot serve the new one: the path gets a new inode. */
+ * object, or with handles open on another version (whose reads are bounded
+ * by the inode's size), cannot serve the new one: the path gets a new
+ * inode, so old handles keep the old size and bytes. */
 static bool bound_to_other_version(const fs_inode *n, const char *etag)
 {
-	return n->pt_backing_id > 0 && n->pt_etag && etag &&
-	       strcmp(n->pt_etag, etag) != 0;
+	if (!etag)
+		return false;
+	if (n->pt_backing_id > 0 && n->pt_etag && strcmp(n->pt_etag, etag))
+		return true;
+	return n->open_handles > 0 && n->kc_etag && strcmp(n->kc_etag, etag);
 }
 
 /* Child inode for a listing entry, attributes updated. Table locked. */
@@ -549,12 +558,16 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 
 /* ---- files ------------------------------------------------------------ */
 
-static void handle_free(fs_ctx *fs, fs_handle *h)
+/* counted: the handle was counted in its inode's open_handles. */
+static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
 {
 	if (h->cf)
 		cache_file_close(h->cf);
 	fs_itable_lock(fs->it);
-	h->node->open_handles--;
+	if (h->flushed)
+		fs->closing--;
+	if (counted)
+		h->node->open_handles--;
 	fs_itable_unref(fs->it, h->node);
 	fs_itable_unlock(fs->it);
 	pthread_mutex_destroy(&h->mu);
@@ -563,13 +576,30 @@ static void handle_free(fs_ctx *fs, fs_handle *h)
 	free(h);
 }
 
+static bool closing_handles(fs_ctx *fs)
+{
+	fs_itable_lock(fs->it);
+	bool any = fs->closing > 0;
+	fs_itable_unlock(fs->it);
+	return any;
+}
+
 /* Opens the handle's object in the cache; on failure reads go uncached. */
 static void attach_cache(fs_ctx *fs, fs_handle *h)
 {
 	if (!fs->cache || h->size == 0)
 		return;
-	int rc = cache_file_open(fs->cache, h->key, h->etag, h->size, &h->cf,
-				 &h->hit);
+	int rc;
+	for (int attempt = 1;; attempt++) {
+		rc = cache_file_open(fs->cache, h->key, h->etag, h->size,
+				     &h->cf, &h->hit);
+		if (rc != -ENOSPC || attempt > 10 || !closing_handles(fs))
+			break;
+		/* FUSE sends release after close() returns: a file just
+		 * closed may still hold the space this open needs */
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
 	if (rc == 0)
 		return;
 	h->cf = NULL;
@@ -584,66 +614,62 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 }
 
 /*
- * A fully cached file is served by the kernel from the cache file itself
- * (passthrough), after its chunks are verified.  The kernel ties an inode
- * to one backing file, so the first passthrough open registers it and later
- * opens of the same version reuse that id.
+ * FUSE passthrough (fs/passthrough.h).  The kernel refuses to mix modes on
+ * one inode: while any handle is open without passthrough, a passthrough
+ * open fails, and an inode bound to a backing file must be opened with it.
+ * So the decision is taken under the table lock together with counting the
+ * handle, and an open that registers the backing file makes concurrent
+ * opens of the inode wait (pt_pending) until it is known.
+ *
+ * Table locked; returns true when the caller must register the backing
+ * file (register_backing) after dropping the lock.
  */
-static void attach_backing(fs_ctx *fs, fs_handle *h)
+static bool choose_backing(fs_ctx *fs, fs_inode *n, fs_handle *h)
 {
-	if (!h->cf || !h->hit || !fs->pt.enabled)
-		return;
-	fs_inode *n = h->node;
-	fs_itable_lock(fs->it);
-	int id = n->pt_backing_id;
-	bool same = id > 0 && n->pt_etag && strcmp(n->pt_etag, h->etag) == 0;
-	fs_itable_unlock(fs->it);
-	if (id > 0) {
-		/* another version is bound to this inode: plain FUSE reads */
-		h->backing_id = same ? id : 0;
-		return;
+	while (n->pt_pending)
+		fs_itable_wait(fs->it);
+	if (n->pt_backing_id > 0) {
+		/* same version, checked by the caller: the inode stays bound */
+		h->backing_id = n->pt_backing_id;
+		return false;
 	}
+	if (!h->cf || !h->hit || !fs->pt.enabled || n->open_handles > 0)
+		return false;
+	n->pt_pending = true;
+	return true;
+}
+
+/* Verifies the cached file and registers it as the inode's backing file. */
+static void register_backing(fs_ctx *fs, fs_inode *n, fs_handle *h)
+{
 	int fd = cache_file_ready(h->cf, 0, h->size);
-	if (fd < 0)
-		return;
-	id = fs_pt_backing_open(&fs->pt, fd);
-	if (id <= 0) {
+	int id = fd >= 0 ? fs_pt_backing_open(&fs->pt, fd) : fd;
+	if (id <= 0)
 		log_debug("passthrough for %s: %s", h->key, strerror(-id));
-		return;
-	}
 	fs_itable_lock(fs->it);
-	if (n->pt_backing_id > 0) { /* another open won the race */
-		fs_itable_unlock(fs->it);
-		fs_pt_backing_close(&fs->pt, id);
-		attach_backing(fs, h);
-		return;
+	n->pt_pending = false;
+	if (id > 0) {
+		n->pt_backing_id = id;
+		free(n->pt_etag);
+		n->pt_etag = strdup(h->etag);
+		h->backing_id = id;
 	}
-	n->pt_backing_id = id;
-	free(n->pt_etag);
-	n->pt_etag = strdup(h->etag);
-	h->backing_id = id;
+	fs_itable_broadcast(fs->it);
 	fs_itable_unlock(fs->it);
 }
 
 /*
  * Kernel page cache policy.  Pages of an inode hold one object version; the
  * inode remembers which (kc_etag).  Reopening the same version keeps them
- * (keep_cache); a new version invalidates them, unless handles on an older
- * version are still open, in which case the new handle bypasses the page
- * cache (direct_io) so that neither handle can see the other's bytes.
- * Table locked.
+ * (keep_cache); a new version invalidates them.  (Handles open on another
+ * version never share the inode: bound_to_other_version.)  Table locked.
  */
 static void set_page_cache_mode(fs_inode *n, const fs_handle *h,
 				struct fuse_file_info *fi)
 {
-	bool same = n->kc_etag && strcmp(n->kc_etag, h->etag) == 0;
-	fi->keep_cache = 0;
 	fi->direct_io = 0;
-	if (same) {
-		fi->keep_cache = 1;
-	} else if (n->open_handles > 0 && n->kc_etag) {
-		fi->direct_io = 1;
-	} else {
+	fi->keep_cache = n->kc_etag && strcmp(n->kc_etag, h->etag) == 0;
+	if (!fi->keep_cache) {
 		free(n->kc_etag);
 		n->kc_etag = strdup(h->etag);
 	}
@@ -701,32 +727,25 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, err);
 		return;
 	}
-	fs_itable_lock(fs->it);
-	bool stale = bound_to_other_version(n, hr.etag);
-	if (stale)
-		fs_itable_detach(fs->it, n);
-	fs_itable_unlock(fs->it);
-	if (stale) {
-		/* the VFS retries the path walk, whose lookup gets a new inode */
-		free(h);
-		free(key);
-		fs_itable_lock(fs->it);
-		fs_itable_unref(fs->it, n);
-		fs_itable_unlock(fs->it);
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
 	h->node = n;
 	h->key = key;
 	h->size = hr.size;
 	snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
 	pthread_mutex_init(&h->mu, NULL);
 	h->ra = 1u << 20;
-
 	attach_cache(fs, h);
-	attach_backing(fs, h);
 
 	fs_itable_lock(fs->it);
+	if (bound_to_other_version(n, hr.etag)) {
+		/* the VFS retries the path walk, whose lookup gets a new inode */
+		fs_itable_detach(fs->it, n);
+		fs_itable_unlock(fs->it);
+		handle_free(fs, h, false);
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	bool reg = choose_backing(fs, n, h);
+	n->open_handles++;
 	n->size = hr.size;
 	/* HEAD has whole seconds, listings milliseconds: keep the finer one
 	 * unless the second changed, or the kernel would see the mtime flip
@@ -736,17 +755,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	free(n->etag);
 	n->etag = strdup(hr.etag);
 	n->attr_time = fs_now();
-	if (h->backing_id > 0)
-		fi->keep_cache = fi->direct_io = 0; /* the kernel reads the backing file */
-	else
-		set_page_cache_mode(n, h, fi);
-	n->open_handles++;
+	set_page_cache_mode(n, h, fi);
 	fs_itable_unlock(fs->it);
+	if (reg)
+		register_backing(fs, n, h);
+	if (h->backing_id > 0) /* the kernel reads the backing file */
+		fi->keep_cache = fi->direct_io = 0;
 
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fs_pt_mark_next_open(h->backing_id);
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		handle_free(fs, h); /* interrupted open */
+		handle_free(fs, h, true); /* interrupted open */
 }
 
 /* Fetches a window starting at off into h->win.  h->mu held. */
@@ -831,10 +850,24 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_unlock(&h->mu);
 }
 
+static void op_flush(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi)
+{
+	fs_ctx *fs = ctx(req);
+	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
+	fs_itable_lock(fs->it);
+	if (!h->flushed) {
+		h->flushed = true;
+		fs->closing++;
+	}
+	fs_itable_unlock(fs->it);
+	fuse_reply_err(req, 0);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	handle_free(ctx(req), (fs_handle *)(uintptr_t)fi->fh);
+	handle_free(ctx(req), (fs_handle *)(uintptr_t)fi->fh, true);
 	fuse_reply_err(req, 0);
 }
 
@@ -949,6 +982,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.releasedir = op_releasedir,
 	.open = op_open,
 	.read = op_read,
+	.flush = op_flush,
 	.release = op_release,
 	.statfs = op_statfs,
 	.getxattr = op_getxattr,
