@@ -1,5 +1,9 @@
 /*
  * cidx: the SQLite index of the read cache (design: doc/cache.md).
+ * This file holds entries, chunks, pins, eviction, stats and stamps, and
+ * opens and closes the index; owner ids, lock files, liveness and the
+ * reaping of dead owners are in owner.c.  Both share index-internal.h
+ * (struct cidx, the statements and the helpers that run them).
  *
  * One connection per cidx, guarded by x->mu; every statement is prepared
  * once at open.  Every change runs in BEGIN IMMEDIATE, and that write lock
@@ -11,17 +15,6 @@
  * it), rows may remain whose file is gone, which acquire detects (a
  * complete entry's file is checked, and reset when missing or of the wrong
  * size), or a file may remain without rows, which open sweeps away.
- *
- * Liveness.  Each cidx holds flock(LOCK_EX) on owners/<id>.lock for its
- * lifetime.  The file is created as <id>.new, locked, and then renamed, so
- * a .lock file is locked from the moment it appears until its owner dies:
- * a reaper never mistakes a starting process for a dead one.  An unlocked
- * .new belongs to a process that crashed while starting, or one that has
- * not locked it yet; reapers unlink it, and the starter, whose rename then
- * fails with ENOENT, retries under a new id.  Doubtful cases (a lock file
- * we cannot open or flock for another reason) count as alive: wrongly
- * treating an owner as dead could evict a file under a reader; wrongly
- * treating it as alive only delays eviction.
  *
  * Entries.  state 0 = filling (filler = the owner downloading it, or NULL
  * when orphaned), 1 = complete.  The filler's pin keeps the entry from
@@ -55,7 +48,6 @@
  */
 #include "cache/index.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -66,58 +58,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/index-internal.h"
 #include "util/log.h"
 
 #define CIDX_SCHEMA_VERSION 2
-#define CIDX_OWNER_HEX 32
 #define CIDX_BUSY_MS 10000
-
-enum cidx_sid {
-	S_BEGIN,
-	S_BEGIN_READ,
-	S_COMMIT,
-	S_ROLLBACK,
-	S_ENTRY_GET,
-	S_ENTRY_INS,
-	S_ENTRY_DEL,
-	S_ENTRY_SET,
-	S_ENTRY_TOUCH,
-	S_ENTRY_DOOM,
-	S_FILLER_DROP,
-	S_CHUNKS_GET,
-	S_CHUNK_PUT,
-	S_CHUNK_DEL,
-	S_CHUNKS_DEL,
-	S_CHUNKS_COUNT,
-	S_PIN_ADD,
-	S_PIN_GET,
-	S_PIN_DEC,
-	S_PIN_DEL,
-	S_PINS_COUNT,
-	S_PINS_DEL_NAME,
-	S_OWNER_INS,
-	S_OWNER_DEL,
-	S_OWNER_PINS_DEL,
-	S_OWNER_FILLS_DROP,
-	S_OWNERS_ALL,
-	S_USED,
-	S_UNEVICTABLE,
-	S_OUTSTANDING,
-	S_VICTIM,
-	S_DOOMED_FREE,
-	S_STATS,
-	S_STATS_PINS,
-	S_STAMP_SET,
-	S_STAMP_GET,
-	S_STAMP_DEL,
-	S_COUNT
-};
 
 #define EVICTABLE                                           \
 	"(e.state = 1 OR e.filler IS NULL) AND NOT EXISTS " \
@@ -218,36 +168,9 @@ static const char schema_sql[] =
 /* Version 1 lacked the stamps table; nothing else changed. */
 static const char migrate_v1_sql[] = STAMPS_SQL "PRAGMA user_version = 2;";
 
-struct cidx {
-	pthread_mutex_t mu;
-	sqlite3 *db;
-	sqlite3_stmt *st[S_COUNT];
-	char *dir;
-	cidx_limits lim;
-	char owner[CIDX_OWNER_HEX + 1];
-	int lock_fd; /* flock(LOCK_EX) on owners/<owner>.lock */
-	uint64_t evictions;
-};
-
-/* One row of entries.  filler is "" when NULL; an over-long id is cut,
- * which leaves it invalid, hence dead. */
-typedef struct cidx_row {
-	uint64_t size;
-	uint32_t chunk_size;
-	int state;
-	bool doomed;
-	char filler[CIDX_OWNER_HEX + 2];
-} cidx_row;
-
-/* Strings collected by a SELECT before the rows it read are changed. */
-typedef struct cidx_strs {
-	char **v;
-	size_t n, cap;
-} cidx_strs;
-
 /* ---- small helpers -------------------------------------------------- */
 
-static int strs_push(cidx_strs *l, const char *s)
+int cidx_strs_push(cidx_strs *l, const char *s)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 8;
@@ -263,7 +186,7 @@ static int strs_push(cidx_strs *l, const char *s)
 	return 0;
 }
 
-static bool strs_has(const cidx_strs *l, const char *s)
+bool cidx_strs_has(const cidx_strs *l, const char *s)
 {
 	for (size_t i = 0; i < l->n; i++)
 		if (!strcmp(l->v[i], s))
@@ -271,7 +194,7 @@ static bool strs_has(const cidx_strs *l, const char *s)
 	return false;
 }
 
-static void strs_free(cidx_strs *l)
+void cidx_strs_free(cidx_strs *l)
 {
 	for (size_t i = 0; i < l->n; i++)
 		free(l->v[i]);
@@ -279,8 +202,7 @@ static void strs_free(cidx_strs *l)
 	memset(l, 0, sizeof *l);
 }
 
-static char *pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *pathf(const char *fmt, ...)
+char *cidx_pathf(const char *fmt, ...)
 {
 	va_list ap;
 	char *p;
@@ -290,9 +212,7 @@ static char *pathf(const char *fmt, ...)
 	return n < 0 ? NULL : p;
 }
 
-static void set_err(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void set_err(char **err, const char *fmt, ...)
+void cidx_set_err(char **err, const char *fmt, ...)
 {
 	va_list ap;
 	if (!err || *err)
@@ -305,7 +225,7 @@ static void set_err(char **err, const char *fmt, ...)
 
 /* Exactly n lowercase hex digits: the only names we ever build paths from,
  * whatever the database holds. */
-static bool is_hex(const char *s, size_t n)
+bool cidx_is_hex(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') ||
@@ -314,7 +234,7 @@ static bool is_hex(const char *s, size_t n)
 	return s[n] == '\0';
 }
 
-static void to_hex(const unsigned char *p, size_t n, char *out)
+void cidx_to_hex(const unsigned char *p, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
 	for (size_t i = 0; i < n; i++) {
@@ -324,7 +244,7 @@ static void to_hex(const unsigned char *p, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-static int64_t now_ns(void)
+int64_t cidx_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -364,7 +284,7 @@ static int sql_errno(int src)
 }
 
 /* Maps the result of the last step, then makes s reusable. */
-static int finish(cidx *x, sqlite3_stmt *s, int src)
+int cidx_finish(cidx *x, sqlite3_stmt *s, int src)
 {
 	int rc = 0;
 	if (src != SQLITE_ROW && src != SQLITE_DONE) {
@@ -376,85 +296,85 @@ static int finish(cidx *x, sqlite3_stmt *s, int src)
 	return rc;
 }
 
-static void bind_str(sqlite3_stmt *s, int i, const char *v)
+void cidx_bind_str(sqlite3_stmt *s, int i, const char *v)
 {
 	if (v)
 		sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
 }
 
 /* Runs statement id with text parameters ?1 = a, ?2 = b (NULL: unbound). */
-static int run(cidx *x, enum cidx_sid id, const char *a, const char *b)
+int cidx_run(cidx *x, enum cidx_sid id, const char *a, const char *b)
 {
 	sqlite3_stmt *s = x->st[id];
-	bind_str(s, 1, a);
-	bind_str(s, 2, b);
-	return finish(x, s, sqlite3_step(s));
+	cidx_bind_str(s, 1, a);
+	cidx_bind_str(s, 2, b);
+	return cidx_finish(x, s, sqlite3_step(s));
 }
 
 static int query_i64(cidx *x, enum cidx_sid id, const char *a, const char *b,
 		     int64_t *v, bool *found)
 {
 	sqlite3_stmt *s = x->st[id];
-	bind_str(s, 1, a);
-	bind_str(s, 2, b);
+	cidx_bind_str(s, 1, a);
+	cidx_bind_str(s, 2, b);
 	int src = sqlite3_step(s);
 	*v = src == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
 	if (found)
 		*found = src == SQLITE_ROW;
-	return finish(x, s, src);
+	return cidx_finish(x, s, src);
 }
 
 /* Appends column 0 of every row of id (parameter ?1 = a) to out. */
-static int query_strs(cidx *x, enum cidx_sid id, const char *a, cidx_strs *out)
+int cidx_query_strs(cidx *x, enum cidx_sid id, const char *a, cidx_strs *out)
 {
 	sqlite3_stmt *s = x->st[id];
 	int src = SQLITE_DONE, rc = 0;
-	bind_str(s, 1, a);
+	cidx_bind_str(s, 1, a);
 	while (!rc && (src = sqlite3_step(s)) == SQLITE_ROW) {
 		const char *v = (const char *)sqlite3_column_text(s, 0);
-		if (v && strs_push(out, v) < 0)
+		if (v && cidx_strs_push(out, v) < 0)
 			rc = -ENOMEM;
 	}
-	int rc2 = finish(x, s, src);
+	int rc2 = cidx_finish(x, s, src);
 	return rc ? rc : rc2;
 }
 
-static int tx_begin(cidx *x, bool write)
+int cidx_tx_begin(cidx *x, bool write)
 {
-	return run(x, write ? S_BEGIN : S_BEGIN_READ, NULL, NULL);
+	return cidx_run(x, write ? S_BEGIN : S_BEGIN_READ, NULL, NULL);
 }
 
 /* Commits (when commit) or rolls back; a failed COMMIT is rolled back. */
-static int tx_end(cidx *x, bool commit)
+int cidx_tx_end(cidx *x, bool commit)
 {
-	int rc = commit ? run(x, S_COMMIT, NULL, NULL) : 0;
+	int rc = commit ? cidx_run(x, S_COMMIT, NULL, NULL) : 0;
 	if ((!commit || rc) && !sqlite3_get_autocommit(x->db))
-		(void)run(x, S_ROLLBACK, NULL, NULL);
+		(void)cidx_run(x, S_ROLLBACK, NULL, NULL);
 	return rc;
 }
 
 /* Takes the mutex and begins a transaction; on error holds nothing. */
-static int enter(cidx *x, bool write)
+int cidx_enter(cidx *x, bool write)
 {
 	pthread_mutex_lock(&x->mu);
-	int rc = tx_begin(x, write);
+	int rc = cidx_tx_begin(x, write);
 	if (rc)
 		pthread_mutex_unlock(&x->mu);
 	return rc;
 }
 
-/* Ends what enter began; returns rc, or the COMMIT's error. */
-static int leave(cidx *x, int rc, bool commit)
+/* Ends what cidx_enter began; returns rc, or the COMMIT's error. */
+int cidx_leave(cidx *x, int rc, bool commit)
 {
-	int rc2 = tx_end(x, commit);
+	int rc2 = cidx_tx_end(x, commit);
 	pthread_mutex_unlock(&x->mu);
 	return rc ? rc : rc2;
 }
 
-static int row_get(cidx *x, const char *name, cidx_row *r, bool *found)
+int cidx_row_get(cidx *x, const char *name, cidx_row *r, bool *found)
 {
 	sqlite3_stmt *s = x->st[S_ENTRY_GET];
-	bind_str(s, 1, name);
+	cidx_bind_str(s, 1, name);
 	int src = sqlite3_step(s);
 	memset(r, 0, sizeof *r);
 	*found = src == SQLITE_ROW;
@@ -469,24 +389,24 @@ static int row_get(cidx *x, const char *name, cidx_row *r, bool *found)
 		if (f)
 			snprintf(r->filler, sizeof r->filler, "%s", f);
 	}
-	return finish(x, s, src);
+	return cidx_finish(x, s, src);
 }
 
 static int set_state(cidx *x, const char *name, int state, const char *filler)
 {
 	sqlite3_stmt *s = x->st[S_ENTRY_SET];
-	bind_str(s, 1, name);
+	cidx_bind_str(s, 1, name);
 	sqlite3_bind_int(s, 2, state);
-	bind_str(s, 3, filler);
-	return finish(x, s, sqlite3_step(s));
+	cidx_bind_str(s, 3, filler);
+	return cidx_finish(x, s, sqlite3_step(s));
 }
 
 static int touch(cidx *x, const char *name)
 {
 	sqlite3_stmt *s = x->st[S_ENTRY_TOUCH];
-	bind_str(s, 1, name);
-	sqlite3_bind_int64(s, 2, now_ns());
-	return finish(x, s, sqlite3_step(s));
+	cidx_bind_str(s, 1, name);
+	sqlite3_bind_int64(s, 2, cidx_now_ns());
+	return cidx_finish(x, s, sqlite3_step(s));
 }
 
 static int pins_count(cidx *x, const char *name, int64_t *n)
@@ -553,7 +473,7 @@ static bool file_matches(const cidx *x, const char *name, uint64_t size)
  * so that a stray descriptor on a previous file never shares the new one. */
 static int file_create(cidx *x, const char *name, uint64_t size)
 {
-	char *sub = pathf("%s/objects/%.2s", x->dir, name);
+	char *sub = cidx_pathf("%s/objects/%.2s", x->dir, name);
 	char *p = cidx_path(x, name);
 	int rc = sub && p ? private_dir(sub) : -ENOMEM;
 	if (!rc && unlink(p) < 0 && errno != ENOENT)
@@ -577,7 +497,7 @@ static int file_create(cidx *x, const char *name, uint64_t size)
 	return rc;
 }
 
-static void file_unlink(const cidx *x, const char *name)
+void cidx_file_unlink(const cidx *x, const char *name)
 {
 	char *p = cidx_path(x, name); /* NULL for names we never create */
 	if (p && unlink(p) < 0 && errno != ENOENT)
@@ -586,240 +506,17 @@ static void file_unlink(const cidx *x, const char *name)
 }
 
 /* Deletes every row of name, then its file.  Write lock held. */
-static int drop_entry(cidx *x, const char *name)
+int cidx_drop_entry(cidx *x, const char *name)
 {
-	int rc = run(x, S_CHUNKS_DEL, name, NULL);
+	int rc = cidx_run(x, S_CHUNKS_DEL, name, NULL);
 	if (!rc)
-		rc = run(x, S_PINS_DEL_NAME, name, NULL);
+		rc = cidx_run(x, S_PINS_DEL_NAME, name, NULL);
 	if (!rc)
-		rc = run(x, S_ENTRY_DEL, name, NULL);
+		rc = cidx_run(x, S_ENTRY_DEL, name, NULL);
 	if (!rc)
-		rc = run(x, S_STAMP_DEL, name, NULL);
+		rc = cidx_run(x, S_STAMP_DEL, name, NULL);
 	if (!rc)
-		file_unlink(x, name);
-	return rc;
-}
-
-/* ---- owners and liveness --------------------------------------------- */
-
-/* Whether some process holds a flock on path.  Doubt counts as held. */
-static bool lock_held(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno != ENOENT;
-	int r;
-	while ((r = flock(fd, LOCK_SH | LOCK_NB)) < 0 && errno == EINTR)
-		;
-	if (r == 0)
-		flock(fd, LOCK_UN);
-	close(fd);
-	return r < 0;
-}
-
-bool cidx_owner_alive(const cidx *x, const char *owner)
-{
-	if (!strcmp(owner, x->owner))
-		return true;
-	if (!is_hex(owner, CIDX_OWNER_HEX))
-		return false; /* not an id we make: no process can hold it */
-	char *p = pathf("%s/owners/%s.lock", x->dir, owner);
-	bool alive = !p || lock_held(p);
-	free(p);
-	return alive;
-}
-
-static int new_owner_id(char id[CIDX_OWNER_HEX + 1])
-{
-	unsigned char r[CIDX_OWNER_HEX / 2];
-	size_t got = 0;
-	while (got < sizeof r) {
-		ssize_t n = getrandom(r + got, sizeof r - got, 0);
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		if (n > 0)
-			got += (size_t)n;
-	}
-	to_hex(r, sizeof r, id);
-	return 0;
-}
-
-/* One attempt at owners/<id>.lock: create <id>.new, lock it, rename it.
- * -ENOENT means a reaper removed the .new before the rename: try again. */
-static int owner_lock_try(cidx *x, const char *fresh, const char *lock)
-{
-	int fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-		      0600);
-	if (fd < 0)
-		return errno == EEXIST ? -ENOENT : -errno;
-	int rc = fchmod(fd, 0600) < 0 ? -errno : 0;
-	while (!rc && flock(fd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			rc = -errno;
-	if (!rc)
-		dprintf(fd, "%ld\n", (long)getpid()); /* for humans */
-	if (!rc && rename(fresh, lock) < 0)
-		rc = -errno;
-	if (rc) {
-		if (rc != -ENOENT)
-			unlink(fresh);
-		close(fd);
-		return rc;
-	}
-	x->lock_fd = fd;
-	return 0;
-}
-
-static int owner_lock(cidx *x, char **err)
-{
-	int rc = -ENOENT;
-	for (int tries = 0; rc == -ENOENT && tries < 16; tries++) {
-		rc = new_owner_id(x->owner);
-		if (rc)
-			break;
-		char *fresh = pathf("%s/owners/%s.new", x->dir, x->owner);
-		char *lock = pathf("%s/owners/%s.lock", x->dir, x->owner);
-		rc = fresh && lock ? owner_lock_try(x, fresh, lock) : -ENOMEM;
-		free(fresh);
-		free(lock);
-	}
-	if (rc)
-		set_err(err, "%s/owners: cannot create a lock file: %s", x->dir,
-			strerror(-rc));
-	return rc;
-}
-
-/* Forgets a dead owner: pins, fills (now orphaned), row, lock file. */
-static int forget_owner(cidx *x, const char *id)
-{
-	int rc = run(x, S_OWNER_PINS_DEL, id, NULL);
-	if (!rc)
-		rc = run(x, S_OWNER_FILLS_DROP, id, NULL);
-	if (!rc)
-		rc = run(x, S_OWNER_DEL, id, NULL);
-	if (!rc && is_hex(id, CIDX_OWNER_HEX)) {
-		char *p = pathf("%s/owners/%s.lock", x->dir, id);
-		if (p && unlink(p) < 0 && errno != ENOENT)
-			log_warn("cache: unlink %s: %s", p, strerror(errno));
-		free(p);
-	}
-	return rc;
-}
-
-/* 1 for "<32 hex>.lock" (id copied out), 2 for "<32 hex>.new", else 0. */
-static int lock_name_kind(const char *n, char id[CIDX_OWNER_HEX + 1])
-{
-	size_t len = strlen(n);
-	if (len < CIDX_OWNER_HEX)
-		return 0;
-	memcpy(id, n, CIDX_OWNER_HEX);
-	id[CIDX_OWNER_HEX] = '\0';
-	if (!is_hex(id, CIDX_OWNER_HEX))
-		return 0;
-	if (!strcmp(n + CIDX_OWNER_HEX, ".lock"))
-		return 1;
-	return !strcmp(n + CIDX_OWNER_HEX, ".new") ? 2 : 0;
-}
-
-/* Adds the ids of lock files without rows to ids; unlinks abandoned .new
- * files (see the top of the file for why that is safe). */
-static int scan_lock_files(cidx *x, cidx_strs *ids)
-{
-	char *d = pathf("%s/owners", x->dir);
-	DIR *dp = d ? opendir(d) : NULL;
-	int rc = !d ? -ENOMEM : !dp && errno != ENOENT ? -errno : 0;
-	struct dirent *de;
-	char id[CIDX_OWNER_HEX + 1];
-	while (dp && !rc && (de = readdir(dp))) {
-		int kind = lock_name_kind(de->d_name, id);
-		if (kind == 1 && !strs_has(ids, id))
-			rc = strs_push(ids, id);
-		if (kind != 2)
-			continue;
-		char *p = pathf("%s/%s", d, de->d_name);
-		if (p && !lock_held(p))
-			unlink(p);
-		free(p);
-	}
-	if (dp)
-		closedir(dp);
-	free(d);
-	return rc;
-}
-
-static int drop_doomed(cidx *x)
-{
-	cidx_strs names = {0};
-	int rc = query_strs(x, S_DOOMED_FREE, NULL, &names);
-	for (size_t i = 0; !rc && i < names.n; i++)
-		rc = drop_entry(x, names.v[i]);
-	strs_free(&names);
-	return rc;
-}
-
-/* Write lock held. */
-static int reap_locked(cidx *x)
-{
-	cidx_strs ids = {0};
-	int rc = query_strs(x, S_OWNERS_ALL, NULL, &ids);
-	if (!rc)
-		rc = scan_lock_files(x, &ids);
-	for (size_t i = 0; !rc && i < ids.n; i++) {
-		if (cidx_owner_alive(x, ids.v[i]))
-			continue;
-		log_info("cache: reaping dead owner %s", ids.v[i]);
-		rc = forget_owner(x, ids.v[i]);
-	}
-	if (!rc)
-		rc = drop_doomed(x);
-	strs_free(&ids);
-	return rc;
-}
-
-/* Unlinks the cache files in objects/sub that have no entry. */
-static int sweep_dir(cidx *x, const char *objs, const char *sub)
-{
-	char *d = pathf("%s/%s", objs, sub);
-	DIR *dp = d ? opendir(d) : NULL;
-	int rc = !d ? -ENOMEM : 0;
-	struct dirent *de;
-	while (dp && !rc && (de = readdir(dp))) {
-		cidx_row r;
-		bool found = true;
-		if (!is_hex(de->d_name, CIDX_NAME_LEN - 1) ||
-		    strncmp(de->d_name, sub, 2))
-			continue; /* not a name of ours */
-		rc = row_get(x, de->d_name, &r, &found);
-		if (!rc && !found) {
-			log_info("cache: removing orphaned file %s",
-				 de->d_name);
-			file_unlink(x, de->d_name);
-		}
-	}
-	if (dp)
-		closedir(dp);
-	free(d);
-	return rc;
-}
-
-/*
- * Files without an entry are left by a process killed between creating a
- * file and committing its row (or by a failed COMMIT).  They would escape
- * the cap, so open removes them; it holds the write lock, under which
- * files and rows are only ever changed together.
- */
-static int sweep_orphans(cidx *x)
-{
-	char *objs = pathf("%s/objects", x->dir);
-	DIR *dp = objs ? opendir(objs) : NULL;
-	int rc = !objs ? -ENOMEM : !dp ? -errno : 0;
-	struct dirent *de;
-	while (dp && !rc && (de = readdir(dp)))
-		if (is_hex(de->d_name, 2))
-			rc = sweep_dir(x, objs, de->d_name);
-	if (dp)
-		closedir(dp);
-	free(objs);
+		cidx_file_unlink(x, name);
 	return rc;
 }
 
@@ -871,16 +568,16 @@ static int cap_reachable(cidx *x, uint64_t size)
 static int evict_one(cidx *x)
 {
 	cidx_strs v = {0};
-	int rc = query_strs(x, S_VICTIM, NULL, &v);
+	int rc = cidx_query_strs(x, S_VICTIM, NULL, &v);
 	if (!rc && v.n == 0)
 		rc = -ENOSPC;
 	if (!rc)
-		rc = drop_entry(x, v.v[0]);
+		rc = cidx_drop_entry(x, v.v[0]);
 	if (!rc) {
 		x->evictions++;
 		log_debug("cache: evicted %s", v.v[0]);
 	}
-	strs_free(&v);
+	cidx_strs_free(&v);
 	return rc;
 }
 
@@ -892,7 +589,7 @@ static int reserve(cidx *x, uint64_t size)
 	int rc = over_limits(x, size, &over);
 	if (rc || !over)
 		return rc;
-	rc = reap_locked(x);
+	rc = cidx_reap_locked(x);
 	if (!rc)
 		rc = cap_reachable(x, size);
 	while (!rc && !(rc = over_limits(x, size, &over)) && over)
@@ -917,7 +614,7 @@ static int load_chunks(cidx *x, cidx_entry *e)
 	memset(e->crc, 0, n * sizeof *e->crc);
 	e->n_chunks = n;
 	sqlite3_stmt *s = x->st[S_CHUNKS_GET];
-	bind_str(s, 1, e->name);
+	cidx_bind_str(s, 1, e->name);
 	int src;
 	while ((src = sqlite3_step(s)) == SQLITE_ROW) {
 		int64_t i = sqlite3_column_int64(s, 0);
@@ -926,7 +623,7 @@ static int load_chunks(cidx *x, cidx_entry *e)
 		e->done[i] = 1;
 		e->crc[i] = (uint32_t)sqlite3_column_int64(s, 1);
 	}
-	return finish(x, s, src);
+	return cidx_finish(x, s, src);
 }
 
 typedef struct cidx_req {
@@ -938,16 +635,16 @@ static int insert_entry(cidx *x, const cidx_req *q, const cidx_entry *e)
 {
 	bool empty = e->size == 0;
 	sqlite3_stmt *s = x->st[S_ENTRY_INS];
-	bind_str(s, 1, e->name);
-	bind_str(s, 2, q->bucket);
+	cidx_bind_str(s, 1, e->name);
+	cidx_bind_str(s, 2, q->bucket);
 	sqlite3_bind_blob(s, 3, q->key_len ? q->key : "", (int)q->key_len,
 			  SQLITE_STATIC);
-	bind_str(s, 4, q->etag);
+	cidx_bind_str(s, 4, q->etag);
 	sqlite3_bind_int64(s, 5, (int64_t)e->size);
 	sqlite3_bind_int64(s, 6, e->chunk_size);
 	sqlite3_bind_int(s, 7, empty);
-	bind_str(s, 8, empty ? NULL : x->owner);
-	return finish(x, s, sqlite3_step(s));
+	cidx_bind_str(s, 8, empty ? NULL : x->owner);
+	return cidx_finish(x, s, sqlite3_step(s));
 }
 
 /* *keep: the transaction is to be committed even though rc is -ENOSPC. */
@@ -971,7 +668,7 @@ static int reset_entry(cidx *x, cidx_entry *e, enum cidx_role *role)
 	bool empty = e->size == 0;
 	log_info("cache file of %s is missing or truncated: fetching again",
 		 e->name);
-	int rc = run(x, S_CHUNKS_DEL, e->name, NULL);
+	int rc = cidx_run(x, S_CHUNKS_DEL, e->name, NULL);
 	if (!rc)
 		rc = set_state(x, e->name, empty, empty ? NULL : x->owner);
 	if (!rc)
@@ -1008,11 +705,11 @@ static int drop_stale(cidx *x, const char *name)
 	int64_t n = 0;
 	int rc = pins_count(x, name, &n);
 	if (!rc && n > 0)
-		rc = reap_locked(x);
+		rc = cidx_reap_locked(x);
 	if (!rc && n > 0)
 		rc = pins_count(x, name, &n);
 	if (!rc)
-		rc = n ? -EBUSY : drop_entry(x, name);
+		rc = n ? -EBUSY : cidx_drop_entry(x, name);
 	return rc;
 }
 
@@ -1021,7 +718,7 @@ static int acquire_locked(cidx *x, const cidx_req *q, cidx_entry *e,
 {
 	cidx_row r;
 	bool found;
-	int rc = row_get(x, e->name, &r, &found);
+	int rc = cidx_row_get(x, e->name, &r, &found);
 	if (!rc && found &&
 	    (r.doomed || r.size != e->size || !r.chunk_size ||
 	     n_chunks_of(r.size, r.chunk_size) > UINT32_MAX)) {
@@ -1035,7 +732,7 @@ static int acquire_locked(cidx *x, const cidx_req *q, cidx_entry *e,
 		rc = create_entry(x, q, e, role, keep);
 	}
 	if (!rc)
-		rc = run(x, S_PIN_ADD, e->name, x->owner);
+		rc = cidx_run(x, S_PIN_ADD, e->name, x->owner);
 	if (!rc)
 		rc = touch(x, e->name);
 	if (!rc)
@@ -1055,15 +752,15 @@ int cidx_acquire(cidx *x, const char *bucket, const char *key, size_t key_len,
 		return -EFBIG;
 	cidx_req q = {bucket, key, etag, key_len};
 	cidx_name(bucket, key, key_len, etag, out->name);
-	if (!is_hex(out->name, CIDX_NAME_LEN - 1))
+	if (!cidx_is_hex(out->name, CIDX_NAME_LEN - 1))
 		return -ENOMEM;
 	out->size = size;
 	out->chunk_size = chunk_size;
 	bool keep = false; /* the reaping and evictions of a failed reserve */
-	int rc = enter(x, true);
+	int rc = cidx_enter(x, true);
 	if (!rc) {
 		rc = acquire_locked(x, &q, out, role, &keep);
-		rc = leave(x, rc, !rc || keep);
+		rc = cidx_leave(x, rc, !rc || keep);
 	}
 	if (rc)
 		cidx_entry_free(out);
@@ -1079,28 +776,28 @@ static int release_locked(cidx *x, const char *name)
 	if (!rc && !found)
 		rc = -ENOENT;
 	if (!rc)
-		rc = run(x, n > 1 ? S_PIN_DEC : S_PIN_DEL, name, x->owner);
+		rc = cidx_run(x, n > 1 ? S_PIN_DEC : S_PIN_DEL, name, x->owner);
 	if (!rc && n <= 1) /* our last handle: an unfinished fill is orphaned */
-		rc = run(x, S_FILLER_DROP, name, x->owner);
+		rc = cidx_run(x, S_FILLER_DROP, name, x->owner);
 	if (!rc)
 		rc = touch(x, name);
 	if (!rc)
-		rc = row_get(x, name, &r, &found);
+		rc = cidx_row_get(x, name, &r, &found);
 	if (!rc && found && r.doomed && !(rc = pins_count(x, name, &n)) && !n)
-		rc = drop_entry(x, name);
+		rc = cidx_drop_entry(x, name);
 	return rc;
 }
 
 /* Runs fn(x, name) in one write transaction under the mutex. */
 static int with_tx(cidx *x, const char *name, int (*fn)(cidx *, const char *))
 {
-	if (!name || !is_hex(name, CIDX_NAME_LEN - 1))
+	if (!name || !cidx_is_hex(name, CIDX_NAME_LEN - 1))
 		return -EINVAL;
-	int rc = enter(x, true);
+	int rc = cidx_enter(x, true);
 	if (rc)
 		return rc;
 	rc = fn(x, name);
-	return leave(x, rc, !rc);
+	return cidx_leave(x, rc, !rc);
 }
 
 int cidx_release(cidx *x, const char *name)
@@ -1112,11 +809,11 @@ static int discard_locked(cidx *x, const char *name)
 {
 	cidx_row r;
 	bool found;
-	int rc = row_get(x, name, &r, &found);
+	int rc = cidx_row_get(x, name, &r, &found);
 	if (rc || !found)
 		return rc;
 	rc = drop_stale(x, name);
-	return rc == -EBUSY ? run(x, S_ENTRY_DOOM, name, NULL) : rc;
+	return rc == -EBUSY ? cidx_run(x, S_ENTRY_DOOM, name, NULL) : rc;
 }
 
 int cidx_discard(cidx *x, const char *name)
@@ -1127,10 +824,10 @@ int cidx_discard(cidx *x, const char *name)
 static int chunk_put(cidx *x, const char *name, uint32_t idx, uint32_t crc)
 {
 	sqlite3_stmt *s = x->st[S_CHUNK_PUT];
-	bind_str(s, 1, name);
+	cidx_bind_str(s, 1, name);
 	sqlite3_bind_int64(s, 2, idx);
 	sqlite3_bind_int64(s, 3, crc);
-	return finish(x, s, sqlite3_step(s));
+	return cidx_finish(x, s, sqlite3_step(s));
 }
 
 static int chunks_done_locked(cidx *x, const char *name, const uint32_t *idx,
@@ -1139,7 +836,7 @@ static int chunks_done_locked(cidx *x, const char *name, const uint32_t *idx,
 	cidx_row r;
 	bool found;
 	int64_t have = 0;
-	int rc = row_get(x, name, &r, &found);
+	int rc = cidx_row_get(x, name, &r, &found);
 	if (!rc && !found)
 		rc = -ENOENT;
 	if (rc)
@@ -1166,12 +863,13 @@ int cidx_chunks_done(cidx *x, const char *name, const uint32_t *idx,
 {
 	if (completed)
 		*completed = false;
-	if (!name || !is_hex(name, CIDX_NAME_LEN - 1) || (n && (!idx || !crc)))
+	if (!name || !cidx_is_hex(name, CIDX_NAME_LEN - 1) ||
+	    (n && (!idx || !crc)))
 		return -EINVAL;
-	int rc = enter(x, true);
+	int rc = cidx_enter(x, true);
 	if (!rc) {
 		rc = chunks_done_locked(x, name, idx, crc, n, completed);
-		rc = leave(x, rc, !rc);
+		rc = cidx_leave(x, rc, !rc);
 	}
 	if (rc && completed)
 		*completed = false;
@@ -1190,15 +888,15 @@ static int forget_locked(cidx *x, const char *name, uint32_t idx)
 {
 	cidx_row r;
 	bool found;
-	int rc = row_get(x, name, &r, &found);
+	int rc = cidx_row_get(x, name, &r, &found);
 	if (!rc && !found)
 		rc = -ENOENT;
 	if (rc)
 		return rc;
 	sqlite3_stmt *s = x->st[S_CHUNK_DEL];
-	bind_str(s, 1, name);
+	cidx_bind_str(s, 1, name);
 	sqlite3_bind_int64(s, 2, idx);
-	rc = finish(x, s, sqlite3_step(s));
+	rc = cidx_finish(x, s, sqlite3_step(s));
 	bool keep =
 	    r.state == 0 && r.filler[0] && cidx_owner_alive(x, r.filler);
 	if (!rc && !keep)
@@ -1208,13 +906,13 @@ static int forget_locked(cidx *x, const char *name, uint32_t idx)
 
 int cidx_chunk_forget(cidx *x, const char *name, uint32_t idx)
 {
-	if (!name || !is_hex(name, CIDX_NAME_LEN - 1))
+	if (!name || !cidx_is_hex(name, CIDX_NAME_LEN - 1))
 		return -EINVAL;
-	int rc = enter(x, true);
+	int rc = cidx_enter(x, true);
 	if (rc)
 		return rc;
 	rc = forget_locked(x, name, idx);
-	return leave(x, rc, !rc);
+	return cidx_leave(x, rc, !rc);
 }
 
 /* Never touches the file: the caller keeps the descriptor it has. */
@@ -1222,7 +920,7 @@ static int refresh_locked(cidx *x, cidx_entry *e, enum cidx_role *role)
 {
 	cidx_row r;
 	bool found;
-	int rc = row_get(x, e->name, &r, &found);
+	int rc = cidx_row_get(x, e->name, &r, &found);
 	if (!rc && !found)
 		rc = -ENOENT;
 	if (!rc && !r.chunk_size)
@@ -1247,16 +945,16 @@ static int refresh_locked(cidx *x, cidx_entry *e, enum cidx_role *role)
 
 int cidx_refresh(cidx *x, cidx_entry *e, enum cidx_role *role)
 {
-	if (!is_hex(e->name, CIDX_NAME_LEN - 1))
+	if (!cidx_is_hex(e->name, CIDX_NAME_LEN - 1))
 		return -EINVAL;
-	int rc = enter(x, true);
+	int rc = cidx_enter(x, true);
 	if (rc)
 		return rc;
 	rc = refresh_locked(x, e, role);
-	return leave(x, rc, !rc);
+	return cidx_leave(x, rc, !rc);
 }
 
-/* ---- stats and reaping ------------------------------------------------ */
+/* ---- stats ------------------------------------------------------------ */
 
 /* Sum of the sizes of entries with at least one pin of a live owner. */
 static int pinned_bytes(cidx *x, uint64_t *out)
@@ -1270,19 +968,19 @@ static int pinned_bytes(cidx *x, uint64_t *out)
 		const char *owner = (const char *)sqlite3_column_text(s, 2);
 		if (!name || !owner || !strcmp(name, last))
 			continue;
-		bool live = strs_has(&alive, owner);
-		if (!live && !strs_has(&dead, owner)) {
+		bool live = cidx_strs_has(&alive, owner);
+		if (!live && !cidx_strs_has(&dead, owner)) {
 			live = cidx_owner_alive(x, owner);
-			rc = strs_push(live ? &alive : &dead, owner);
+			rc = cidx_strs_push(live ? &alive : &dead, owner);
 		}
 		if (!live)
 			continue;
 		*out += (uint64_t)sqlite3_column_int64(s, 1);
 		snprintf(last, sizeof last, "%s", name);
 	}
-	int rc2 = finish(x, s, rc ? SQLITE_DONE : src);
-	strs_free(&alive);
-	strs_free(&dead);
+	int rc2 = cidx_finish(x, s, rc ? SQLITE_DONE : src);
+	cidx_strs_free(&alive);
+	cidx_strs_free(&dead);
 	return rc ? rc : rc2;
 }
 
@@ -1295,28 +993,19 @@ static int stats_locked(cidx *x, cidx_stats *st)
 		st->bytes = (uint64_t)sqlite3_column_int64(s, 1);
 		st->complete_entries = (uint64_t)sqlite3_column_int64(s, 2);
 	}
-	int rc = finish(x, s, src);
+	int rc = cidx_finish(x, s, src);
 	return rc ? rc : pinned_bytes(x, &st->pinned_bytes);
 }
 
 int cidx_get_stats(cidx *x, cidx_stats *st)
 {
 	memset(st, 0, sizeof *st);
-	int rc = enter(x, false); /* one snapshot for every number */
+	int rc = cidx_enter(x, false); /* one snapshot for every number */
 	if (rc)
 		return rc;
 	st->evictions = x->evictions;
 	rc = stats_locked(x, st);
-	return leave(x, rc, !rc);
-}
-
-int cidx_reap(cidx *x)
-{
-	int rc = enter(x, true);
-	if (rc)
-		return rc;
-	rc = reap_locked(x);
-	return leave(x, rc, !rc);
+	return cidx_leave(x, rc, !rc);
 }
 
 /* ---- open and close --------------------------------------------------- */
@@ -1326,14 +1015,15 @@ static int open_dirs(cidx *x, char **err)
 	const char *subs[] = {"", "/objects", "/owners"};
 	int rc = mkdir_parents(x->dir);
 	if (rc)
-		set_err(err, "%s: cannot create: %s", x->dir, strerror(-rc));
+		cidx_set_err(err, "%s: cannot create: %s", x->dir,
+			     strerror(-rc));
 	for (size_t i = 0; !rc && i < sizeof subs / sizeof *subs; i++) {
-		char *p = pathf("%s%s", x->dir, subs[i]);
+		char *p = cidx_pathf("%s%s", x->dir, subs[i]);
 		rc = p ? private_dir(p) : -ENOMEM;
 		if (rc)
-			set_err(err, "%s: %s", p ? p : x->dir,
-				rc == -EPERM ? "owned by another user"
-					     : strerror(-rc));
+			cidx_set_err(err, "%s: %s", p ? p : x->dir,
+				     rc == -EPERM ? "owned by another user"
+						  : strerror(-rc));
 		free(p);
 	}
 	return rc;
@@ -1344,8 +1034,8 @@ static int exec_sql(cidx *x, const char *sql, char **err)
 	char *msg = NULL;
 	int src = sqlite3_exec(x->db, sql, NULL, NULL, &msg);
 	if (src != SQLITE_OK)
-		set_err(err, "%s/index.db: %s", x->dir,
-			msg ? msg : sqlite3_errstr(src));
+		cidx_set_err(err, "%s/index.db: %s", x->dir,
+			     msg ? msg : sqlite3_errstr(src));
 	sqlite3_free(msg);
 	return src == SQLITE_OK ? 0 : sql_errno(src);
 }
@@ -1376,8 +1066,8 @@ static int schema(cidx *x, char **err)
 	else if (!rc && atoi(v) == 1)
 		rc = exec_sql(x, migrate_v1_sql, err);
 	else if (!rc && atoi(v) != CIDX_SCHEMA_VERSION) {
-		set_err(err, "%s/index.db: schema version %s, expected %d",
-			x->dir, v, CIDX_SCHEMA_VERSION);
+		cidx_set_err(err, "%s/index.db: schema version %s, expected %d",
+			     x->dir, v, CIDX_SCHEMA_VERSION);
 		rc = -EPROTO;
 	}
 	if (!rc)
@@ -1385,7 +1075,7 @@ static int schema(cidx *x, char **err)
 	if (rc && !sqlite3_get_autocommit(x->db))
 		sqlite3_exec(x->db, "ROLLBACK", NULL, NULL, NULL);
 	if (rc)
-		set_err(err, "%s/index.db: %s", x->dir, strerror(-rc));
+		cidx_set_err(err, "%s/index.db: %s", x->dir, strerror(-rc));
 	return rc;
 }
 
@@ -1396,14 +1086,14 @@ static int private_files(cidx *x, char **err)
 	const char *sfx[] = {"", "-wal", "-shm"};
 	int rc = 0;
 	for (size_t i = 0; !rc && i < sizeof sfx / sizeof *sfx; i++) {
-		char *p = pathf("%s/index.db%s", x->dir, sfx[i]);
+		char *p = cidx_pathf("%s/index.db%s", x->dir, sfx[i]);
 		if (!p)
 			rc = -ENOMEM;
 		else if (chmod(p, 0600) < 0 && (errno != ENOENT || !i))
 			rc = -errno;
 		if (rc)
-			set_err(err, "%s: chmod: %s", p ? p : x->dir,
-				strerror(-rc));
+			cidx_set_err(err, "%s: chmod: %s", p ? p : x->dir,
+				     strerror(-rc));
 		free(p);
 	}
 	return rc;
@@ -1416,8 +1106,8 @@ static int prepare_all(cidx *x, char **err)
 					     SQLITE_PREPARE_PERSISTENT,
 					     &x->st[i], NULL);
 		if (src != SQLITE_OK) {
-			set_err(err, "%s/index.db: %s", x->dir,
-				sqlite3_errmsg(x->db));
+			cidx_set_err(err, "%s/index.db: %s", x->dir,
+				     sqlite3_errmsg(x->db));
 			return sql_errno(src);
 		}
 	}
@@ -1426,7 +1116,7 @@ static int prepare_all(cidx *x, char **err)
 
 static int open_db(cidx *x, char **err)
 {
-	char *p = pathf("%s/index.db", x->dir);
+	char *p = cidx_pathf("%s/index.db", x->dir);
 	char mode[16] = "";
 	if (!p)
 		return -ENOMEM;
@@ -1439,8 +1129,9 @@ static int open_db(cidx *x, char **err)
 		src = sqlite3_busy_timeout(x->db, CIDX_BUSY_MS);
 	int rc = src == SQLITE_OK ? 0 : sql_errno(src);
 	if (rc)
-		set_err(err, "%s: %s", p,
-			x->db ? sqlite3_errmsg(x->db) : sqlite3_errstr(src));
+		cidx_set_err(err, "%s: %s", p,
+			     x->db ? sqlite3_errmsg(x->db)
+				   : sqlite3_errstr(src));
 	free(p);
 	if (!rc)
 		rc = private_files(x, err);
@@ -1450,8 +1141,8 @@ static int open_db(cidx *x, char **err)
 		if (!rc && strcmp(mode, "wal"))
 			rc = -EIO;
 		if (rc)
-			set_err(err, "%s/index.db: cannot enter WAL mode",
-				x->dir);
+			cidx_set_err(err, "%s/index.db: cannot enter WAL mode",
+				     x->dir);
 	}
 	if (!rc)
 		rc = exec_sql(x, "PRAGMA synchronous = NORMAL", err);
@@ -1462,30 +1153,6 @@ static int open_db(cidx *x, char **err)
 	return rc ? rc : prepare_all(x, err);
 }
 
-/* Records this owner, reaps the dead ones and sweeps orphaned files, in
- * one transaction. */
-static int register_owner(cidx *x, char **err)
-{
-	int rc = tx_begin(x, true);
-	if (!rc) {
-		sqlite3_stmt *s = x->st[S_OWNER_INS];
-		bind_str(s, 1, x->owner);
-		sqlite3_bind_int64(s, 2, getpid());
-		sqlite3_bind_int64(s, 3, now_ns() / 1000000000);
-		rc = finish(x, s, sqlite3_step(s));
-		if (!rc)
-			rc = reap_locked(x);
-		if (!rc)
-			rc = sweep_orphans(x);
-		int rc2 = tx_end(x, !rc);
-		if (!rc)
-			rc = rc2;
-	}
-	if (rc)
-		set_err(err, "%s/index.db: %s", x->dir, strerror(-rc));
-	return rc;
-}
-
 int cidx_open(const char *dir, const cidx_limits *lim, cidx **out, char **err)
 {
 	*out = NULL;
@@ -1493,8 +1160,8 @@ int cidx_open(const char *dir, const cidx_limits *lim, cidx **out, char **err)
 		*err = NULL;
 	cidx *x = calloc(1, sizeof *x);
 	if (!x || !dir || !*dir || !(x->dir = strdup(dir))) {
-		set_err(err, "%s: %s", dir ? dir : "(null)",
-			x ? "invalid cache directory" : strerror(ENOMEM));
+		cidx_set_err(err, "%s: %s", dir ? dir : "(null)",
+			     x ? "invalid cache directory" : strerror(ENOMEM));
 		free(x);
 		return -1;
 	}
@@ -1504,13 +1171,13 @@ int cidx_open(const char *dir, const cidx_limits *lim, cidx **out, char **err)
 		x->lim = *lim;
 	int rc = open_dirs(x, err);
 	if (!rc)
-		rc = owner_lock(x, err);
+		rc = cidx_owner_lock(x, err);
 	if (!rc)
 		rc = open_db(x, err);
 	if (!rc)
-		rc = register_owner(x, err);
+		rc = cidx_register_owner(x, err);
 	if (rc) {
-		set_err(err, "%s: %s", dir, strerror(-rc));
+		cidx_set_err(err, "%s: %s", dir, strerror(-rc));
 		cidx_close(x);
 		return -1;
 	}
@@ -1518,31 +1185,19 @@ int cidx_open(const char *dir, const cidx_limits *lim, cidx **out, char **err)
 	return 0;
 }
 
-/* An orderly exit is a death without the wait: our pins go, our fills
- * become orphans, and doomed entries only we pinned are removed. */
-static void deregister(cidx *x)
-{
-	if (tx_begin(x, true))
-		return;
-	int rc = forget_owner(x, x->owner);
-	if (!rc)
-		rc = drop_doomed(x);
-	tx_end(x, !rc);
-}
-
 void cidx_close(cidx *x)
 {
 	if (!x)
 		return;
 	if (x->db && x->st[S_COUNT - 1])
-		deregister(x);
+		cidx_deregister(x);
 	for (int i = 0; i < S_COUNT; i++)
 		sqlite3_finalize(x->st[i]);
 	if (x->db && sqlite3_close(x->db) != SQLITE_OK)
 		log_warn("cache index %s: close: %s", x->dir,
 			 sqlite3_errmsg(x->db));
 	if (x->lock_fd >= 0) {
-		char *p = pathf("%s/owners/%s.lock", x->dir, x->owner);
+		char *p = cidx_pathf("%s/owners/%s.lock", x->dir, x->owner);
 		if (p)
 			unlink(p);
 		free(p);
@@ -1585,16 +1240,16 @@ void cidx_name(const char *bucket, const char *key, size_t key_len,
 		  EVP_DigestFinal_ex(c, md, &len) && len == 32;
 	EVP_MD_CTX_free(c);
 	if (ok)
-		to_hex(md, 32, name);
+		cidx_to_hex(md, 32, name);
 	else
 		name[0] = '\0'; /* out of memory: no valid name */
 }
 
 char *cidx_path(const cidx *x, const char *name)
 {
-	if (!name || !is_hex(name, CIDX_NAME_LEN - 1))
+	if (!name || !cidx_is_hex(name, CIDX_NAME_LEN - 1))
 		return NULL;
-	return pathf("%s/objects/%.2s/%s", x->dir, name, name);
+	return cidx_pathf("%s/objects/%.2s/%s", x->dir, name, name);
 }
 
 /* ---- stamps ------------------------------------------------------------ */

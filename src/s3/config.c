@@ -1,6 +1,8 @@
 /*
- * config: the bucket URL, where requests go, and the credentials that sign
- * them, found the way the AWS CLI finds them (precedence in config.h).
+ * config: the bucket URL, where requests go, and the AWS config and
+ * credentials files, read the way the AWS CLI reads them (precedence in
+ * config.h).  The credential providers and their chain are in creds.c;
+ * both use the INI reader here through config-internal.h.
  *
  * Reading AWS INI files.  libinih parses; three things around it are ours.
  *  - Debian's libinih cuts lines at INI_MAX_LINE (200) bytes, and session
@@ -21,21 +23,12 @@
  * as empty; other read errors and syntax errors are reported with the file
  * name and line number.  Messages never quote lines of a file, so a secret
  * on a malformed line cannot leak into them.
- *
- * Credentials.  A creds_chain owns an ordered array of providers.  Each
- * either fills credentials (1), has nothing (0; the chain notes what it
- * looked at for the "no credentials" message), or fails (-1: partial or
- * unreadable configuration, which stops the chain, as in botocore).  The
- * chain caches what it found under a mutex and asks again when the cached
- * set is within CREDS_REFRESH_MARGIN seconds of expiry; if that refresh
- * fails while the old set has not yet expired, the old set is served.
  */
 #include "s3/config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,16 +39,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "s3/config-internal.h"
+
 #define S3_PREFIX_MAX 1024     /* S3's key length limit */
 #define AWS_FILE_MAX (4 << 20) /* larger AWS config files are a mistake */
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int fail(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
 /* Sets *err to a malloc'd message (NULL if even that fails); returns -1. */
-static int fail(char **err, const char *fmt, ...)
+int s3cfg_fail(char **err, const char *fmt, ...)
 {
 	if (!err)
 		return -1;
@@ -69,13 +61,13 @@ static int fail(char **err, const char *fmt, ...)
 	return -1;
 }
 
-static int fail_oom(char **err)
+int s3cfg_fail_oom(char **err)
 {
-	return fail(err, "out of memory");
+	return s3cfg_fail(err, "out of memory");
 }
 
 /* An unset and an empty variable mean the same, as for the AWS CLI. */
-static const char *env_get(const char *name)
+const char *s3cfg_env_get(const char *name)
 {
 	const char *v = getenv(name);
 	return v && *v ? v : NULL;
@@ -194,34 +186,36 @@ static bool scheme_chars(const char *s, size_t n)
 int s3_parse_url(const char *url, char **bucket, char **prefix, char **err)
 {
 	if (!url || !*url)
-		return fail(err, "empty S3 URL (" URL_FORM ")");
+		return s3cfg_fail(err, "empty S3 URL (" URL_FORM ")");
 	const char *sep = strstr(url, "://");
 	if (!sep || sep == url || !scheme_chars(url, (size_t)(sep - url)))
-		return fail(err, "'%s' is not an S3 URL (" URL_FORM ")", url);
+		return s3cfg_fail(err, "'%s' is not an S3 URL (" URL_FORM ")",
+				  url);
 	if (sep - url != 2 || strncasecmp(url, "s3", 2) != 0)
-		return fail(
+		return s3cfg_fail(
 		    err, "unsupported URL scheme '%.*s' in '%s' (" URL_FORM ")",
 		    (int)(sep - url), url, url);
 	const char *b = sep + 3;
 	size_t n = strcspn(b, "/");
 	if (n == 0)
-		return fail(err, "no bucket name in '%s' (" URL_FORM ")", url);
+		return s3cfg_fail(err, "no bucket name in '%s' (" URL_FORM ")",
+				  url);
 	const char *why = bucket_problem(b, n);
 	if (why)
-		return fail(err,
-			    "invalid bucket name '%.*s' in '%s': %s (S3 "
-			    "bucket names are 3-63 lowercase letters, "
-			    "digits, '.' and '-')",
-			    (int)n, b, url, why);
+		return s3cfg_fail(err,
+				  "invalid bucket name '%.*s' in '%s': %s (S3 "
+				  "bucket names are 3-63 lowercase letters, "
+				  "digits, '.' and '-')",
+				  (int)n, b, url, why);
 	const char *rest = b[n] == '/' ? b + n + 1 : b + n;
 	why = prefix_problem(rest);
 	if (why)
-		return fail(err, "invalid prefix in '%s': %s", url, why);
+		return s3cfg_fail(err, "invalid prefix in '%s': %s", url, why);
 	char *bk = strndup(b, n), *px = prefix_normalise(rest);
 	if (!bk || !px) {
 		free(bk);
 		free(px);
-		return fail_oom(err);
+		return s3cfg_fail_oom(err);
 	}
 	*bucket = bk;
 	*prefix = px;
@@ -229,24 +223,6 @@ int s3_parse_url(const char *url, char **bucket, char **prefix, char **err)
 }
 
 /* ---- AWS INI files ------------------------------------------------------ */
-
-typedef struct cfg_val {
-	char *v; /* NULL: not set */
-	int line;
-} cfg_val;
-
-/* What one profile says, from either file. */
-typedef struct aws_profile {
-	bool found; /* a section for the profile exists */
-	cfg_val region, endpoint_url, ca_bundle;
-	cfg_val s3_endpoint_url, s3_addressing;
-	cfg_val access_key, secret_key, session_token;
-} aws_profile;
-
-typedef struct key_slot {
-	const char *name;
-	size_t off; /* of a cfg_val in aws_profile */
-} key_slot;
 
 static const key_slot config_keys[] = {
     {"region", offsetof(aws_profile, region)},
@@ -283,7 +259,7 @@ static void cfg_val_set(cfg_val *cv, char *v, int line)
 	cv->line = line;
 }
 
-static void secret_free(char *s)
+void s3cfg_secret_free(char *s)
 {
 	if (s) {
 		explicit_bzero(s, strlen(s));
@@ -291,7 +267,7 @@ static void secret_free(char *s)
 	}
 }
 
-static void aws_profile_free(aws_profile *p)
+void aws_profile_free(aws_profile *p)
 {
 	free(p->region.v);
 	free(p->endpoint_url.v);
@@ -299,17 +275,10 @@ static void aws_profile_free(aws_profile *p)
 	free(p->s3_endpoint_url.v);
 	free(p->s3_addressing.v);
 	free(p->access_key.v);
-	secret_free(p->secret_key.v);
-	secret_free(p->session_token.v);
+	s3cfg_secret_free(p->secret_key.v);
+	s3cfg_secret_free(p->session_token.v);
 	memset(p, 0, sizeof(*p));
 }
-
-/* Which profile section a file uses: "[profile NAME]" or "[NAME]". */
-typedef struct file_kind {
-	bool (*match)(const char *section, const char *profile);
-	const key_slot *keys;
-	bool nested; /* "s3 =" subsections are understood */
-} file_kind;
 
 /* ~/.aws/config: "[profile NAME]", and "[default]" for the default. */
 static bool config_section_match(const char *sec, const char *profile)
@@ -332,8 +301,8 @@ static bool creds_section_match(const char *sec, const char *profile)
 	return strcmp(sec, profile) == 0;
 }
 
-static const file_kind config_kind = {config_section_match, config_keys, true};
-static const file_kind creds_kind = {creds_section_match, creds_keys, false};
+const file_kind aws_config_kind = {config_section_match, config_keys, true};
+const file_kind aws_creds_kind = {creds_section_match, creds_keys, false};
 
 enum line_kind { LINE_OTHER, LINE_SECTION, LINE_CONT };
 
@@ -466,7 +435,7 @@ static cfg_val *slot_val(ini_ctx *x, const key_slot *slot)
 static int ini_error(ini_ctx *x, const char *what)
 {
 	if (!x->err) {
-		fail(&x->err, "%s line %d: %s", x->path, x->lineno, what);
+		s3cfg_fail(&x->err, "%s line %d: %s", x->path, x->lineno, what);
 		if (!x->err)
 			x->oom = true;
 	}
@@ -546,8 +515,8 @@ static int ini_on_value(void *user, const char *section, const char *name,
 static int fail_errno(char **err, const char *path, int e)
 {
 	char tmp[128];
-	return fail(err, "cannot read %s: %s", path,
-		    strerror_r(e, tmp, sizeof(tmp)));
+	return s3cfg_fail(err, "cannot read %s: %s", path,
+			  strerror_r(e, tmp, sizeof(tmp)));
 }
 
 /* File contents may hold secrets: wipe them before freeing. */
@@ -573,12 +542,12 @@ static int file_slurp(const char *path, char **data, size_t *len, char **err)
 	int rc = 0;
 	for (;;) {
 		if (b.len > AWS_FILE_MAX) {
-			rc = fail(err, "%s is larger than %d bytes", path,
-				  AWS_FILE_MAX);
+			rc = s3cfg_fail(err, "%s is larger than %d bytes", path,
+					AWS_FILE_MAX);
 			break;
 		}
 		if (buf_reserve(&b, 65536) < 0) {
-			rc = fail_oom(err);
+			rc = s3cfg_fail_oom(err);
 			break;
 		}
 		b.data[b.len] = '\0';
@@ -596,8 +565,8 @@ static int file_slurp(const char *path, char **data, size_t *len, char **err)
 	}
 	close(fd);
 	if (rc == 0 && b.len && memchr(b.data, '\0', b.len))
-		rc = fail(err, "%s is not a text file (it contains NUL bytes)",
-			  path);
+		rc = s3cfg_fail(
+		    err, "%s is not a text file (it contains NUL bytes)", path);
 	if (rc < 0) {
 		data_free(b.data, b.len);
 		return -1;
@@ -611,18 +580,18 @@ static int ini_run(ini_ctx *x, char **err)
 {
 	int r = ini_parse_stream(ini_read_line, x, ini_on_value, x);
 	if (x->oom || r == -2)
-		return fail_oom(err);
+		return s3cfg_fail_oom(err);
 	if (x->err) {
 		*err = x->err;
 		x->err = NULL;
 		return -1;
 	}
 	if (r > 0)
-		return fail(err,
-			    "%s line %d: syntax error (expected "
-			    "'[section]' or 'key = value')",
-			    x->path, r);
-	return r == 0 ? 0 : fail(err, "cannot parse %s", x->path);
+		return s3cfg_fail(err,
+				  "%s line %d: syntax error (expected "
+				  "'[section]' or 'key = value')",
+				  x->path, r);
+	return r == 0 ? 0 : s3cfg_fail(err, "cannot parse %s", x->path);
 }
 
 /*
@@ -630,8 +599,8 @@ static int ini_run(ini_ctx *x, char **err)
  * (zeroed first).  A missing file is an empty one.  Returns 0, or -1 with
  * *err naming the file and line.
  */
-static int aws_file_parse(const char *path, const file_kind *kind,
-			  const char *profile, aws_profile *out, char **err)
+int aws_file_parse(const char *path, const file_kind *kind, const char *profile,
+		   aws_profile *out, char **err)
 {
 	memset(out, 0, sizeof(*out));
 	char *data;
@@ -660,7 +629,7 @@ static int aws_file_parse(const char *path, const file_kind *kind,
 /* $HOME, else the password database; NULL when neither knows. */
 static char *home_dir(void)
 {
-	const char *h = env_get("HOME");
+	const char *h = s3cfg_env_get("HOME");
 	if (h)
 		return strdup(h);
 	struct passwd pw, *res = NULL;
@@ -690,9 +659,9 @@ static char *expand_home(const char *p)
 }
 
 /* The file named by $env, else ~/.aws/leaf.  NULL only when out of memory. */
-static char *aws_file_path(const char *env, const char *leaf)
+char *aws_file_path(const char *env, const char *leaf)
 {
-	const char *v = env_get(env);
+	const char *v = s3cfg_env_get(env);
 	char dflt[64];
 	snprintf(dflt, sizeof(dflt), "~/.aws/%s", leaf);
 	return expand_home(v ? v : dflt);
@@ -720,10 +689,11 @@ static int region_check(const char *region, const char *source, char **err)
 		    is_alnum(region[i]) || region[i] == '-' || region[i] == '_';
 	if (ok)
 		return 0;
-	return fail(err,
-		    "invalid region '%s' (from %s): use up to 63 letters, "
-		    "digits, '-' and '_'",
-		    region, source);
+	return s3cfg_fail(
+	    err,
+	    "invalid region '%s' (from %s): use up to 63 letters, "
+	    "digits, '-' and '_'",
+	    region, source);
 }
 
 /* The host in "[v6]" or "name" form, then ":port" or nothing. */
@@ -772,20 +742,21 @@ static int endpoint_normalise(const char *url, const char *source, char **out,
 			      bool *https, char **err)
 {
 	if (strchr(url, '@')) /* do not echo what may be a password */
-		return fail(err,
-			    "the endpoint from %s must not contain a user "
-			    "name or password",
-			    source);
+		return s3cfg_fail(
+		    err,
+		    "the endpoint from %s must not contain a user "
+		    "name or password",
+		    source);
 	size_t skip;
 	if (strncasecmp(url, "https://", 8) == 0)
 		skip = 8;
 	else if (strncasecmp(url, "http://", 7) == 0)
 		skip = 7;
 	else
-		return fail(err,
-			    "invalid endpoint '%s' (from %s): it must "
-			    "start with http:// or https://",
-			    url, source);
+		return s3cfg_fail(err,
+				  "invalid endpoint '%s' (from %s): it must "
+				  "start with http:// or https://",
+				  url, source);
 	const char *h = url + skip;
 	size_t n = strlen(h);
 	if (n > 0 && h[n - 1] == '/')
@@ -794,13 +765,13 @@ static int endpoint_normalise(const char *url, const char *source, char **out,
 	if (memchr(h, '/', n) || memchr(h, '?', n) || memchr(h, '#', n))
 		why = "it must not have a path, query or fragment";
 	if (why)
-		return fail(err, "invalid endpoint '%s' (from %s): %s", url,
-			    source, why);
+		return s3cfg_fail(err, "invalid endpoint '%s' (from %s): %s",
+				  url, source, why);
 	buf b = BUF_INIT;
 	if (buf_printf(&b, "%s%.*s", skip == 8 ? "https://" : "http://", (int)n,
 		       h) < 0) {
 		buf_free(&b);
-		return fail_oom(err);
+		return s3cfg_fail_oom(err);
 	}
 	*out = buf_steal(&b);
 	*https = skip == 8;
@@ -822,10 +793,10 @@ static int addressing_parse(const cfg_val *cv, const char *path,
 			return 0;
 		}
 	}
-	return fail(err,
-		    "%s line %d: addressing_style must be path, virtual "
-		    "or auto, not '%s'",
-		    path, cv->line, cv->v);
+	return s3cfg_fail(err,
+			  "%s line %d: addressing_style must be path, virtual "
+			  "or auto, not '%s'",
+			  path, cv->line, cv->v);
 }
 
 /* Everything s3_settings_resolve works out, committed only on success. */
@@ -863,12 +834,12 @@ static int profile_check(const resolved *r, char **err)
 	char *cpath =
 	    aws_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
 	if (!cpath)
-		return fail_oom(err);
+		return s3cfg_fail_oom(err);
 	aws_profile cp;
-	int rc = aws_file_parse(cpath, &creds_kind, r->profile, &cp, err);
+	int rc = aws_file_parse(cpath, &aws_creds_kind, r->profile, &cp, err);
 	if (rc == 0 && !cp.found)
-		rc = fail(err, "profile '%s' not found in %s or %s", r->profile,
-			  r->config_path, cpath);
+		rc = s3cfg_fail(err, "profile '%s' not found in %s or %s",
+				r->profile, r->config_path, cpath);
 	aws_profile_free(&cp);
 	free(cpath);
 	return rc;
@@ -879,9 +850,9 @@ static int pick(const char *a, const char *b, const cfg_val *cv,
 		const char *path, char **value, char **source)
 {
 	const char *v = NULL, *src = NULL;
-	if (a && (v = env_get(a)))
+	if (a && (v = s3cfg_env_get(a)))
 		src = a;
-	else if (b && (v = env_get(b)))
+	else if (b && (v = s3cfg_env_get(b)))
 		src = b;
 	*value = *source = NULL;
 	if (v) {
@@ -908,12 +879,12 @@ static int region_pick(const s3_settings *s, resolved *r, char **err)
 		source = strdup("the region option");
 	} else if (pick("AWS_REGION", "AWS_DEFAULT_REGION", &r->cfg.region,
 			r->config_path, &r->region, &source) < 0) {
-		return fail_oom(err);
+		return s3cfg_fail_oom(err);
 	} else if (!r->region) {
 		r->region = strdup("us-east-1");
 		source = strdup("the default");
 	}
-	int rc = !r->region || !source ? fail_oom(err)
+	int rc = !r->region || !source ? s3cfg_fail_oom(err)
 				       : region_check(r->region, source, err);
 	free(source);
 	return rc;
@@ -941,12 +912,12 @@ static int endpoint_pick(const s3_settings *s, resolved *r, char **err)
 		source = strdup("the endpoint option");
 	} else if (pick("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", cv,
 			r->config_path, &url, &source) < 0) {
-		return fail_oom(err);
+		return s3cfg_fail_oom(err);
 	} else if (!url) {
 		url = endpoint_default(r->region);
 		source = strdup("the default");
 	}
-	int rc = !url || !source ? fail_oom(err)
+	int rc = !url || !source ? s3cfg_fail_oom(err)
 				 : endpoint_normalise(url, source, &r->endpoint,
 						      &r->https, err);
 	free(url);
@@ -967,26 +938,26 @@ static int ca_bundle_pick(const s3_settings *s, resolved *r, char **err)
 {
 	if (s->ca_bundle)
 		return 0;
-	const char *v = env_get("AWS_CA_BUNDLE");
+	const char *v = s3cfg_env_get("AWS_CA_BUNDLE");
 	if (!v)
 		v = r->cfg.ca_bundle.v;
 	if (v && !(r->ca_bundle = expand_home(v)))
-		return fail_oom(err);
+		return s3cfg_fail_oom(err);
 	return 0;
 }
 
 static int profile_pick(const s3_settings *s, resolved *r, char **err)
 {
-	const char *p = s->profile ? s->profile : env_get("AWS_PROFILE");
+	const char *p = s->profile ? s->profile : s3cfg_env_get("AWS_PROFILE");
 	r->profile_named = p != NULL;
 	r->profile = strdup(p ? p : "default");
 	r->config_path = aws_file_path("AWS_CONFIG_FILE", "config");
 	if (!r->profile || !r->config_path)
-		return fail_oom(err);
+		return s3cfg_fail_oom(err);
 	if (!*r->profile)
-		return fail(err, "empty profile name");
-	return aws_file_parse(r->config_path, &config_kind, r->profile, &r->cfg,
-			      err);
+		return s3cfg_fail(err, "empty profile name");
+	return aws_file_parse(r->config_path, &aws_config_kind, r->profile,
+			      &r->cfg, err);
 }
 
 static void resolved_commit(s3_settings *s, resolved *r)
@@ -1082,248 +1053,4 @@ bool s3_settings_virtual_host(const s3_settings *s)
 		return false;
 	return s->use_https ? bucket_is_one_label(s->bucket)
 			    : bucket_dns_ok(s->bucket);
-}
-
-/* ---- credentials -------------------------------------------------------- */
-
-void s3_creds_free(s3_creds *c)
-{
-	if (!c)
-		return;
-	free(c->access_key);
-	secret_free(c->secret_key);
-	secret_free(c->session_token);
-	memset(c, 0, sizeof(*c));
-}
-
-static int creds_set(s3_creds *out, const char *id, const char *secret,
-		     const char *token, time_t expires)
-{
-	memset(out, 0, sizeof(*out));
-	out->access_key = strdup(id);
-	out->secret_key = strdup(secret);
-	out->session_token = token ? strdup(token) : NULL;
-	out->expires = expires;
-	if (out->access_key && out->secret_key &&
-	    (!token || out->session_token))
-		return 0;
-	s3_creds_free(out);
-	return -1;
-}
-
-static int provider_env(const creds_provider *self, const char *profile,
-			s3_creds *out, buf *tried, char **err)
-{
-	const char *id = env_get("AWS_ACCESS_KEY_ID");
-	const char *secret = env_get("AWS_SECRET_ACCESS_KEY");
-	if (!id && !secret)
-		return 0;
-	if (!secret)
-		return fail(err, "partial credentials in the environment: "
-				 "AWS_ACCESS_KEY_ID is set but "
-				 "AWS_SECRET_ACCESS_KEY is not");
-	if (!id)
-		return fail(err, "partial credentials in the environment: "
-				 "AWS_SECRET_ACCESS_KEY is set but "
-				 "AWS_ACCESS_KEY_ID is not");
-	if (creds_set(out, id, secret, env_get("AWS_SESSION_TOKEN"), 0) < 0)
-		return fail_oom(err);
-	return 1;
-}
-
-/* Credentials from a parsed profile: 1 found, 0 none, -1 partial. */
-static int creds_from_profile(const aws_profile *p, const char *path,
-			      const char *profile, s3_creds *out, char **err)
-{
-	const cfg_val *id = &p->access_key, *secret = &p->secret_key;
-	if (!id->v && !secret->v)
-		return 0;
-	if (!secret->v)
-		return fail(err,
-			    "%s line %d: profile '%s' has "
-			    "aws_access_key_id but no "
-			    "aws_secret_access_key",
-			    path, id->line, profile);
-	if (!id->v)
-		return fail(err,
-			    "%s line %d: profile '%s' has "
-			    "aws_secret_access_key but no "
-			    "aws_access_key_id",
-			    path, secret->line, profile);
-	if (creds_set(out, id->v, secret->v, p->session_token.v, 0) < 0)
-		return fail_oom(err);
-	return 1;
-}
-
-static int provider_file(const file_kind *kind, const char *env,
-			 const char *leaf, const char *profile, s3_creds *out,
-			 buf *tried, char **err)
-{
-	char *path = aws_file_path(env, leaf);
-	if (!path)
-		return fail_oom(err);
-	if (kind == &creds_kind)
-		buf_printf(tried, "%s [profile %s]", path, profile);
-	else
-		buf_puts(tried, path);
-	aws_profile p;
-	int rc = aws_file_parse(path, kind, profile, &p, err);
-	if (rc == 0)
-		rc = creds_from_profile(&p, path, profile, out, err);
-	aws_profile_free(&p);
-	free(path);
-	return rc;
-}
-
-static int provider_shared(const creds_provider *self, const char *profile,
-			   s3_creds *out, buf *tried, char **err)
-{
-	return provider_file(&creds_kind, "AWS_SHARED_CREDENTIALS_FILE",
-			     "credentials", profile, out, tried, err);
-}
-
-static int provider_config(const creds_provider *self, const char *profile,
-			   s3_creds *out, buf *tried, char **err)
-{
-	return provider_file(&config_kind, "AWS_CONFIG_FILE", "config", profile,
-			     out, tried, err);
-}
-
-/* The AWS CLI's order, minus what is not written yet (IMDSv2, web identity,
- * which go after "config"). */
-static const creds_provider default_providers[] = {
-    {"environment", provider_env, NULL},
-    {"shared credentials file", provider_shared, NULL},
-    {"config file", provider_config, NULL},
-};
-
-struct creds_chain {
-	pthread_mutex_t mu;
-	char *profile;
-	creds_provider *providers;
-	size_t n;
-	s3_creds cached; /* valid when have */
-	bool have;
-};
-
-creds_chain *creds_chain_new_with(const char *profile,
-				  const creds_provider *providers, size_t n)
-{
-	creds_chain *ch = calloc(1, sizeof(*ch));
-	if (!ch)
-		return NULL;
-	ch->profile = strdup(profile && *profile ? profile : "default");
-	ch->providers = malloc((n ? n : 1) * sizeof(*providers));
-	if (!ch->profile || !ch->providers ||
-	    pthread_mutex_init(&ch->mu, NULL) != 0) {
-		free(ch->profile);
-		free(ch->providers);
-		free(ch);
-		return NULL;
-	}
-	if (n)
-		memcpy(ch->providers, providers, n * sizeof(*providers));
-	ch->n = n;
-	return ch;
-}
-
-creds_chain *creds_chain_new(const char *profile)
-{
-	return creds_chain_new_with(profile, default_providers,
-				    sizeof(default_providers) /
-					sizeof(default_providers[0]));
-}
-
-void creds_chain_free(creds_chain *ch)
-{
-	if (!ch)
-		return;
-	pthread_mutex_destroy(&ch->mu);
-	s3_creds_free(&ch->cached);
-	free(ch->providers);
-	free(ch->profile);
-	free(ch);
-}
-
-/* Adds what one provider looked at to the "tried" list. */
-static void tried_add(buf *tried, const creds_provider *p, const buf *what)
-{
-	if (tried->len)
-		buf_puts(tried, ", ");
-	buf_puts(tried, what->len ? buf_cstr(what) : p->name);
-}
-
-/* Asks each provider in turn.  Caller holds ch->mu. */
-static int chain_fetch(creds_chain *ch, s3_creds *out, char **err)
-{
-	buf tried = BUF_INIT;
-	for (size_t i = 0; i < ch->n; i++) {
-		const creds_provider *p = &ch->providers[i];
-		buf what = BUF_INIT;
-		memset(out, 0, sizeof(*out));
-		int r = p->fetch(p, ch->profile, out, &what, err);
-		if (r == 0)
-			tried_add(&tried, p, &what);
-		buf_free(&what);
-		if (r != 0) {
-			buf_free(&tried);
-			return r > 0 ? 0 : -1;
-		}
-	}
-	int rc =
-	    fail(err, "no AWS credentials found (tried: %s)", buf_cstr(&tried));
-	buf_free(&tried);
-	return rc;
-}
-
-static bool creds_expired(const s3_creds *c, time_t now)
-{
-	return c->expires != 0 && c->expires <= now;
-}
-
-static bool creds_stale(const s3_creds *c, time_t now)
-{
-	return c->expires != 0 && c->expires <= now + CREDS_REFRESH_MARGIN;
-}
-
-static int creds_copy(s3_creds *dst, const s3_creds *src)
-{
-	return creds_set(dst, src->access_key, src->secret_key,
-			 src->session_token, src->expires);
-}
-
-/* Makes ch->cached current.  Caller holds ch->mu. */
-static int chain_refresh(creds_chain *ch, char **err)
-{
-	time_t now = time(NULL);
-	if (ch->have && !creds_stale(&ch->cached, now))
-		return 0;
-	s3_creds fresh;
-	char *ferr = NULL;
-	if (chain_fetch(ch, &fresh, &ferr) == 0) {
-		s3_creds_free(&ch->cached);
-		ch->cached = fresh;
-		ch->have = true;
-		return 0;
-	}
-	if (ch->have && !creds_expired(&ch->cached, now)) {
-		free(ferr); /* serve the old set until it really expires */
-		return 0;
-	}
-	if (err)
-		*err = ferr;
-	else
-		free(ferr);
-	return -1;
-}
-
-int creds_chain_get(creds_chain *ch, s3_creds *out, char **err)
-{
-	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&ch->mu);
-	int rc = chain_refresh(ch, err);
-	if (rc == 0 && creds_copy(out, &ch->cached) < 0)
-		rc = fail_oom(err);
-	pthread_mutex_unlock(&ch->mu);
-	return rc;
 }

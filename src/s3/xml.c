@@ -1,6 +1,11 @@
 /*
  * s3xml: S3 XML response bodies, parsed with expat.
  *
+ * This file holds the engine and what every parser shares, with the
+ * ListObjectsV2 and <Error> parsers and ISO-8601 time parsing; the
+ * parsers of the multipart, copy and delete replies are in xml-upload.c,
+ * which reaches the engine through xml-internal.h.
+ *
  * Design.  One small engine (xml_run) drives expat for every document type.
  * It tracks the path of the open elements below the root as a string
  * ("Contents/Key"; "" is the root itself), gathers each element's character
@@ -43,38 +48,12 @@
 #include <strings.h>
 
 #include "s3/uri.h"
+#include "s3/xml-internal.h"
 #include "util/buf.h"
-
-enum { XML_MAX_DEPTH = 32 };
 
 /* Separates namespace URI and local name in names expat reports.  A newline
  * cannot occur in a local name, so the local part follows the last one. */
 #define XML_NS_SEP '\n'
-
-typedef struct xml_ctx xml_ctx;
-
-typedef struct xml_spec {
-	const char *root;
-	const char *alt_root; /* a second accepted root name, or NULL */
-	int (*open)(xml_ctx *x, const char *path);
-	int (*close)(xml_ctx *x, const char *path, const char *text,
-		     size_t len);
-} xml_spec;
-
-struct xml_ctx {
-	XML_Parser xp;
-	const xml_spec *spec;
-	const char *what;  /* the expected root, prefixed to messages */
-	void *state;	   /* the document type's private state */
-	s3_error *err_doc; /* where an <Error> root goes; NULL: refused */
-	bool got_err_doc;
-	bool parsing;	/* inside XML_Parse: XML_StopParser applies */
-	unsigned depth; /* open elements, root included */
-	size_t path_len[XML_MAX_DEPTH];
-	buf path;
-	buf text;
-	char *err;
-};
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -92,10 +71,7 @@ static char *msg_vf(const char *fmt, va_list ap)
 }
 
 /* Records the first error only and stops expat; always returns -1. */
-static int xml_fail(xml_ctx *x, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int xml_fail(xml_ctx *x, const char *fmt, ...)
+int xml_fail(xml_ctx *x, const char *fmt, ...)
 {
 	if (x->err)
 		return -1;
@@ -116,7 +92,7 @@ static int xml_fail(xml_ctx *x, const char *fmt, ...)
 	return -1;
 }
 
-static int xml_oom(xml_ctx *x)
+int xml_oom(xml_ctx *x)
 {
 	return xml_fail(x, "out of memory");
 }
@@ -132,8 +108,8 @@ static char *memdup_str(const char *s, size_t n)
 }
 
 /* Stores the text of a field that may occur at most once. */
-static int take_str(xml_ctx *x, char **dst, const char *name, const char *text,
-		    size_t len)
+int xml_take_str(xml_ctx *x, char **dst, const char *name, const char *text,
+		 size_t len)
 {
 	if (*dst)
 		return xml_fail(x, "duplicate <%s>", name);
@@ -141,11 +117,11 @@ static int take_str(xml_ctx *x, char **dst, const char *name, const char *text,
 	return *dst ? 0 : xml_oom(x);
 }
 
-/* Like take_str, also recording the length (keys may gain NULs later). */
-static int take_key(xml_ctx *x, char **dst, size_t *dst_len, const char *name,
-		    const char *text, size_t len)
+/* Like xml_take_str, also recording the length (keys may gain NULs later). */
+int xml_take_key(xml_ctx *x, char **dst, size_t *dst_len, const char *name,
+		 const char *text, size_t len)
 {
-	if (take_str(x, dst, name, text, len) < 0)
+	if (xml_take_str(x, dst, name, text, len) < 0)
 		return -1;
 	*dst_len = len;
 	return 0;
@@ -169,7 +145,7 @@ static int parse_u64(const char *s, size_t len, uint64_t *out)
 	return 0;
 }
 
-static int take_bool(xml_ctx *x, bool *dst, const char *name, const char *text)
+int xml_take_bool(xml_ctx *x, bool *dst, const char *name, const char *text)
 {
 	if (strcasecmp(text, "true") == 0)
 		*dst = true;
@@ -181,8 +157,8 @@ static int take_bool(xml_ctx *x, bool *dst, const char *name, const char *text)
 	return 0;
 }
 
-static int take_time(xml_ctx *x, struct timespec *dst, const char *name,
-		     const char *text)
+int xml_take_time(xml_ctx *x, struct timespec *dst, const char *name,
+		  const char *text)
 {
 	if (s3xml_parse_time(text, dst) < 0)
 		return xml_fail(x, "<%s> \"%.64s\" is not an ISO-8601 time",
@@ -191,7 +167,7 @@ static int take_time(xml_ctx *x, struct timespec *dst, const char *name,
 }
 
 /* Percent-decodes *s ('+' is space) in place of the raw text. */
-static int decode_key(xml_ctx *x, char **s, size_t *len, const char *name)
+int xml_decode_key(xml_ctx *x, char **s, size_t *len, const char *name)
 {
 	size_t n = 0;
 	char *d = uri_decode(*s, *len, true, &n);
@@ -206,7 +182,7 @@ static int decode_key(xml_ctx *x, char **s, size_t *len, const char *name)
 
 /* Returns arr with room for element n (growing *cap), or NULL on ENOMEM
  * with arr untouched. */
-static void *grow_array(void *arr, size_t *cap, size_t n, size_t size)
+void *xml_grow_array(void *arr, size_t *cap, size_t n, size_t size)
 {
 	if (n < *cap)
 		return arr;
@@ -219,7 +195,7 @@ static void *grow_array(void *arr, size_t *cap, size_t n, size_t size)
 	return p;
 }
 
-static bool is_encoding_url(const char *text)
+bool xml_is_encoding_url(const char *text)
 {
 	return strcasecmp(text, "url") == 0;
 }
@@ -357,8 +333,8 @@ static void xml_parse(xml_ctx *x, const char *body, size_t len)
  * <Error> root goes, NULL to refuse one.  Returns 0, S3XML_ERROR_BODY, or
  * -1 with *err set (when err is not NULL).  The caller frees state.
  */
-static int xml_run(const xml_spec *spec, void *state, s3_error *err_doc,
-		   const char *body, size_t len, char **err)
+int xml_run(const xml_spec *spec, void *state, s3_error *err_doc,
+	    const char *body, size_t len, char **err)
 {
 	xml_ctx x = {.spec = spec,
 		     .what = spec->root,
@@ -393,11 +369,11 @@ static int error_close(xml_ctx *x, const char *path, const char *text,
 {
 	s3_error *e = x->state;
 	if (strcmp(path, "Code") == 0)
-		return take_str(x, &e->code, "Code", text, len);
+		return xml_take_str(x, &e->code, "Code", text, len);
 	if (strcmp(path, "Message") == 0)
-		return take_str(x, &e->message, "Message", text, len);
+		return xml_take_str(x, &e->message, "Message", text, len);
 	if (strcmp(path, "RequestId") == 0)
-		return take_str(x, &e->request_id, "RequestId", text, len);
+		return xml_take_str(x, &e->request_id, "RequestId", text, len);
 	return 0;
 }
 
@@ -420,23 +396,6 @@ void s3_error_free(s3_error *e)
 	memset(e, 0, sizeof *e);
 }
 
-/*
- * Runs a parser whose 200 reply may be an <Error> document: on
- * S3XML_ERROR_BODY the error lands in *s3err (or is dropped when s3err is
- * NULL) and the normal result stays empty.
- */
-static int xml_run_or_error(const xml_spec *spec, void *state, s3_error *s3err,
-			    const char *body, size_t len, char **err)
-{
-	s3_error tmp;
-	s3_error *e = s3err ? s3err : &tmp;
-	memset(e, 0, sizeof *e);
-	int r = xml_run(spec, state, e, body, len, err);
-	if (r != S3XML_ERROR_BODY || !s3err)
-		s3_error_free(e);
-	return r;
-}
-
 /* ---- ListBucketResult (ListObjectsV2) ----------------------------------- */
 
 enum { F_KEY = 1, F_SIZE = 2, F_ETAG = 4, F_MTIME = 8 };
@@ -456,7 +415,7 @@ static int list_open(xml_ctx *x, const char *path)
 	if (strcmp(path, "Contents") != 0)
 		return 0;
 	s3_object *a =
-	    grow_array(r->objects, &st->obj_cap, r->n_objects, sizeof *a);
+	    xml_grow_array(r->objects, &st->obj_cap, r->n_objects, sizeof *a);
 	if (!a)
 		return xml_oom(x);
 	r->objects = a;
@@ -483,11 +442,11 @@ static int contents_field(xml_ctx *x, const char *name, const char *text,
 	if (f == F_KEY && len == 0)
 		return xml_fail(x, "empty <Key> in <Contents>");
 	if (f == F_KEY)
-		return take_key(x, &o->key, &o->key_len, name, text, len);
+		return xml_take_key(x, &o->key, &o->key_len, name, text, len);
 	if (f == F_ETAG)
-		return take_str(x, &o->etag, name, text, len);
+		return xml_take_str(x, &o->etag, name, text, len);
 	if (f == F_MTIME)
-		return take_time(x, &o->mtime, name, text);
+		return xml_take_time(x, &o->mtime, name, text);
 	if (parse_u64(text, len, &o->size) < 0)
 		return xml_fail(x, "<Size> \"%.32s\" is not a byte count",
 				text);
@@ -511,12 +470,13 @@ static int list_add_prefix(xml_ctx *x, const char *text, size_t len)
 	s3_list_result *r = &st->r;
 	/* Both arrays share pfx_cap; it advances once both have grown. */
 	size_t cap = st->pfx_cap;
-	char **p = grow_array(r->prefixes, &cap, r->n_prefixes, sizeof *p);
+	char **p = xml_grow_array(r->prefixes, &cap, r->n_prefixes, sizeof *p);
 	if (!p)
 		return xml_oom(x);
 	r->prefixes = p;
 	size_t cap2 = st->pfx_cap;
-	size_t *l = grow_array(r->prefix_lens, &cap2, r->n_prefixes, sizeof *l);
+	size_t *l =
+	    xml_grow_array(r->prefix_lens, &cap2, r->n_prefixes, sizeof *l);
 	if (!l)
 		return xml_oom(x);
 	r->prefix_lens = l;
@@ -539,12 +499,12 @@ static int list_finish(xml_ctx *x)
 		return 0;
 	for (size_t i = 0; i < r->n_objects; i++) {
 		s3_object *o = &r->objects[i];
-		if (decode_key(x, &o->key, &o->key_len, "Key") < 0)
+		if (xml_decode_key(x, &o->key, &o->key_len, "Key") < 0)
 			return -1;
 	}
 	for (size_t i = 0; i < r->n_prefixes; i++)
-		if (decode_key(x, &r->prefixes[i], &r->prefix_lens[i],
-			       "Prefix") < 0)
+		if (xml_decode_key(x, &r->prefixes[i], &r->prefix_lens[i],
+				   "Prefix") < 0)
 			return -1;
 	return 0;
 }
@@ -563,12 +523,12 @@ static int list_close(xml_ctx *x, const char *path, const char *text,
 		if (st->have_truncated)
 			return xml_fail(x, "duplicate <IsTruncated>");
 		st->have_truncated = true;
-		return take_bool(x, &st->r.truncated, "IsTruncated", text);
+		return xml_take_bool(x, &st->r.truncated, "IsTruncated", text);
 	}
 	if (strcmp(path, "NextContinuationToken") == 0)
-		return take_str(x, &st->r.next_token, "NextContinuationToken",
-				text, len);
-	if (strcmp(path, "EncodingType") == 0 && is_encoding_url(text))
+		return xml_take_str(x, &st->r.next_token,
+				    "NextContinuationToken", text, len);
+	if (strcmp(path, "EncodingType") == 0 && xml_is_encoding_url(text))
 		st->decode = true;
 	if (path[0] == '\0')
 		return list_finish(x);
@@ -701,345 +661,4 @@ int s3xml_parse_time(const char *s, struct timespec *out)
 	out->tv_sec = t - off;
 	out->tv_nsec = nsec;
 	return 0;
-}
-
-/* ---- InitiateMultipartUploadResult -------------------------------------- */
-
-static int initiate_close(xml_ctx *x, const char *path, const char *text,
-			  size_t len)
-{
-	char **id = x->state;
-	if (strcmp(path, "UploadId") == 0)
-		return take_str(x, id, "UploadId", text, len);
-	if (path[0] == '\0' && !(*id && (*id)[0]))
-		return xml_fail(x, "no <UploadId>");
-	return 0;
-}
-
-static const xml_spec initiate_spec = {"InitiateMultipartUploadResult", NULL,
-				       NULL, initiate_close};
-
-int s3xml_parse_initiate(const char *body, size_t len, char **upload_id,
-			 char **err)
-{
-	char *id = NULL;
-	*upload_id = NULL;
-	if (xml_run(&initiate_spec, &id, NULL, body, len, err) < 0) {
-		free(id);
-		return -1;
-	}
-	*upload_id = id;
-	return 0;
-}
-
-/* ---- CompleteMultipartUploadResult, CopyObjectResult, CopyPartResult ---- */
-
-static int complete_close(xml_ctx *x, const char *path, const char *text,
-			  size_t len)
-{
-	char **etag = x->state;
-	if (strcmp(path, "ETag") == 0)
-		return take_str(x, etag, "ETag", text, len);
-	if (path[0] == '\0' && !*etag)
-		return xml_fail(x, "no <ETag>");
-	return 0;
-}
-
-static const xml_spec complete_spec = {"CompleteMultipartUploadResult", NULL,
-				       NULL, complete_close};
-
-int s3xml_parse_complete(const char *body, size_t len, char **etag,
-			 s3_error *s3err, char **err)
-{
-	char *tag = NULL;
-	*etag = NULL;
-	int r = xml_run_or_error(&complete_spec, &tag, s3err, body, len, err);
-	if (r == 0)
-		*etag = tag;
-	else
-		free(tag);
-	return r;
-}
-
-typedef struct copy_state {
-	s3_copy_result r;
-	bool have_mtime;
-} copy_state;
-
-static int copy_close(xml_ctx *x, const char *path, const char *text,
-		      size_t len)
-{
-	copy_state *st = x->state;
-	if (strcmp(path, "ETag") == 0)
-		return take_str(x, &st->r.etag, "ETag", text, len);
-	if (strcmp(path, "LastModified") == 0) {
-		if (st->have_mtime)
-			return xml_fail(x, "duplicate <LastModified>");
-		st->have_mtime = true;
-		return take_time(x, &st->r.mtime, "LastModified", text);
-	}
-	if (path[0] == '\0' && !st->r.etag)
-		return xml_fail(x, "no <ETag>");
-	return 0;
-}
-
-static const xml_spec copy_spec = {"CopyObjectResult", "CopyPartResult", NULL,
-				   copy_close};
-
-int s3xml_parse_copy(const char *body, size_t len, s3_copy_result *out,
-		     s3_error *s3err, char **err)
-{
-	copy_state st = {{NULL, {0, 0}}, false};
-	memset(out, 0, sizeof *out);
-	int r = xml_run_or_error(&copy_spec, &st, s3err, body, len, err);
-	if (r == 0)
-		*out = st.r;
-	else
-		s3_copy_result_free(&st.r);
-	return r;
-}
-
-void s3_copy_result_free(s3_copy_result *r)
-{
-	if (!r)
-		return;
-	free(r->etag);
-	memset(r, 0, sizeof *r);
-}
-
-/* ---- DeleteResult -------------------------------------------------------- */
-
-typedef struct delete_state {
-	s3_delete_result r;
-	size_t del_cap, err_cap;
-} delete_state;
-
-static int delete_open(xml_ctx *x, const char *path)
-{
-	delete_state *st = x->state;
-	s3_delete_result *r = &st->r;
-	s3_delete_entry *a;
-	if (strcmp(path, "Deleted") == 0) {
-		a = grow_array(r->deleted, &st->del_cap, r->n_deleted,
-			       sizeof *a);
-		if (!a)
-			return xml_oom(x);
-		r->deleted = a;
-		memset(&a[r->n_deleted++], 0, sizeof *a);
-	} else if (strcmp(path, "Error") == 0) {
-		a = grow_array(r->errors, &st->err_cap, r->n_errors, sizeof *a);
-		if (!a)
-			return xml_oom(x);
-		r->errors = a;
-		memset(&a[r->n_errors++], 0, sizeof *a);
-	}
-	return 0;
-}
-
-static int delete_entry_check(xml_ctx *x, const s3_delete_entry *e,
-			      bool is_error)
-{
-	if (!e->key)
-		return xml_fail(x, "<%s> without <Key>",
-				is_error ? "Error" : "Deleted");
-	if (is_error && !e->code)
-		return xml_fail(x, "<Error> without <Code>");
-	return 0;
-}
-
-static int delete_close(xml_ctx *x, const char *path, const char *text,
-			size_t len)
-{
-	delete_state *st = x->state;
-	s3_delete_result *r = &st->r;
-	s3_delete_entry *d =
-	    r->n_deleted ? &r->deleted[r->n_deleted - 1] : NULL;
-	s3_delete_entry *e = r->n_errors ? &r->errors[r->n_errors - 1] : NULL;
-	if (strcmp(path, "Deleted/Key") == 0)
-		return take_str(x, &d->key, "Key", text, len);
-	if (strcmp(path, "Deleted") == 0)
-		return delete_entry_check(x, d, false);
-	if (strcmp(path, "Error/Key") == 0)
-		return take_str(x, &e->key, "Key", text, len);
-	if (strcmp(path, "Error/Code") == 0)
-		return take_str(x, &e->code, "Code", text, len);
-	if (strcmp(path, "Error/Message") == 0)
-		return take_str(x, &e->message, "Message", text, len);
-	if (strcmp(path, "Error") == 0)
-		return delete_entry_check(x, e, true);
-	return 0;
-}
-
-static const xml_spec delete_spec = {"DeleteResult", NULL, delete_open,
-				     delete_close};
-
-int s3xml_parse_delete(const char *body, size_t len, s3_delete_result *out,
-		       s3_error *s3err, char **err)
-{
-	delete_state st = {{NULL, 0, NULL, 0}, 0, 0};
-	memset(out, 0, sizeof *out);
-	int r = xml_run_or_error(&delete_spec, &st, s3err, body, len, err);
-	if (r == 0)
-		*out = st.r;
-	else
-		s3_delete_result_free(&st.r);
-	return r;
-}
-
-static void delete_entries_free(s3_delete_entry *a, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(a[i].key);
-		free(a[i].code);
-		free(a[i].message);
-	}
-	free(a);
-}
-
-void s3_delete_result_free(s3_delete_result *r)
-{
-	if (!r)
-		return;
-	delete_entries_free(r->deleted, r->n_deleted);
-	delete_entries_free(r->errors, r->n_errors);
-	memset(r, 0, sizeof *r);
-}
-
-/* ---- ListMultipartUploadsResult ----------------------------------------- */
-
-enum { U_KEY = 1, U_ID = 2, U_TIME = 4 };
-
-typedef struct uploads_state {
-	s3_uploads_result r;
-	size_t cap;
-	bool decode;
-	bool have_truncated;
-	unsigned seen; /* U_* fields of the current Upload */
-} uploads_state;
-
-static int uploads_open(xml_ctx *x, const char *path)
-{
-	uploads_state *st = x->state;
-	s3_uploads_result *r = &st->r;
-	if (strcmp(path, "Upload") != 0)
-		return 0;
-	s3_upload *a =
-	    grow_array(r->uploads, &st->cap, r->n_uploads, sizeof *a);
-	if (!a)
-		return xml_oom(x);
-	r->uploads = a;
-	memset(&a[r->n_uploads++], 0, sizeof *a);
-	st->seen = 0;
-	return 0;
-}
-
-static int upload_field(xml_ctx *x, const char *name, const char *text,
-			size_t len)
-{
-	uploads_state *st = x->state;
-	s3_upload *u = &st->r.uploads[st->r.n_uploads - 1];
-	unsigned f = strcmp(name, "Key") == 0	      ? U_KEY
-		     : strcmp(name, "UploadId") == 0  ? U_ID
-		     : strcmp(name, "Initiated") == 0 ? U_TIME
-						      : 0;
-	if (!f)
-		return 0;
-	if (st->seen & f)
-		return xml_fail(x, "duplicate <%s> in <Upload>", name);
-	st->seen |= f;
-	if ((f == U_KEY || f == U_ID) && len == 0)
-		return xml_fail(x, "empty <%s> in <Upload>", name);
-	if (f == U_KEY)
-		return take_key(x, &u->key, &u->key_len, name, text, len);
-	if (f == U_ID)
-		return take_str(x, &u->upload_id, name, text, len);
-	return take_time(x, &u->initiated, name, text);
-}
-
-static int upload_check(xml_ctx *x)
-{
-	static const char *const names[] = {"Key", "UploadId", "Initiated"};
-	uploads_state *st = x->state;
-	for (unsigned i = 0; i < 3; i++)
-		if (!(st->seen & (1u << i)))
-			return xml_fail(x, "<Upload> without <%s>", names[i]);
-	return 0;
-}
-
-static int uploads_finish(xml_ctx *x)
-{
-	uploads_state *st = x->state;
-	s3_uploads_result *r = &st->r;
-	if (r->truncated && !(r->next_key_marker && r->next_key_marker[0]))
-		return xml_fail(x, "IsTruncated without NextKeyMarker");
-	if (!st->decode)
-		return 0;
-	for (size_t i = 0; i < r->n_uploads; i++) {
-		s3_upload *u = &r->uploads[i];
-		if (decode_key(x, &u->key, &u->key_len, "Key") < 0)
-			return -1;
-	}
-	if (r->next_key_marker &&
-	    decode_key(x, &r->next_key_marker, &r->next_key_marker_len,
-		       "NextKeyMarker") < 0)
-		return -1;
-	return 0;
-}
-
-static int uploads_close(xml_ctx *x, const char *path, const char *text,
-			 size_t len)
-{
-	uploads_state *st = x->state;
-	s3_uploads_result *r = &st->r;
-	if (strncmp(path, "Upload/", 7) == 0)
-		return upload_field(x, path + 7, text, len);
-	if (strcmp(path, "Upload") == 0)
-		return upload_check(x);
-	if (strcmp(path, "IsTruncated") == 0) {
-		if (st->have_truncated)
-			return xml_fail(x, "duplicate <IsTruncated>");
-		st->have_truncated = true;
-		return take_bool(x, &r->truncated, "IsTruncated", text);
-	}
-	if (strcmp(path, "NextKeyMarker") == 0)
-		return take_key(x, &r->next_key_marker, &r->next_key_marker_len,
-				"NextKeyMarker", text, len);
-	if (strcmp(path, "NextUploadIdMarker") == 0)
-		return take_str(x, &r->next_upload_id_marker,
-				"NextUploadIdMarker", text, len);
-	if (strcmp(path, "EncodingType") == 0 && is_encoding_url(text))
-		st->decode = true;
-	if (path[0] == '\0')
-		return uploads_finish(x);
-	return 0;
-}
-
-static const xml_spec uploads_spec = {"ListMultipartUploadsResult", NULL,
-				      uploads_open, uploads_close};
-
-int s3xml_parse_uploads(const char *body, size_t len, bool url_encoded,
-			s3_uploads_result *out, char **err)
-{
-	uploads_state st = {.decode = url_encoded};
-	memset(out, 0, sizeof *out);
-	if (xml_run(&uploads_spec, &st, NULL, body, len, err) < 0) {
-		s3_uploads_result_free(&st.r);
-		return -1;
-	}
-	*out = st.r;
-	return 0;
-}
-
-void s3_uploads_result_free(s3_uploads_result *r)
-{
-	if (!r)
-		return;
-	for (size_t i = 0; i < r->n_uploads; i++) {
-		free(r->uploads[i].key);
-		free(r->uploads[i].upload_id);
-	}
-	free(r->uploads);
-	free(r->next_key_marker);
-	free(r->next_upload_id_marker);
-	memset(r, 0, sizeof *r);
 }
