@@ -25,13 +25,23 @@
 #include "fs/inode.h"
 #include "util/log.h"
 
+/*
+ * One ranged GET covering `count` consecutive chunks starting at `idx`.
+ * The sequential sweep of a large object asks for several chunks at once
+ * (fewer requests, each paying the first-byte latency once); a reader's
+ * urgent chunk goes alone.  Chunks land one by one as the bytes arrive:
+ * each is written, CRC'd and marked done the moment its last byte is in,
+ * so readers never wait for the rest of the range.
+ */
 struct chunk_xfer {
 	cache *c;
 	centry *e;
-	uint32_t idx;
-	uint64_t off;
-	size_t len, got;
-	uint32_t crc;
+	uint32_t idx, count; /* chunks [idx, idx + count) */
+	uint32_t cur;        /* chunks of the range already landed */
+	uint64_t off;        /* offset of the range */
+	size_t len, got;     /* range length, bytes received */
+	size_t cur_got;      /* bytes of chunk idx + cur received */
+	uint32_t crc;        /* of chunk idx + cur so far */
 	int werr;
 	char *wbuf; /* curl hands over 16 KiB at a time: batch the pwrites */
 	size_t wlen;
@@ -39,8 +49,8 @@ struct chunk_xfer {
 };
 
 #define WBUF_SIZE (256u * 1024)
-
 #define CRC_SEED 0xFFFFFFFFu
+#define SPAN_MAX 4 /* chunks per sweep request: 32 MiB with 8 MiB chunks */
 
 /* Writes the batched bytes to the cache file at their offset. */
 static void chunk_flush(struct chunk_xfer *t)
@@ -58,29 +68,6 @@ static void chunk_flush(struct chunk_xfer *t)
 	t->wlen = 0;
 }
 
-static size_t chunk_sink(void *arg, const char *data, size_t n)
-{
-	struct chunk_xfer *t = arg;
-	if (n > t->len - t->got || t->werr)
-		return 0; /* longer than the range: abort, never overrun */
-	if (!t->wbuf && !(t->wbuf = malloc(WBUF_SIZE))) {
-		t->werr = ENOMEM;
-		return 0;
-	}
-	t->crc = crc32_iscsi((unsigned char *)data, (int)n, t->crc);
-	for (size_t done = 0; done < n;) {
-		size_t room = WBUF_SIZE - t->wlen;
-		size_t take = n - done < room ? n - done : room;
-		memcpy(t->wbuf + t->wlen, data + done, take);
-		t->wlen += take;
-		t->got += take;
-		done += take;
-		if (t->wlen == WBUF_SIZE)
-			chunk_flush(t);
-	}
-	return t->werr ? 0 : n;
-}
-
 static void rate_add(cache *c, uint64_t bytes)
 {
 	int64_t now = (int64_t)fs_now();
@@ -93,38 +80,90 @@ static void rate_add(cache *c, uint64_t bytes)
 	c->downloaded += bytes;
 }
 
-static void chunk_succeeded(cache *c, struct chunk_xfer *t)
+/* Chunk i of e is written with this CRC.  mu held. */
+static void chunk_succeeded(cache *c, centry *e, uint32_t i, uint32_t crc)
 {
-	centry *e = t->e;
-	e->state[t->idx] = CH_DONE;
-	e->crc[t->idx] = t->crc;
-	e->verified[t->idx] = 1;
+	e->state[i] = CH_DONE;
+	e->crc[i] = crc;
+	e->verified[i] = 1;
 	e->n_done++;
-	rate_add(c, t->len);
+	rate_add(c, chunk_len(e, i));
 	struct done_rec *r = malloc(sizeof *r);
 	if (r) {
 		e->refs++; /* until the writer has recorded it */
-		*r = (struct done_rec){e, t->idx, t->crc, c->pending};
+		*r = (struct done_rec){e, i, crc, c->pending};
 		c->pending = r;
 		pthread_cond_signal(&c->writer_cv);
 	}
 }
 
-static void chunk_failed(cache *c, struct chunk_xfer *t, const s3_err *err,
+/* The current chunk's last byte arrived: land it.  Loop thread. */
+static void chunk_landed(struct chunk_xfer *t)
+{
+	chunk_flush(t);
+	if (t->werr)
+		return;
+	cache *c = t->c;
+	pthread_mutex_lock(&c->mu);
+	chunk_succeeded(c, t->e, t->idx + t->cur, t->crc);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	t->cur++;
+	t->cur_got = 0;
+	t->crc = CRC_SEED;
+}
+
+static size_t chunk_sink(void *arg, const char *data, size_t n)
+{
+	struct chunk_xfer *t = arg;
+	if (n > t->len - t->got || t->werr)
+		return 0; /* longer than the range: abort, never overrun */
+	if (!t->wbuf && !(t->wbuf = malloc(WBUF_SIZE))) {
+		t->werr = ENOMEM;
+		return 0;
+	}
+	for (size_t done = 0; done < n && !t->werr;) {
+		size_t clen = chunk_len(t->e, t->idx + t->cur);
+		size_t take = n - done;
+		if (take > clen - t->cur_got)
+			take = clen - t->cur_got;
+		if (take > WBUF_SIZE - t->wlen)
+			take = WBUF_SIZE - t->wlen;
+		t->crc = crc32_iscsi((unsigned char *)data + done, (int)take,
+				     t->crc);
+		memcpy(t->wbuf + t->wlen, data + done, take);
+		t->wlen += take;
+		t->got += take;
+		t->cur_got += take;
+		done += take;
+		if (t->cur_got == clen)
+			chunk_landed(t);
+		else if (t->wlen == WBUF_SIZE)
+			chunk_flush(t);
+	}
+	return t->werr ? 0 : n;
+}
+
+/* Chunks of the range that did not land: retry later, or give up. mu. */
+static void range_failed(cache *c, struct chunk_xfer *t, const s3_err *err,
 			 bool retry, unsigned delay_ms)
 {
 	centry *e = t->e;
-	if (retry && !c->stopping && e->attempts[t->idx] < 250) {
-		e->state[t->idx] = CH_MISSING;
-		e->not_before[t->idx] = fs_now() + delay_ms / 1000.0;
-		log_debug("chunk %u of %s: %s; retrying", t->idx, e->key,
-			  err->msg);
-		return;
+	for (uint32_t k = t->cur; k < t->count; k++) {
+		uint32_t i = t->idx + k;
+		if (retry && !c->stopping && e->attempts[i] < 250) {
+			e->state[i] = CH_MISSING;
+			e->not_before[i] = fs_now() + delay_ms / 1000.0;
+			continue;
+		}
+		e->state[i] = CH_FAILED;
+		e->failed = true;
+		e->err = err->err == ESTALE || !err->err ? EIO : err->err;
 	}
-	e->state[t->idx] = CH_FAILED;
-	e->failed = true;
-	e->err = err->err == ESTALE || !err->err ? EIO : err->err;
-	if (!c->stopping) {
+	if (retry && !c->stopping) {
+		log_debug("chunks %u-%u of %s: %s; retrying", t->idx + t->cur,
+			  t->idx + t->count - 1, e->key, err->msg);
+	} else if (!c->stopping) {
 		if (err->err == ESTALE)
 			log_error("download of %s stopped: the object changed "
 				  "since it was opened",
@@ -145,17 +184,15 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	bool retry = false;
 	unsigned delay = 0;
 	pthread_mutex_lock(&c->mu);
-	unsigned attempt = ++e->attempts[t->idx];
+	unsigned attempt = ++e->attempts[t->idx + (t->cur < t->count ? t->cur : 0)];
 	pthread_mutex_unlock(&c->mu);
-	if (t->wlen)
-		chunk_flush(t); /* the tail of the chunk */
 	int rc = s3_classify(c->s3, e->key, x, attempt, &err, &retry, &delay);
 	if (rc == 0 && t->werr) {
 		rc = -1;
 		err.err = t->werr;
 		snprintf(err.msg, sizeof err.msg, "writing the cache file: %s",
 			 strerror(t->werr));
-	} else if (rc == 0 && t->got != t->len) {
+	} else if (rc == 0 && t->cur != t->count) {
 		rc = -1;
 		err.err = EIO;
 		retry = attempt < 6;
@@ -166,10 +203,8 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	pthread_mutex_lock(&c->mu);
 	e->inflight--;
 	c->inflight--;
-	if (rc == 0)
-		chunk_succeeded(c, t);
-	else
-		chunk_failed(c, t, &err, retry, delay);
+	if (rc < 0)
+		range_failed(c, t, &err, retry, delay);
 	pthread_cond_broadcast(&c->cv);
 	fetch_schedule(c);
 	centry_put(c, e);
@@ -179,7 +214,8 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	free(t);
 }
 
-static void start_chunk(cache *c, centry *e, uint32_t idx)
+/* Starts one GET for chunks [idx, idx + count).  mu held. */
+static void start_range(cache *c, centry *e, uint32_t idx, uint32_t count)
 {
 	struct chunk_xfer *t = calloc(1, sizeof *t);
 	s3_err err;
@@ -188,12 +224,14 @@ static void start_chunk(cache *c, centry *e, uint32_t idx)
 	t->c = c;
 	t->e = e;
 	t->idx = idx;
+	t->count = count;
 	t->off = (uint64_t)idx * e->chunk_size;
-	t->len = chunk_len(e, idx);
+	for (uint32_t k = 0; k < count; k++)
+		t->len += chunk_len(e, idx + k);
 	t->crc = CRC_SEED;
 	if (s3_prepare_get(c->s3, e->key, t->off, t->len, e->etag, &t->x,
 			   &err) < 0) {
-		chunk_failed(c, t, &err, false, 0);
+		range_failed(c, t, &err, false, 0);
 		http_xfer_free(&t->x);
 		free(t);
 		return;
@@ -202,11 +240,32 @@ static void start_chunk(cache *c, centry *e, uint32_t idx)
 	t->x.sink_arg = t;
 	t->x.done = chunk_done_cb;
 	t->x.done_arg = t;
-	e->state[idx] = CH_INFLIGHT;
+	for (uint32_t k = 0; k < count; k++)
+		e->state[idx + k] = CH_INFLIGHT;
 	e->inflight++;
 	e->refs++;
 	c->inflight++;
 	http_submit(s3_client_loop(c->s3), &t->x);
+}
+
+/*
+ * How many chunks from idx a sweep request takes: several only when the
+ * object has many missing chunks left, so that all its connections stay
+ * busy and most chunks are still unrequested — a random read must find its
+ * chunk free to jump the queue, not buried at the end of a long range.
+ */
+static uint32_t sweep_span(cache *c, centry *e, uint32_t idx, double now)
+{
+	uint32_t left = e->n_chunks - e->n_done;
+	uint32_t conns = c->o.per_file_conns ? c->o.per_file_conns : 1;
+	uint32_t want = left / (conns * SPAN_MAX);
+	if (want > SPAN_MAX)
+		want = SPAN_MAX;
+	uint32_t k = 1;
+	while (k < want && idx + k < e->n_chunks &&
+	       e->state[idx + k] == CH_MISSING && e->not_before[idx + k] <= now)
+		k++;
+	return k;
 }
 
 /* Next missing chunk of e that may start now, from its cursor, wrapping. */
@@ -289,10 +348,12 @@ void fetch_schedule(cache *c)
 	while (!c->stopping && c->inflight < c->o.global_conns) {
 		centry *e;
 		uint32_t idx;
-		if (!pick_urgent(c, now, &e, &idx) &&
-		    !pick_sweep(c, now, &e, &idx))
+		if (pick_urgent(c, now, &e, &idx))
+			start_range(c, e, idx, 1);
+		else if (pick_sweep(c, now, &e, &idx))
+			start_range(c, e, idx, sweep_span(c, e, idx, now));
+		else
 			break;
-		start_chunk(c, e, idx);
 	}
 }
 
