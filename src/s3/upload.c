@@ -634,7 +634,8 @@ int s3_copy_object(s3_client *c, const char *src_key, const char *dst_key,
 		o = &none;
 	struct wreq w = {.c = c, .etag_out = etag};
 	w.r = (s3_request){.op = "COPY", .method = "PUT", .key = dst_key,
-			   .timeout_ms = s3_client_data_timeout(c, S3_MAX_PUT_SIZE),
+			   .timeout_ms = s3_client_data_timeout(
+			       c, o->size ? o->size : S3_MAX_PUT_SIZE),
 			   .check = check_copy, .check_arg = &w};
 	int rc = 0;
 	if (s3_copy_source(&w.source, s3_client_settings(c)->bucket,

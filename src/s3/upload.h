@@ -153,6 +153,9 @@ typedef struct s3_copy_opts {
 	 * x-amz-copy-source-if-match and, for Ceph 16 which reads only that
 	 * name, x-amz-copy-if-match. */
 	const char *src_if_match;
+	/* the source's size when known: sets the per-attempt deadline
+	 * (s3_client_data_timeout); 0 assumes S3_MAX_PUT_SIZE */
+	uint64_t size;
 } s3_copy_opts;
 
 /* ---- single objects ----------------------------------------------------- */

@@ -225,6 +225,24 @@ def test_put_wrong_content_md5_is_refused(tool, s3server, bucket, data_file):
     assert "bad" not in s3server.keys(bucket)
 
 
+def test_local_source_failures_are_final(tool, s3server, bucket, data_file, tmp_path):
+    path, _ = data_file(1000)
+    # the file is shorter than the range to send: no retry, no object
+    r = tool.run(bucket, "put", "short", path, "--length", 5000, ok=False,
+                 verbose=True)
+    assert "it ended before the announced length" in r.error["message"]
+    assert r.error["errno"] == "EIO"
+    assert r.stderr.count("(attempt ") == 1
+    # a source that cannot be read at all (a directory)
+    r = tool.run(bucket, "put", "dir", tmp_path, "--length", 10, ok=False)
+    assert "reading the local source: Is a directory" in r.error["message"]
+    r = tool.run(bucket, "mpu-upload", "mp", path, "--length", 6 * MiB,
+                 "--part-size", 5 * MiB, ok=False)
+    assert "ended before the announced length" in r.error["message"]
+    assert s3server.keys(bucket) == []
+    assert not s3server.client().list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+
 # --------------------------------------------------------------------------
 # Multipart
 
@@ -332,7 +350,7 @@ def test_copy_metadata_copy_and_replace(tool, s3server, bucket, data_file):
     tool.run(bucket, "put", "a", path, "--content-type", "text/plain",
              "--meta", "one=1", "--meta", "two=2")
     etag = s3server.head(bucket, "a")["ETag"]
-    r = tool.run(bucket, "copy", "a", "kept")
+    r = tool.run(bucket, "copy", "a", "kept", "--length", len(data))
     assert r.last["etag"] == etag  # quoted, as S3 sends it in headers
     h = s3server.head(bucket, "kept")
     assert h["Metadata"] == {"one": "1", "two": "2"}

@@ -103,7 +103,7 @@ static _Noreturn void usage(const char *why)
 	      "  mpu-complete KEY ID N:ETAG... | abort KEY ID\n"
 	      "  list-uploads [PREFIX] [--page-size N]\n"
 	      "  copy SRC DST [--replace] [--content-type T] [--meta N=V]... "
-	      "[--if-match E]\n"
+	      "[--if-match E]\n      [--length SOURCE_SIZE]\n"
 	      "  part-copy SRC DST [--part-size N] [--parallel N] "
 	      "[--if-match E]\n"
 	      "  delete KEY | delete-many [--stdin [-0]] [KEY...]\n"
@@ -668,7 +668,8 @@ static int cmd_copy(struct opts *o)
 	s3_copy_opts co = {
 	    .directive = o->replace ? S3_METADATA_REPLACE : S3_METADATA_COPY,
 	    .content_type = o->content_type, .meta = o->meta,
-	    .n_meta = o->n_meta, .src_if_match = o->if_match};
+	    .n_meta = o->n_meta, .src_if_match = o->if_match,
+	    .size = o->have_length ? o->length : 0};
 	char etag[S3_ETAG_MAX];
 	s3_err e;
 	if (s3_copy_object(C, o->args[0], o->args[1], &co, etag, &e) < 0)
