@@ -1,16 +1,17 @@
-"""Offsets above 4 GiB (32-bit offset/size bugs) on a 4.1 GiB object.
+"""Offsets above 4 GiB (32-bit offset/size bugs) on a 5.1 GiB object (the
+issue asks for files over 5 GiB, the largest single PUT S3 allows).
 
 How the object is made cheaply: it is assembled on the server with
 UploadPartCopy from one 64 MiB + 12345 byte source object, so the test
-uploads 64 MiB, not 4.1 GiB.  The source is patterned (every 4 KiB page
+uploads 64 MiB, not 5.1 GiB.  The source is patterned (every 4 KiB page
 starts with its own offset, followed by a fixed filler), and the test
 server stores the default placement zstd-compressed (rgw.sh,
-RGW_COMPRESSION), so the 4.1 GiB cost a few MiB of memstore RAM.  The part
+RGW_COMPRESSION), so the 5.1 GiB cost a few MiB of memstore RAM.  The part
 size does not divide 4 GiB, so a read that lost the high bits of its offset
 returns different bytes and is caught.
 
 Skipped when the server cannot hold it (no compression and a memstore below
-4.6 GiB), when the local disk has under 12 GiB free (ckptfs may cache the
+5.6 GiB), when the local disk has under 12 GiB free (ckptfs may cache the
 whole file), or with CKPTFS_TEST_SKIP_HUGE=1.
 """
 
@@ -27,7 +28,7 @@ from helpers import det_bytes, run, sha256_bytes
 
 GiB = 1 << 30
 SRC = (64 << 20) + 12345            # part size: not a divisor of 4 GiB
-TOTAL = 4100 << 20                  # 4.0039 GiB: 4 GiB + 4 MiB
+TOTAL = 5200 << 20                  # 5.08 GiB: over the 5 GiB PUT limit
 KEY = "huge/checkpoint.bin"
 
 
@@ -54,7 +55,7 @@ def huge(s3server):
         pytest.skip("CKPTFS_TEST_SKIP_HUGE=1")
     if s3server.compression == "none" and s3server.capacity < TOTAL + GiB // 2:
         pytest.skip(f"test server capacity {s3server.capacity >> 20} MiB without "
-                    "compression cannot hold a 4.1 GiB object")
+                    "compression cannot hold a 5.1 GiB object")
     free = shutil.disk_usage(tempfile.gettempdir()).free
     if free < 12 * GiB:
         pytest.skip(f"only {free >> 30} GiB free on disk for the ckptfs cache")
@@ -106,7 +107,8 @@ def test_pread_above_4gib(huge, hmnt):
              (four - 5, 10), (four - 4096, 8192), (four, 4096), (four + 1, 1),
              (four + SRC, 65536), (TOTAL - 4096, 4096), (TOTAL - 1, 1),
              (TOTAL - 10, 1 << 20), (TOTAL, 1), (TOTAL + 1, 4096),
-             (TOTAL + GiB, 10), (3 * GiB + 12345, 1 << 20)]
+             (TOTAL + GiB, 10), (3 * GiB + 12345, 1 << 20),
+             (5 * GiB - 3, 6), (5 * GiB, 4096), (5 * GiB + 4097, 65536)]
     rng = random.Random(99)
     cases += [(rng.randrange(four, TOTAL), rng.choice([4096, 65536, 1 << 20]))
               for _ in range(40)]
