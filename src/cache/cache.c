@@ -74,6 +74,19 @@ void cache_shutdown(cache *c)
 		fetch_stop_writer(c);
 }
 
+/* The memory of a centry; its fd and index pin are the caller's. */
+static void centry_free_mem(centry *e)
+{
+	free(e->key);
+	free(e->etag);
+	free(e->state);
+	free(e->verified);
+	free(e->attempts);
+	free(e->crc);
+	free(e->not_before);
+	free(e);
+}
+
 static void centry_free(cache *c, centry *e)
 {
 	for (centry **pp = &c->entries; *pp; pp = &(*pp)->next) {
@@ -97,14 +110,7 @@ static void centry_free(cache *c, centry *e)
 		close(e->fd);
 	if (cidx_release(c->idx, e->name) < 0)
 		log_warn("cache index: cannot release %s", e->key);
-	free(e->key);
-	free(e->etag);
-	free(e->state);
-	free(e->verified);
-	free(e->attempts);
-	free(e->crc);
-	free(e->not_before);
-	free(e);
+	centry_free_mem(e);
 }
 
 void cache_free(cache *c)
@@ -211,15 +217,7 @@ static centry *centry_new(cache *c, const char *key, const char *etag,
 	e->not_before = calloc(n + 1, sizeof *e->not_before);
 	if (!e->key || !e->etag || !e->state || !e->verified ||
 	    !e->attempts || !e->crc || !e->not_before) {
-		e->fd = -1;
-		free(e->key);
-		free(e->etag);
-		free(e->state);
-		free(e->verified);
-		free(e->attempts);
-		free(e->crc);
-		free(e->not_before);
-		free(e);
+		centry_free_mem(e);
 		return NULL;
 	}
 	for (uint32_t i = 0; i < n; i++) {
