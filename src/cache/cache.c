@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cache/internal.h"
-#include "fs/inode.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 struct cache_file {
@@ -525,7 +525,7 @@ void cache_get_stats(cache *c, cache_stats *st)
 	st->uncached_opens = c->uncached_opens;
 	st->downloaded_bytes = c->downloaded;
 	st->verify_failures = c->verify_failures;
-	int64_t now = (int64_t)fs_now();
+	int64_t now = (int64_t)clock_mono();
 	uint64_t sum = 0;
 	for (int i = 0; i < RATE_SLOTS; i++)
 		if (c->rate_sec[i] < now && c->rate_sec[i] >= now - 4)

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "cache/internal.h"
-#include "fs/inode.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /*
@@ -70,7 +70,7 @@ static void chunk_flush(struct chunk_xfer *t)
 
 static void rate_add(cache *c, uint64_t bytes)
 {
-	int64_t now = (int64_t)fs_now();
+	int64_t now = (int64_t)clock_mono();
 	unsigned s = (unsigned)(now % RATE_SLOTS);
 	if (c->rate_sec[s] != now) {
 		c->rate_sec[s] = now;
@@ -153,7 +153,7 @@ static void range_failed(cache *c, struct chunk_xfer *t, const s3_err *err,
 		uint32_t i = t->idx + k;
 		if (retry && !c->stopping && e->attempts[i] < 250) {
 			e->state[i] = CH_MISSING;
-			e->not_before[i] = fs_now() + delay_ms / 1000.0;
+			e->not_before[i] = clock_mono() + delay_ms / 1000.0;
 			continue;
 		}
 		e->state[i] = CH_FAILED;
@@ -344,7 +344,7 @@ static bool pick_sweep(cache *c, double now, centry **pe, uint32_t *pidx)
 
 void fetch_schedule(cache *c)
 {
-	double now = fs_now();
+	double now = clock_mono();
 	while (!c->stopping && c->inflight < c->o.global_conns) {
 		centry *e;
 		uint32_t idx;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "util/buf.h"
+#include "util/clock.h"
 
 /* A forgotten node's number, kept so the path gets it back on its next
  * lookup: inode numbers stay stable across the kernel's forgets (tar's
@@ -401,7 +402,5 @@ size_t fs_itable_count(fs_itable *t)
 
 double fs_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return clock_mono();
 }
