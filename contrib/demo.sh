@@ -44,7 +44,8 @@ aws s3 cp --recursive --quiet "$work/src" s3://demo/run1/
 
 echo "== mounting s3://demo/run1 on $mnt"
 mkdir -p "$mnt"
-build/ckptfs mount s3://demo/run1 "$mnt" --endpoint "$S3_ENDPOINT" --region us-east-1
+build/ckptfs mount s3://demo/run1 "$mnt" --endpoint "$S3_ENDPOINT" --region us-east-1 \
+	-o cache_dir="$work/cache"
 ls -la "$mnt"
 ls -la "$mnt/checkpoint-200"
 du -sb "$mnt"
@@ -54,3 +55,5 @@ echo "== comparing checksums (mount vs. source)"
 (cd "$work/src" && sha256sum checkpoint-200/*) >"$work/src.sum"
 cat "$work/mnt.sum"
 diff "$work/src.sum" "$work/mnt.sum" && echo "OK: the mounted checkpoint is byte-identical"
+echo "== the cache after reading it"
+build/ckptfs status "$mnt"
