@@ -187,8 +187,9 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	unsigned attempt = ++e->attempts[t->idx + (t->cur < t->count ? t->cur : 0)];
 	pthread_mutex_unlock(&c->mu);
 	int rc = s3_classify(c->s3, e->key, x, attempt, &err, &retry, &delay);
-	if (rc == 0 && t->werr) {
+	if (t->werr) { /* our sink aborted the transfer: the local error wins */
 		rc = -1;
+		retry = false;
 		err.err = t->werr;
 		snprintf(err.msg, sizeof err.msg, "writing the cache file: %s",
 			 strerror(t->werr));

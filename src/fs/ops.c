@@ -18,6 +18,7 @@
 #include "fs/ops.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -53,6 +54,7 @@ typedef struct fs_handle {
 	cache_file *cf; /* NULL: uncached reads through the window */
 	bool hit;       /* every byte was cached at open */
 	bool flushed;   /* counted in fs->closing */
+	atomic_bool cache_failed; /* download failed: read uncached from now on */
 	int backing_id; /* > 0: reads pass through to the cache file */
 	char *key;
 	char etag[128];
@@ -804,19 +806,41 @@ static int window_fill(fs_ctx *fs, fs_handle *h, uint64_t off, size_t want)
 }
 
 /* Serves a read from the cache file, spliced when the kernel allows. */
-static void read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
+/* Errors of the local cache disk, as opposed to the remote object's. */
+static bool local_cache_error(int err)
+{
+	return err == ENOSPC || err == EDQUOT || err == EROFS || err == EFBIG;
+}
+
+/*
+ * Returns false, without replying, when the local cache cannot hold the
+ * handle's object any more (its disk filled up, ...): the caller then reads
+ * uncached — losing the cache never fails a read by itself.  Errors of the
+ * object (changed or deleted remotely) are replied as they are.
+ */
+static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
 			size_t size)
 {
 	int fd = cache_file_ready(h->cf, off, size);
-	if (fd < 0) {
+	if (fd < 0 && !local_cache_error(-fd)) {
 		fuse_reply_err(req, -fd);
-		return;
+		return true;
+	}
+	if (fd < 0) {
+		if (!atomic_exchange(&h->cache_failed, true)) {
+			log_warn("read %s: the cache cannot serve it (%s); "
+				 "reading uncached",
+				 h->key, strerror(-fd));
+			cache_count_uncached(ctx(req)->cache);
+		}
+		return false;
 	}
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	bv.buf[0].fd = fd;
 	bv.buf[0].pos = (off_t)off;
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+	return true;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -831,10 +855,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > h->size - uoff)
 		size = (size_t)(h->size - uoff);
-	if (h->cf) {
-		read_cached(req, h, uoff, size);
+	if (h->cf && !atomic_load(&h->cache_failed) &&
+	    read_cached(req, h, uoff, size))
 		return;
-	}
 	pthread_mutex_lock(&h->mu);
 	bool hit = uoff >= h->win_off && uoff + size <= h->win_off + h->win_len;
 	int rc = hit ? 0 : window_fill(fs, h, uoff, size);
