@@ -134,6 +134,7 @@ static void mounted_free(struct mounted *m)
 {
 	if (m->se)
 		fuse_session_destroy(m->se);
+	fs_ctx_close_handles(m->fs);
 	ctl_server_stop(m->ctl);
 	/* no new downloads; abort running ones; then free what they used */
 	cache_shutdown(m->cache);

@@ -45,11 +45,17 @@ struct fs_ctx {
 	/* handles closed by the application (flush) whose asynchronous
 	 * release has not arrived yet: their cache pins are about to go */
 	unsigned closing; /* [table lock] */
+	/* open handles, freed at unmount if the kernel never released them */
+	struct fs_handle *handles;       /* [table lock] */
+	struct fs_dirhandle *dirhandles; /* [table lock] */
 	uint64_t logged[LOGGED_MAX]; /* hashes of keys already reported */
 	size_t n_logged;
 };
 
-typedef struct fs_handle {
+typedef struct fs_handle fs_handle;
+struct fs_handle {
+	fs_handle *prev, *next; /* fs->handles [table lock] */
+	bool linked;
 	fs_inode *node; /* holds a reference */
 	cache_file *cf; /* NULL: uncached reads through the window */
 	bool hit;       /* every byte was cached at open */
@@ -65,7 +71,7 @@ typedef struct fs_handle {
 	size_t win_len, win_cap;
 	uint64_t next_seq;  /* where a sequential reader would read next */
 	size_t ra;          /* current read-ahead size */
-} fs_handle;
+};
 
 typedef struct fs_dirent_snap {
 	char *name;
@@ -75,10 +81,12 @@ typedef struct fs_dirent_snap {
 	struct timespec mtime;
 } fs_dirent_snap;
 
-typedef struct fs_dirhandle {
+typedef struct fs_dirhandle fs_dirhandle;
+struct fs_dirhandle {
+	fs_dirhandle *prev, *next; /* fs->dirhandles [table lock] */
 	fs_dirent_snap *v;
 	size_t n;
-} fs_dirhandle;
+};
 
 /* ---- context ---------------------------------------------------------- */
 
@@ -123,6 +131,30 @@ void fs_ctx_free(fs_ctx *fs)
 	pthread_mutex_destroy(&fs->log_mu);
 	free(fs->prefix);
 	free(fs);
+}
+
+static void handle_free(fs_ctx *fs, fs_handle *h, bool counted);
+static void dirhandle_free(fs_dirhandle *dh);
+static void dirhandle_unlink(fs_ctx *fs, fs_dirhandle *dh);
+
+void fs_ctx_close_handles(fs_ctx *fs)
+{
+	if (!fs)
+		return;
+	for (;;) {
+		fs_itable_lock(fs->it);
+		fs_handle *h = fs->handles;
+		fs_dirhandle *dh = fs->dirhandles;
+		if (dh)
+			dirhandle_unlink(fs, dh);
+		fs_itable_unlock(fs->it);
+		if (h)
+			handle_free(fs, h, true); /* unlinks it */
+		if (dh)
+			dirhandle_free(dh);
+		if (!h && !dh)
+			break;
+	}
 }
 
 fs_pt *fs_ctx_pt(fs_ctx *fs)
@@ -424,6 +456,17 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 /* ---- directories ------------------------------------------------------ */
 
+/* Table locked. */
+static void dirhandle_unlink(fs_ctx *fs, fs_dirhandle *dh)
+{
+	if (dh->prev)
+		dh->prev->next = dh->next;
+	else
+		fs->dirhandles = dh->next;
+	if (dh->next)
+		dh->next->prev = dh->prev;
+}
+
 static void dirhandle_free(fs_dirhandle *dh)
 {
 	for (size_t i = 0; i < dh->n; i++) {
@@ -471,6 +514,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 			break;
 		dh->n++;
 	}
+	dh->prev = NULL;
+	dh->next = fs->dirhandles;
+	if (fs->dirhandles)
+		fs->dirhandles->prev = dh;
+	fs->dirhandles = dh;
 	fs_itable_unlock(fs->it);
 	fi->fh = (uint64_t)(uintptr_t)dh;
 	fi->cache_readdir = 0;
@@ -554,11 +602,40 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	dirhandle_free((fs_dirhandle *)(uintptr_t)fi->fh);
+	fs_ctx *fs = ctx(req);
+	fs_dirhandle *dh = (fs_dirhandle *)(uintptr_t)fi->fh;
+	fs_itable_lock(fs->it);
+	dirhandle_unlink(fs, dh);
+	fs_itable_unlock(fs->it);
+	dirhandle_free(dh);
 	fuse_reply_err(req, 0);
 }
 
 /* ---- files ------------------------------------------------------------ */
+
+/* Table locked. */
+static void handle_link(fs_ctx *fs, fs_handle *h)
+{
+	h->prev = NULL;
+	h->next = fs->handles;
+	if (fs->handles)
+		fs->handles->prev = h;
+	fs->handles = h;
+	h->linked = true;
+}
+
+static void handle_unlink(fs_ctx *fs, fs_handle *h)
+{
+	if (!h->linked)
+		return;
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	h->linked = false;
+}
 
 /* counted: the handle was counted in its inode's open_handles. */
 static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
@@ -566,6 +643,7 @@ static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
 	if (h->cf)
 		cache_file_close(h->cf);
 	fs_itable_lock(fs->it);
+	handle_unlink(fs, h);
 	if (h->flushed)
 		fs->closing--;
 	if (counted)
@@ -748,6 +826,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	bool reg = choose_backing(fs, n, h);
 	n->open_handles++;
+	handle_link(fs, h);
 	n->size = hr.size;
 	/* HEAD has whole seconds, listings milliseconds: keep the finer one
 	 * unless the second changed, or the kernel would see the mtime flip

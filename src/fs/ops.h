@@ -39,6 +39,9 @@ typedef struct fs_ctx fs_ctx;
  * rc, the read cache, may be NULL (every read goes to S3). */
 fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 		   const fs_opts *o);
+/* Frees handles the kernel never released (a lazy or forced unmount);
+ * call after the FUSE session ended, while the cache is still up. */
+void fs_ctx_close_handles(fs_ctx *fs);
 void fs_ctx_free(fs_ctx *fs);
 
 const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
