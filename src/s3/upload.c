@@ -397,6 +397,17 @@ static int check_etag_header(void *arg, const http_xfer *x, s3_err *e)
 	return 0;
 }
 
+/* Fills e for a reply whose body could not be parsed; returns -1. */
+static int malformed_reply(s3_client *c, const s3_request *r, long status,
+			   const char *perr, s3_err *e)
+{
+	char why[300];
+	snprintf(why, sizeof why, "malformed reply from server: %.200s",
+		 perr ? perr : "?");
+	s3_request_error_from(c, r, EIO, "MalformedReply", status, why, e);
+	return -1;
+}
+
 /* Turns a parse outcome of a 200 body into 0 or an s3_err. */
 static int body_verdict(struct wreq *w, const http_xfer *x, int pr,
 			s3_error *se, char *perr, s3_err *e)
@@ -412,11 +423,7 @@ static int body_verdict(struct wreq *w, const http_xfer *x, int pr,
 				      e);
 		rc = -1;
 	} else if (pr < 0) {
-		snprintf(why, sizeof why, "malformed reply from server: %.200s",
-			 perr ? perr : "?");
-		s3_request_error_from(w->c, &w->r, EIO, "MalformedReply",
-				      x->status, why, e);
-		rc = -1;
+		rc = malformed_reply(w->c, &w->r, x->status, perr, e);
 	}
 	s3_error_free(se);
 	free(perr);
@@ -694,14 +701,8 @@ int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
 		char *perr = NULL;
 		if (s3xml_parse_initiate(x.resp_body.data, x.resp_body.len,
 					 upload_id, &perr) < 0) {
-			char why[300];
-			snprintf(why, sizeof why,
-				 "malformed reply from server: %.200s",
-				 perr ? perr : "?");
-			s3_request_error_from(c, &w.r, EIO, "MalformedReply",
-					      x.status, why, e);
+			rc = malformed_reply(c, &w.r, x.status, perr, e);
 			free(perr);
-			rc = -1;
 		}
 	}
 	http_xfer_free(&x);
@@ -921,14 +922,8 @@ int s3_list_multipart_uploads(s3_client *c, const char *prefix,
 		if (s3xml_parse_uploads(w.body.data, w.body.len, true, out,
 					&perr) < 0 ||
 		    markers_from_last(out) < 0) {
-			char why[300];
-			snprintf(why, sizeof why,
-				 "malformed reply from server: %.200s",
-				 perr ? perr : "?");
-			s3_request_error_from(c, &w.r, EIO, "MalformedReply",
-					      x.status, why, e);
+			rc = malformed_reply(c, &w.r, x.status, perr, e);
 			free(perr);
-			rc = -1;
 		}
 	}
 	http_xfer_free(&x);
