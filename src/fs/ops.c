@@ -61,6 +61,9 @@ struct fs_handle {
 	bool hit;       /* every byte was cached at open */
 	bool flushed;   /* counted in fs->closing */
 	atomic_bool cache_failed; /* download failed: read uncached from now on */
+	/* reads hold it shared; release takes it exclusively, because the
+	 * kernel may release a file while readahead reads are still replying */
+	pthread_rwlock_t busy;
 	int backing_id; /* > 0: reads pass through to the cache file */
 	char *key;
 	char etag[128];
@@ -640,6 +643,11 @@ static void handle_unlink(fs_ctx *fs, fs_handle *h)
 /* counted: the handle was counted in its inode's open_handles. */
 static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
 {
+	if (h->node) { /* fully set up: wait for reads still replying */
+		pthread_rwlock_wrlock(&h->busy);
+		pthread_rwlock_unlock(&h->busy);
+		pthread_rwlock_destroy(&h->busy);
+	}
 	if (h->cf)
 		cache_file_close(h->cf);
 	fs_itable_lock(fs->it);
@@ -812,6 +820,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->size = hr.size;
 	snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
 	pthread_mutex_init(&h->mu, NULL);
+	pthread_rwlock_init(&h->busy, NULL);
 	h->ra = 1u << 20;
 	attach_cache(fs, h);
 
@@ -922,7 +931,7 @@ static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
 	return true;
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+static void do_read(fuse_req_t req, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	fs_ctx *fs = ctx(req);
@@ -950,6 +959,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	h->next_seq = uoff + size;
 	fuse_reply_buf(req, h->win + (uoff - h->win_off), size);
 	pthread_mutex_unlock(&h->mu);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
+	pthread_rwlock_rdlock(&h->busy);
+	do_read(req, size, off, fi);
+	pthread_rwlock_unlock(&h->busy);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino,
