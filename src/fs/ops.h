@@ -16,6 +16,7 @@
 
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "cache/cache.h"
@@ -48,5 +49,27 @@ const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
 
 /* The passthrough state of this mount (fs/passthrough.h). */
 fs_pt *fs_ctx_pt(fs_ctx *fs);
+
+/* ---- writes (fs/write.c) ---------------------------------------------- */
+
+typedef struct eng eng;
+
+/* Attaches the commit engine: from then on the mount is writable.  Without
+ * one every write fails with EROFS (-o ro).  commit_delay: seconds without
+ * an open handle or a change after which a transaction commits. */
+void fs_ctx_set_engine(fs_ctx *fs, eng *e, double commit_delay);
+eng *fs_ctx_engine(fs_ctx *fs);
+
+/* `ckptfs commit PATH` (relpath relative to the mount root, "" = root):
+ * seals every transaction at or under relpath, or the one holding it, and
+ * waits until they are visible.  Returns 0, or -errno with a message in
+ * err (-ENOENT: nothing pending there). */
+int fs_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz);
+
+/* `ckptfs sync`: seals every open transaction and waits for the whole
+ * queue (eng_sync).  progress may be NULL. */
+int fs_sync(fs_ctx *fs,
+	    void (*progress)(void *arg, uint64_t done, uint64_t total),
+	    void *arg);
 
 #endif

@@ -1,0 +1,243 @@
+/*
+ * eng: the commit engine of a mount (doc/commit.md).
+ *
+ * The FUSE layer (src/fs/write.c) keeps the local view of what was written
+ * (the overlay); it hands the engine *facts* as the application produces
+ * them, in the order the application issued them, and the engine makes
+ * them true in the bucket, durably, atomically and in that order:
+ *
+ *   - eng_txn_begin        a directory created through the mount whose
+ *                          parent exists remotely (the transaction root),
+ *                          or a single file written outside any new
+ *                          directory
+ *   - eng_file_put         a file of a transaction was closed after writes
+ *                          (its bytes are final until the next put)
+ *   - eng_file_drop        a file of a transaction was removed
+ *   - eng_dir_put          an empty directory inside a transaction
+ *   - eng_txn_move         the transaction root (or a single-file
+ *                          transaction's file) was renamed
+ *   - eng_txn_seal         a commit trigger fired: make it visible
+ *   - eng_remote_delete    a remote (already committed) file or directory
+ *                          was removed
+ *   - eng_remote_rename    a remote file or directory was renamed
+ *
+ * Every call journals its fact (SQLite, synchronous=FULL in WAL mode) before
+ * returning, so after a SIGKILL or a reboot eng_open of the same state
+ * directory resumes every pending upload, commit, delete and rename.
+ *
+ * Paths are relative to the mount root ("a/b/c", no leading or trailing
+ * slash); the engine prefixes them with the mount's key prefix.
+ *
+ * Uploads run in parallel (file after file as they are put, parts of one
+ * file in parallel); what is ordered are the visibility steps: a
+ * transaction's commit point, a single-file transaction's final PUT or
+ * CompleteMultipartUpload, a remote delete or rename.  Each waits for every
+ * visibility step issued before it.  Temp-pattern names (eng_is_temp_name)
+ * are not uploaded until a move gives them a final name.
+ *
+ * Staging files: the FUSE layer creates them with eng_stage_create, writes
+ * them, and hands them over with eng_file_put.  From then on the file is
+ * the engine's and immutable: the engine reads it for the upload and
+ * unlinks it when the transaction is visible (after linking it into the
+ * read cache when one is attached, so reads stay local).  A caller that
+ * wants to read it meanwhile keeps its own fd.  A file that must change
+ * after a put gets a new staging file (a copy when the old bytes are
+ * needed).
+ *
+ * Thread safety: every function may be called from any thread.
+ */
+#ifndef CKPTFS_COMMIT_ENGINE_H
+#define CKPTFS_COMMIT_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "s3/client.h"
+
+typedef struct eng eng;
+typedef struct cache cache;
+
+typedef struct eng_opts {
+	unsigned lease_s;        /* pending-marker lease; 0 = 60 */
+	uint64_t part_size;      /* minimum multipart part; 0 = 8 MiB */
+	uint64_t multipart_min;  /* files from this size go multipart; 0 = 16 MiB */
+	unsigned conns;          /* parallel transfers; 0 = 16 */
+	uint64_t max_staged;     /* staged-not-uploaded bytes before writers
+	                          * wait (eng_stage_reserve); 0 = unlimited */
+	const char *temp_patterns; /* comma-separated fnmatch patterns on the
+	                            * last path component; NULL = default
+	                            * (ENG_DEFAULT_TEMP_PATTERNS) */
+} eng_opts;
+
+#define ENG_DEFAULT_TEMP_PATTERNS "*tmp*,*.tempstate*,*_temp,_checkpoint,*.__lock"
+
+/* File attributes kept remotely (object metadata and the manifest). */
+typedef struct eng_meta {
+	uint32_t mode;  /* permission bits, 07777 */
+	uint32_t uid, gid;
+	struct timespec mtime;
+	/* user.* extended attributes, NUL-separated "name\0value" pairs
+	 * (values are bytes, length-prefixed below), may be NULL */
+	const char *xattrs;
+	size_t xattrs_len;
+	/* symlink target: the object is a symlink of that target */
+	const char *symlink;
+} eng_meta;
+
+/*
+ * Opens (or creates) the engine state under state_dir for s3://bucket/
+ * prefix: the journal (state_dir/journal.db) and staging files
+ * (state_dir/staging/).  state_dir is exclusive to one mount (flock); a
+ * second opener gets -EBUSY.  Journaled work left by a dead mount resumes
+ * at once.  writer is this mount's writer id (unique per mount incarnation
+ * that owns the journal: stored in the journal on first open and reused on
+ * resume, so the markers and manifests of resumed transactions keep their
+ * names).  rc may be NULL; when set, committed files are linked into it.
+ * Returns 0 or -errno with *err (malloc'd) saying why.
+ */
+int eng_open(s3_client *s3, cache *rc, const char *state_dir,
+	     const char *bucket, const char *prefix, const eng_opts *o,
+	     eng **out, char **err);
+
+/*
+ * Stops the engine.  wait: first waits until everything journaled is
+ * visible, logging progress (log_info) every few seconds; otherwise stops
+ * transfers at once and leaves the journal to resume at the next open.
+ */
+void eng_close(eng *e, bool wait);
+
+/* This mount's writer id (for markers and manifests). */
+const char *eng_writer(const eng *e);
+
+/* Whether the last component of path matches a temp pattern. */
+bool eng_is_temp_name(const eng *e, const char *path);
+/* Whether some component of path does (a file under a temp directory). */
+bool eng_path_has_temp(const eng *e, const char *path);
+
+/* ---- staging ----------------------------------------------------------- */
+
+/*
+ * Creates an empty staging file (0600) and returns an O_RDWR fd, and its
+ * id in *sid.  -ENOSPC/-EDQUOT when the cache disk is full.
+ */
+int eng_stage_create(eng *e, uint64_t *sid);
+
+/*
+ * Backpressure: a writer about to add n bytes of staged data waits while
+ * staged-but-not-uploaded bytes exceed max_staged.  Returns 0, or -EINTR
+ * when the engine is closing.
+ */
+int eng_stage_reserve(eng *e, uint64_t n);
+
+/* Abandons a staging file never handed over (unlinks it). */
+void eng_stage_discard(eng *e, uint64_t sid);
+
+/* ---- transactions ------------------------------------------------------ */
+
+/*
+ * Starts a transaction rooted at path (a directory when is_dir, else a
+ * single file).  For a directory whose name is final (not a temp name) the
+ * pending marker and the intent manifest are PUT before this returns, so
+ * that several mounts creating one directory all hold markers before any
+ * can commit; a failure to PUT them fails the call (-errno, the mkdir
+ * fails).  Returns the transaction id (> 0) in *txn.
+ */
+int eng_txn_begin(eng *e, const char *path, bool is_dir, uint64_t *txn);
+
+/*
+ * A file of transaction txn, at path (the root itself for a single-file
+ * transaction), now holds the bytes of staging file sid (size bytes,
+ * handed over: see above).  Replaces an earlier put of the same path.
+ * The upload starts now unless the path has a temp component.
+ */
+int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
+		 uint64_t size, const eng_meta *m);
+
+/* Attributes changed without new bytes (chmod, utimens, setxattr). */
+int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
+		      const eng_meta *m);
+
+/* Removes path (a file, or a directory with everything under it) from
+ * transaction txn; uploaded objects of it are deleted after the commit. */
+int eng_file_drop(eng *e, uint64_t txn, const char *path);
+
+/*
+ * Moves a file or directory (with everything under it) from transaction
+ * txn_from to path `to` in transaction txn_to (the same one, or another:
+ * TensorFlow renames files out of a temp directory into a single-file
+ * transaction begun for the new name).  When from is txn_from's root and
+ * txn_to == txn_from, the whole transaction moves: its marker and intent
+ * manifest are PUT under the new name before this returns (if final), and
+ * anything already uploaded under the old name is re-uploaded or copied
+ * to the new keys and the old keys deleted after the commit.  A moved
+ * file that was already uploaded is likewise moved remotely.
+ */
+int eng_file_move(eng *e, uint64_t txn_from, const char *from,
+		  uint64_t txn_to, const char *to);
+
+/* An (empty) directory inside transaction txn. */
+int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m);
+
+/*
+ * Commit trigger: uploads what is left and makes the transaction visible
+ * after every visibility step issued before it.  A transaction whose root
+ * has a temp name is sealed only locally (it waits for a move).
+ */
+int eng_txn_seal(eng *e, uint64_t txn);
+
+/* Drops a transaction entirely (rm -r of its root before it committed):
+ * its marker, intent manifest and uploaded objects are deleted. */
+int eng_txn_abort(eng *e, uint64_t txn);
+
+/* ---- remote namespace -------------------------------------------------- */
+
+/* Deletes a committed remote file, or a directory with everything under
+ * it (atomically for readers: marker first), after earlier steps. */
+int eng_remote_delete(eng *e, const char *path, bool is_dir);
+
+/* Renames a committed remote file or directory (server-side copies, then
+ * the old name is deleted as above), after earlier steps.  Replaces what
+ * the target held. */
+int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir);
+
+/* ---- waiting and status ------------------------------------------------ */
+
+/* fsync of a file: returns when the bytes of path's latest put are stored
+ * remotely (0 at once for a temp name: they are journaled locally). */
+int eng_wait_file(eng *e, const char *path);
+
+/* fsync of a transaction root, `ckptfs commit`: returns when txn is
+ * visible (or failed: -errno). */
+int eng_wait_txn(eng *e, uint64_t txn);
+
+/* `ckptfs sync`: waits until everything issued so far is visible.
+ * progress (may be NULL) is called about once a second. */
+int eng_sync(eng *e, void (*progress)(void *arg, uint64_t done,
+				      uint64_t total),
+	     void *arg);
+
+typedef struct eng_txn_status {
+	uint64_t id;
+	char *path;
+	const char *state;  /* "open", "uploading", "committing", "deleting"... */
+	uint64_t bytes_done, bytes_total;
+	double rate;        /* bytes/s over the last seconds */
+	char *error;        /* last error, NULL when none */
+} eng_txn_status;
+
+/* Snapshot of pending work; free with eng_status_free. */
+int eng_status(eng *e, eng_txn_status **v, size_t *n);
+void eng_status_free(eng_txn_status *v, size_t n);
+
+/* Journaled files not yet visible remotely, for the overlay after a
+ * restart: fn is called for each with its staging file path. */
+void eng_foreach_pending_file(eng *e,
+			      void (*fn)(void *arg, uint64_t txn,
+					 const char *path,
+					 const char *staging_path,
+					 uint64_t size, const eng_meta *m),
+			      void *arg);
+
+#endif
