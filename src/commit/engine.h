@@ -199,8 +199,9 @@ int eng_remote_delete(eng *e, const char *path, bool is_dir);
 
 /* Renames a committed remote file or directory (server-side copies, then
  * the old name is deleted as above), after earlier steps.  Replaces what
- * the target held. */
-int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir);
+ * the target held.  manifest_root: as for eng_txn_begin, for `to`. */
+int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
+		      const char *manifest_root);
 
 /* ---- waiting and status ------------------------------------------------ */
 
