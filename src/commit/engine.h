@@ -143,8 +143,21 @@ void eng_stage_discard(eng *e, uint64_t sid);
  * that several mounts creating one directory all hold markers before any
  * can commit; a failure to PUT them fails the call (-errno, the mkdir
  * fails).  Returns the transaction id (> 0) in *txn.
+ *
+ * manifest_root: the nearest existing ancestor directory of path that
+ * readers filter by manifests (it holds .ckptfs/ manifests: a directory
+ * committed by ckptfs, or a transaction root of this mount that is
+ * committing), or NULL.  Readers show there only the union of its
+ * committed manifests, so the commit also PUTs an addendum manifest
+ * <manifest_root>/.ckptfs/manifest.<writer>.<txn>.json (committed) naming
+ * this transaction's files relative to manifest_root.  Manifests carry a
+ * "time" (commit time, ns); when two name one path the newest wins.  A
+ * second transaction of this writer on the same root (written again after
+ * a commit) must not overwrite the first one's manifest: name it
+ * manifest.<writer>.<txn>.json too.
  */
-int eng_txn_begin(eng *e, const char *path, bool is_dir, uint64_t *txn);
+int eng_txn_begin(eng *e, const char *path, bool is_dir,
+		  const char *manifest_root, uint64_t *txn);
 
 /*
  * A file of transaction txn, at path (the root itself for a single-file
