@@ -44,6 +44,12 @@ static void mount_usage(FILE *f)
 		"      cache_verify=on|off (CRC-check cached chunks, on)\n"
 		"      no_passthrough (read cached files through FUSE, not the\n"
 		"      kernel's passthrough to the cache file)\n"
+		"      ro (no writes: EROFS) commit_delay=S (idle seconds before a\n"
+		"      directory commits, 5) lease=S (pending-marker lease, 60)\n"
+		"      temp_patterns=P:P... (names uploaded only once renamed,\n"
+		"      default *tmp*:*.tempstate*:*_temp:_checkpoint:*.__lock)\n"
+		"      max_staged=SIZE (staged bytes not yet uploaded before\n"
+		"      writers wait; 0 = no limit)\n"
 		"\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -155,7 +161,9 @@ static int apply_opt(mount_args *a, const char *k, const char *v)
 		if (!strcmp(k, "no_passthrough"))
 			return a->fs.passthrough = false, 0;
 		if (!strcmp(k, "ro"))
-			return 0; /* the mount is read-only anyway */
+			return a->read_only = true, 0;
+		if (!strcmp(k, "rw"))
+			return a->read_only = false, 0;
 		for (int i = 0; ignored_opts[i]; i++)
 			if (!strcmp(k, ignored_opts[i]))
 				return 0;
@@ -192,6 +200,23 @@ static int apply_opt(mount_args *a, const char *k, const char *v)
 		return parse_num(k, v, 0, &a->fs.attr_timeout, NULL);
 	} else if (!strcmp(k, "dir_timeout")) {
 		return parse_num(k, v, 0, &a->fs.dir_timeout, NULL);
+	} else if (!strcmp(k, "commit_delay")) {
+		return parse_num(k, v, 0, &a->commit_delay, NULL);
+	} else if (!strcmp(k, "lease")) {
+		if (parse_num(k, v, 10, NULL, &ul) < 0 || ul < 1)
+			return -1;
+		return a->eng.lease_s = (unsigned)ul, 0;
+	} else if (!strcmp(k, "temp_patterns")) {
+		/* commas separate mount options: patterns use ':' */
+		if (set_str(&a->temp_patterns, v) < 0)
+			return -1;
+		for (char *c = a->temp_patterns; *c; c++)
+			if (*c == ':')
+				*c = ',';
+		a->eng.temp_patterns = a->temp_patterns;
+		return 0;
+	} else if (!strcmp(k, "max_staged")) {
+		return parse_size(k, v, &a->eng.max_staged);
 	} else if (!strcmp(k, "log")) {
 		a->log_set = true;
 		if (!strcmp(v, "syslog"))

@@ -307,6 +307,11 @@ void fs_itable_broadcast(fs_itable *t)
 	pthread_cond_broadcast(&t->cv);
 }
 
+pthread_mutex_t *fs_itable_mutex(fs_itable *t)
+{
+	return &t->mu;
+}
+
 fs_inode *fs_itable_root(fs_itable *t)
 {
 	return t->root;
@@ -403,4 +408,83 @@ size_t fs_itable_count(fs_itable *t)
 double fs_now(void)
 {
 	return clock_mono();
+}
+
+/* Replaces the leading `from_len` bytes of n's path by `to`. */
+static int repath(fs_itable *t, fs_inode *n, size_t from_len, const char *to)
+{
+	buf p = BUF_INIT;
+	buf_puts(&p, to);
+	buf_puts(&p, n->path + from_len);
+	char *np = buf_steal(&p);
+	if (!np)
+		return -1;
+	bool indexed = !n->detached;
+	if (indexed)
+		remove_path(t, n);
+	free(n->path);
+	n->path = np;
+	if (indexed) {
+		fs_inode *other = find_path(t, np);
+		if (other)
+			remove_path(t, other);
+		insert_path(t, n);
+		n->detached = false;
+	}
+	return 0;
+}
+
+int fs_itable_move(fs_itable *t, fs_inode *n, fs_inode *new_parent,
+		   const char *new_name)
+{
+	buf p = BUF_INIT;
+	if (new_parent->path[0])
+		buf_printf(&p, "%s/%s", new_parent->path, new_name);
+	else
+		buf_puts(&p, new_name);
+	char *to = buf_steal(&p);
+	char *name = strdup(new_name);
+	if (!to || !name) {
+		free(to);
+		free(name);
+		return -1;
+	}
+	fs_inode *old = find_path(t, to);
+	if (old && old != n)
+		fs_itable_detach(t, old);
+	size_t from_len = strlen(n->path);
+	char *from = strdup(n->path);
+	if (!from) {
+		free(to);
+		free(name);
+		return -1;
+	}
+	/* descendants first: their paths start with "from/" */
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		for (fs_inode *c = t->by_ino[i]; c; c = c->next_ino) {
+			if (c != n && !strncmp(c->path, from, from_len) &&
+			    c->path[from_len] == '/')
+				repath(t, c, from_len, to);
+		}
+	}
+	repath(t, n, from_len, to);
+	free(from);
+	free(to);
+	free(n->name);
+	n->name = name;
+	if (n->parent != new_parent) {
+		fs_inode *op = n->parent;
+		new_parent->refs++;
+		n->parent = new_parent;
+		if (op) {
+			op->refs--;
+			maybe_free(t, op);
+		}
+	}
+	return 0;
+}
+
+fs_inode *fs_itable_find(fs_itable *t, const char *path)
+{
+	return find_path(t, path);
 }

@@ -61,6 +61,7 @@ struct fs_inode {
 	ns_dir *listing;
 	vis_manifest *manifest;
 	double listing_time;
+	uint64_t listing_gen; /* fs listing generation it was fetched in */
 	bool listing_busy; /* a thread is fetching it */
 
 	/* private to the table */
@@ -76,6 +77,8 @@ void fs_itable_unlock(fs_itable *t);
 /* Condition tied to the table mutex, for waiting on listing_busy. */
 void fs_itable_wait(fs_itable *t);
 void fs_itable_broadcast(fs_itable *t);
+/* The table mutex itself, for timed waits on other conditions. */
+pthread_mutex_t *fs_itable_mutex(fs_itable *t);
 
 fs_inode *fs_itable_root(fs_itable *t);
 fs_inode *fs_itable_get(fs_itable *t, uint64_t ino);
@@ -90,6 +93,12 @@ size_t fs_itable_count(fs_itable *t);
 /* Removes n from the path index: the next lookup of its path creates a new
  * inode (the old number stays valid until forgotten). */
 void fs_itable_detach(fs_itable *t, fs_inode *n);
+/* A rename: n and every node under it take paths under new_parent/
+ * new_name; a node already at the new path is detached.  -1: ENOMEM. */
+int fs_itable_move(fs_itable *t, fs_inode *n, fs_inode *new_parent,
+		   const char *new_name);
+/* The node indexed at path, or NULL. */
+fs_inode *fs_itable_find(fs_itable *t, const char *path);
 /* Called (table locked) for every node about to be freed. */
 void fs_itable_set_free_hook(fs_itable *t, void (*fn)(void *, fs_inode *),
 			     void *arg);

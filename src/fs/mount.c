@@ -34,6 +34,7 @@ void mount_args_init(mount_args *a)
 	a->cache.chunk_size = 8u << 20;
 	a->cache.per_file_conns = 8;
 	a->cache.global_conns = 16;
+	a->commit_delay = 5.0;
 	a->cache.verify = true;
 	a->fs.passthrough = true;
 }
@@ -62,6 +63,7 @@ void mount_args_free(mount_args *a)
 	free(a->profile);
 	free(a->ca_bundle);
 	free(a->cache_dir);
+	free(a->temp_patterns);
 }
 
 static int check_mountpoint(const mount_args *a)
@@ -126,6 +128,7 @@ struct mounted {
 	s3_client *s3;
 	cache *cache;
 	ctl_server *ctl;
+	eng *eng;
 	fs_ctx *fs;
 	struct fuse_session *se;
 };
@@ -135,6 +138,20 @@ static void mounted_free(struct mounted *m)
 	if (m->se)
 		fuse_session_destroy(m->se);
 	fs_ctx_close_handles(m->fs);
+	if (m->eng && !m->fs) {
+		eng_close(m->eng, false);
+	} else if (m->eng) {
+		/* unmount waits until what was written is visible; a killed
+		 * process leaves the journal, resumed by the next mount */
+		log_info("unmount: committing what is pending");
+		int rc = fs_sync(m->fs, NULL, NULL);
+		if (rc < 0)
+			log_error("unmount: pending commits failed (%s); they stay "
+				  "journaled and resume at the next mount",
+				  strerror(-rc));
+		fs_ctx_stop_writes(m->fs);
+		eng_close(m->eng, rc == 0);
+	}
 	ctl_server_stop(m->ctl);
 	/* no new downloads; abort running ones; then free what they used */
 	cache_shutdown(m->cache);
@@ -144,6 +161,54 @@ static void mounted_free(struct mounted *m)
 	s3_client_free(m->s3);
 	creds_chain_free(m->creds);
 	s3_settings_free(&m->settings);
+}
+
+/*
+ * The commit engine's state (journal and staging files) lives under the
+ * cache directory, one directory per bucket/prefix and live mount:
+ * writes/<hash>.<n>.  A mount takes the first one no live mount holds,
+ * so a remount after a crash adopts (and resumes) the journal it left.
+ */
+static int open_engine(mount_args *a, struct mounted *m)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (const char *p = m->settings.bucket; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ '/') * 1099511628211ULL;
+	for (const char *p = m->settings.prefix; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	buf d = BUF_INIT;
+	buf_printf(&d, "%s/writes", a->cache_dir);
+	mkdir(buf_cstr(&d), 0700);
+	for (int n = 0; n < 64; n++) {
+		buf dir = BUF_INIT;
+		buf_printf(&dir, "%s/%016llx.%d", buf_cstr(&d),
+			   (unsigned long long)h, n);
+		mkdir(buf_cstr(&dir), 0700);
+		char *err = NULL;
+		int rc = eng_open(m->s3, m->cache, buf_cstr(&dir),
+				  m->settings.bucket, m->settings.prefix,
+				  &a->eng, &m->eng, &err);
+		buf_free(&dir);
+		if (rc == -EBUSY) {
+			free(err);
+			continue;
+		}
+		buf_free(&d);
+		if (rc < 0) {
+			fprintf(stderr, "ckptfs: cannot start the commit engine: "
+					"%s\n",
+				err ? err : strerror(-rc));
+			free(err);
+			return -1;
+		}
+		return 0;
+	}
+	buf_free(&d);
+	fprintf(stderr, "ckptfs: too many mounts of s3://%s/%s share the "
+			"cache directory %s\n",
+		m->settings.bucket, m->settings.prefix, a->cache_dir);
+	return -1;
 }
 
 static int setup_s3(mount_args *a, struct mounted *m)
@@ -185,9 +250,11 @@ static int setup_s3(mount_args *a, struct mounted *m)
 	a->cache.dir = a->cache_dir;
 	if (cache_open(&a->cache, m->s3, s->bucket, &m->cache, &err) < 0)
 		goto fail;
+	if (!a->read_only && open_engine(a, m) < 0)
+		return -1;
 	/* before the FUSE mount: resolving the mountpoint afterwards would
 	 * ask this very process, whose loop is not running yet */
-	ctl_target t = {a->mountpoint, s->bucket, s->prefix, m->s3, m->cache};
+	ctl_target t = {a->mountpoint, s->bucket, s->prefix, m->s3, m->cache, &m->fs};
 	m->ctl = ctl_server_start(&t, &err);
 	if (!m->ctl)
 		goto fail;

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 
+#include "commit/engine.h"
 #include "fs/ops.h"
 #include "s3/config.h"
 
@@ -36,6 +37,11 @@ typedef struct mount_args {
 	fs_opts fs;
 	cache_opts cache;
 	char *cache_dir; /* owned; cache.dir points here */
+	/* writes */
+	bool read_only;
+	double commit_delay; /* seconds; default 5 */
+	eng_opts eng;
+	char *temp_patterns; /* owned; eng.temp_patterns points here */
 } mount_args;
 
 void mount_args_init(mount_args *a);

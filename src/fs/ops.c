@@ -26,70 +26,11 @@
 #include <unistd.h>
 
 #include "fs/inode.h"
+#include "fs/ops-internal.h"
 #include "fs/listing.h"
 #include "fs/namespace.h"
 #include "util/buf.h"
 #include "util/log.h"
-
-#define LOGGED_MAX 4096
-
-struct fs_ctx {
-	fs_pt pt;
-	s3_client *s3;
-	cache *cache;
-	char *prefix;
-	fs_itable *it;
-	fs_opts o;
-	struct timespec mount_time;
-	pthread_mutex_t log_mu;
-	/* handles closed by the application (flush) whose asynchronous
-	 * release has not arrived yet: their cache pins are about to go */
-	unsigned closing; /* [table lock] */
-	/* open handles, freed at unmount if the kernel never released them */
-	struct fs_handle *handles;       /* [table lock] */
-	struct fs_dirhandle *dirhandles; /* [table lock] */
-	uint64_t logged[LOGGED_MAX]; /* hashes of keys already reported */
-	size_t n_logged;
-};
-
-typedef struct fs_handle fs_handle;
-struct fs_handle {
-	fs_handle *prev, *next; /* fs->handles [table lock] */
-	bool linked;
-	fs_inode *node; /* holds a reference */
-	cache_file *cf; /* NULL: uncached reads through the window */
-	bool hit;       /* every byte was cached at open */
-	bool flushed;   /* counted in fs->closing */
-	atomic_bool cache_failed; /* download failed: read uncached from now on */
-	/* reads hold it shared; release takes it exclusively, because the
-	 * kernel may release a file while readahead reads are still replying */
-	pthread_rwlock_t busy;
-	int backing_id; /* > 0: reads pass through to the cache file */
-	char *key;
-	char etag[128];
-	uint64_t size;
-	pthread_mutex_t mu;
-	char *win;          /* read window */
-	uint64_t win_off;
-	size_t win_len, win_cap;
-	uint64_t next_seq;  /* where a sequential reader would read next */
-	size_t ra;          /* current read-ahead size */
-};
-
-typedef struct fs_dirent_snap {
-	char *name;
-	char *etag;
-	bool is_dir;
-	uint64_t size;
-	struct timespec mtime;
-} fs_dirent_snap;
-
-typedef struct fs_dirhandle fs_dirhandle;
-struct fs_dirhandle {
-	fs_dirhandle *prev, *next; /* fs->dirhandles [table lock] */
-	fs_dirent_snap *v;
-	size_t n;
-};
 
 /* ---- context ---------------------------------------------------------- */
 
@@ -123,6 +64,7 @@ fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 	}
 	fs_itable_root(fs->it)->mtime = fs->mount_time;
 	fs_itable_set_free_hook(fs->it, inode_freed, fs);
+	wr_init(fs);
 	return fs;
 }
 
@@ -130,6 +72,7 @@ void fs_ctx_free(fs_ctx *fs)
 {
 	if (!fs)
 		return;
+	wr_destroy(fs);
 	fs_itable_free(fs->it);
 	pthread_mutex_destroy(&fs->log_mu);
 	free(fs->prefix);
@@ -213,6 +156,8 @@ static char *dir_prefix(fs_ctx *fs, const fs_inode *d)
 
 static void fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 {
+	if (wr_fill_stat(fs, n, st))
+		return;
 	memset(st, 0, sizeof *st);
 	st->st_ino = n->ino;
 	st->st_uid = fs->o.uid;
@@ -278,13 +223,15 @@ static void apply_manifest(fs_inode *d, ns_dir *nd)
 static int dir_load(fs_ctx *fs, fs_inode *d)
 {
 	for (;;) {
-		if (d->listing && fs_now() - d->listing_time < fs->o.dir_timeout)
+		if (d->listing && d->listing_gen == fs->listing_gen &&
+		    fs_now() - d->listing_time < fs->o.dir_timeout)
 			return 0;
 		if (!d->listing_busy)
 			break;
 		fs_itable_wait(fs->it);
 	}
 	d->listing_busy = true;
+	uint64_t gen = fs->listing_gen;
 	fs_inode_ref(d);
 	char *prefix = dir_prefix(fs, d);
 	fs_itable_unlock(fs->it);
@@ -315,6 +262,7 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 		apply_manifest(d, nd);
 		d->listing = nd;
 		d->listing_time = fs_now();
+		d->listing_gen = gen;
 		if (nd->newest.tv_sec)
 			d->mtime = nd->newest;
 		d->attr_time = d->listing_time;
@@ -383,8 +331,20 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, p ? ENOTDIR : ENOENT);
 		return;
 	}
-	int rc = dir_load(fs, p);
-	const ns_entry *e = rc == 0 ? ns_dir_find(p->listing, name) : NULL;
+	fs_inode *local = NULL;
+	int wr = wr_lookup(fs, p, name, &local);
+	if (wr && local) {
+		local->nlookup++;
+		struct fuse_entry_param ep;
+		fill_entry(fs, local, &ep);
+		fs_itable_unlock(fs->it);
+		fuse_reply_entry(req, &ep);
+		return;
+	}
+	int rc = wr || wr_is_local_dir(fs, p) ? 0 : dir_load(fs, p);
+	const ns_entry *e = rc == 0 && !wr && p->listing && !wr_is_local_dir(fs, p)
+				    ? ns_dir_find(p->listing, name)
+				    : NULL;
 	if (rc < 0 || !e) {
 		fs_itable_unlock(fs->it);
 		if (rc < 0) {
@@ -445,7 +405,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (n->is_dir) {
+	if (n->is_dir && !wr_is_local_dir(fs, n)) {
 		int rc = dir_load(fs, n); /* learns the directory's mtime */
 		if (rc < 0)
 			log_debug("getattr %s: listing failed, stale mtime",
@@ -491,7 +451,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
 		return;
 	}
-	int rc = dir_load(fs, d);
+	bool local = wr_is_local_dir(fs, d);
+	int rc = local ? 0 : dir_load(fs, d);
 	if (rc < 0) {
 		fs_itable_unlock(fs->it);
 		fuse_reply_err(req, -rc);
@@ -499,7 +460,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	}
 	/* a snapshot keeps offsets stable while the listing is refreshed */
 	fs_dirhandle *dh = calloc(1, sizeof *dh);
-	size_t n = d->listing->n;
+	size_t n = local || !d->listing ? 0 : d->listing->n;
 	if (dh && n)
 		dh->v = calloc(n, sizeof *dh->v);
 	if (!dh || (n && !dh->v)) {
@@ -516,6 +477,12 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		if (!dh->v[i].name)
 			break;
 		dh->n++;
+	}
+	if (wr_merge_listing(fs, d, dh) < 0) {
+		fs_itable_unlock(fs->it);
+		dirhandle_free(dh);
+		fuse_reply_err(req, ENOMEM);
+		return;
 	}
 	dh->prev = NULL;
 	dh->next = fs->dirhandles;
@@ -650,6 +617,8 @@ static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
 	}
 	if (h->cf)
 		cache_file_close(h->cf);
+	if (h->ov)
+		wr_release(fs, h);
 	fs_itable_lock(fs->it);
 	handle_unlink(fs, h);
 	if (h->flushed)
@@ -781,10 +750,8 @@ static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr)
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fs_ctx *fs = ctx(req);
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
+	if (wr_open(req, ino, fi))
+		return; /* a local file, or opened for writing */
 	fs_itable_lock(fs->it);
 	fs_inode *n = fs_itable_get(fs->it, ino);
 	if (!n || n->is_dir) {
@@ -966,7 +933,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
 	pthread_rwlock_rdlock(&h->busy);
-	do_read(req, size, off, fi);
+	if (h->ov)
+		wr_read(req, h, size, off);
+	else
+		do_read(req, size, off, fi);
 	pthread_rwlock_unlock(&h->busy);
 }
 
@@ -975,6 +945,11 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 {
 	fs_ctx *fs = ctx(req);
 	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
+	if (h->ov) {
+		wr_flush(fs, h);
+		fuse_reply_err(req, 0);
+		return;
+	}
 	fs_itable_lock(fs->it);
 	if (!h->flushed) {
 		h->flushed = true;
@@ -1002,80 +977,13 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_blocks = sv.f_bfree = sv.f_bavail = (fsblkcnt_t)1 << 38; /* 1 PiB */
 	sv.f_files = sv.f_ffree = sv.f_favail = (fsfilcnt_t)1 << 32;
 	sv.f_namemax = 255;
+	wr_statfs(ctx(req), &sv);
 	fuse_reply_statfs(req, &sv);
-}
-
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			size_t size)
-{
-	fuse_reply_err(req, ENODATA);
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	if (size == 0)
-		fuse_reply_xattr(req, 0);
-	else
-		fuse_reply_buf(req, NULL, 0);
 }
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
-}
-
-/* Every modifying operation: the mount is read-only for now. */
-static void ro_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
-		     dev_t r)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_unlink(fuse_req_t req, fuse_ino_t p, const char *n)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_symlink(fuse_req_t req, const char *l, fuse_ino_t p,
-		       const char *n)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_rename(fuse_req_t req, fuse_ino_t p, const char *n,
-		      fuse_ino_t np, const char *nn, unsigned int f)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_link(fuse_req_t req, fuse_ino_t i, fuse_ino_t np,
-		    const char *nn)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_setattr(fuse_req_t req, fuse_ino_t i, struct stat *a, int t,
-		       struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
-		      struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_setxattr(fuse_req_t req, fuse_ino_t i, const char *n,
-			const char *v, size_t s, int f)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_removexattr(fuse_req_t req, fuse_ino_t i, const char *n)
-{
-	fuse_reply_err(req, EROFS);
-}
-static void ro_fallocate(fuse_req_t req, fuse_ino_t i, int m, off_t o,
-			 off_t l, struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, EROFS);
+	fuse_reply_err(req, (mask & W_OK) && !ctx(req)->eng ? EROFS : 0);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -1085,6 +993,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	if (conn->capable & FUSE_CAP_SPLICE_MOVE)
 		conn->want |= FUSE_CAP_SPLICE_MOVE;
+	/* written bytes spliced from the kernel into the staging file */
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	conn->max_write = 1u << 20;
 	conn->max_readahead = conn->max_readahead > (1u << 20)
 				      ? conn->max_readahead
 				      : (1u << 20);
@@ -1105,24 +1017,66 @@ static const struct fuse_lowlevel_ops ops = {
 	.flush = op_flush,
 	.release = op_release,
 	.statfs = op_statfs,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
 	.access = op_access,
-	.mknod = ro_mknod,
-	.mkdir = ro_mkdir,
-	.unlink = ro_unlink,
-	.rmdir = ro_unlink,
-	.symlink = ro_symlink,
-	.rename = ro_rename,
-	.link = ro_link,
-	.setattr = ro_setattr,
-	.create = ro_create,
-	.setxattr = ro_setxattr,
-	.removexattr = ro_removexattr,
-	.fallocate = ro_fallocate,
+	/* the write path: fs/write.c */
+	.getxattr = wr_getxattr,
+	.listxattr = wr_listxattr,
+	.setxattr = wr_setxattr,
+	.removexattr = wr_removexattr,
+	.mknod = wr_mknod,
+	.mkdir = wr_mkdir,
+	.unlink = wr_unlink,
+	.rmdir = wr_rmdir,
+	.symlink = wr_symlink,
+	.readlink = wr_readlink,
+	.rename = wr_rename,
+	.link = wr_link,
+	.setattr = wr_setattr,
+	.create = wr_create,
+	.write_buf = wr_write_buf,
+	.fsync = wr_fsync,
+	.fsyncdir = wr_fsyncdir,
+	.fallocate = wr_fallocate,
 };
 
 const struct fuse_lowlevel_ops *fs_lowlevel_ops(void)
 {
 	return &ops;
+}
+
+/* ---- for fs/write.c --------------------------------------------------- */
+
+fs_ctx *fs_req_ctx(fuse_req_t req)
+{
+	return ctx(req);
+}
+
+void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
+{
+	fill_stat(fs, n, st);
+}
+
+void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep)
+{
+	fill_entry(fs, n, ep);
+}
+
+int fs_dir_load(fs_ctx *fs, fs_inode *d)
+{
+	return dir_load(fs, d);
+}
+
+char *fs_object_key(fs_ctx *fs, const fs_inode *n)
+{
+	return object_key(fs, n);
+}
+
+void fs_handle_link(fs_ctx *fs, fs_handle *h)
+{
+	handle_link(fs, h);
+}
+
+void fs_handle_free(fs_ctx *fs, fs_handle *h, bool counted)
+{
+	handle_free(fs, h, counted);
 }

@@ -59,6 +59,11 @@ typedef struct eng eng;
  * an open handle or a change after which a transaction commits. */
 void fs_ctx_set_engine(fs_ctx *fs, eng *e, double commit_delay);
 eng *fs_ctx_engine(fs_ctx *fs);
+/* After a restart: files the journal still holds show in the mount again
+ * (read-only) until they are visible remotely. */
+void fs_ctx_restore(fs_ctx *fs);
+/* Stops the idle-commit thread (before the engine closes). */
+void fs_ctx_stop_writes(fs_ctx *fs);
 
 /* `ckptfs commit PATH` (relpath relative to the mount root, "" = root):
  * seals every transaction at or under relpath, or the one holding it, and

@@ -1,0 +1,159 @@
+/*
+ * The state shared by the read path (fs/ops.c) and the write path
+ * (fs/write.c) of the FUSE operations.  Private to src/fs.
+ */
+#ifndef CKPTFS_FS_OPS_INTERNAL_H
+#define CKPTFS_FS_OPS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "fs/inode.h"
+#include "fs/ops.h"
+#include "fs/overlay.h"
+
+#define LOGGED_MAX 4096
+
+struct fs_ctx {
+	fs_pt pt;
+	s3_client *s3;
+	cache *cache;
+	char *prefix;
+	fs_itable *it;
+	fs_opts o;
+	struct timespec mount_time;
+	pthread_mutex_t log_mu;
+	/* handles closed by the application (flush) whose asynchronous
+	 * release has not arrived yet: their cache pins are about to go */
+	unsigned closing; /* [table lock] */
+	/* open handles, freed at unmount if the kernel never released them */
+	struct fs_handle *handles;       /* [table lock] */
+	struct fs_dirhandle *dirhandles; /* [table lock] */
+	uint64_t logged[LOGGED_MAX]; /* hashes of keys already reported */
+	size_t n_logged;
+
+	/* writes (fs/write.c); eng NULL: read-only */
+	eng *eng;
+	double commit_delay;
+	ov_table ov;            /* [table lock] */
+	uint64_t listing_gen;   /* [table lock] bumped when remote state
+	                         * changed under cached listings */
+	struct wr_deletes *dels; /* [table lock] remote deletes not yet sent */
+	pthread_t idle_thread;
+	bool idle_running, idle_stop; /* [table lock] */
+	pthread_cond_t idle_cv;
+};
+
+typedef struct fs_handle fs_handle;
+struct fs_handle {
+	fs_handle *prev, *next; /* fs->handles [table lock] */
+	bool linked;
+	fs_inode *node; /* holds a reference */
+	cache_file *cf; /* NULL: uncached reads through the window */
+	bool hit;       /* every byte was cached at open */
+	bool flushed;   /* counted in fs->closing */
+	atomic_bool cache_failed; /* download failed: read uncached from now on */
+	/* reads hold it shared; release takes it exclusively, because the
+	 * kernel may release a file while readahead reads are still replying */
+	pthread_rwlock_t busy;
+	int backing_id; /* > 0: reads pass through to the cache file */
+	char *key;
+	char etag[128];
+	uint64_t size;
+	pthread_mutex_t mu;
+	char *win;          /* read window */
+	uint64_t win_off;
+	size_t win_len, win_cap;
+	uint64_t next_seq;  /* where a sequential reader would read next */
+	size_t ra;          /* current read-ahead size */
+	/* local files (fs/write.c): reads and writes go to the staging file */
+	ov_node *ov;        /* holds a reference */
+	bool writable;
+	bool wrote;
+};
+
+typedef struct fs_dirent_snap {
+	char *name;
+	char *etag;
+	bool is_dir;
+	uint64_t size;
+	struct timespec mtime;
+} fs_dirent_snap;
+
+typedef struct fs_dirhandle fs_dirhandle;
+struct fs_dirhandle {
+	fs_dirhandle *prev, *next; /* fs->dirhandles [table lock] */
+	fs_dirent_snap *v;
+	size_t n;
+};
+
+
+/* ops.c helpers the write path uses.  Table locked where noted. */
+fs_ctx *fs_req_ctx(fuse_req_t req);
+void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
+void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
+int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
+char *fs_object_key(fs_ctx *fs, const fs_inode *n);
+void fs_handle_link(fs_ctx *fs, fs_handle *h);     /* table locked */
+void fs_handle_free(fs_ctx *fs, fs_handle *h, bool counted);
+
+/* The write path (fs/write.c), called by ops.c. */
+void wr_init(fs_ctx *fs);
+void wr_shutdown(fs_ctx *fs); /* stops the idle thread */
+void wr_destroy(fs_ctx *fs);
+/* Lookup of name in p answered by the overlay: 1 (found: *out, or
+ * *out NULL for a whiteout: ENOENT), 0 (ask the remote listing).
+ * Table locked. */
+int wr_lookup(fs_ctx *fs, fs_inode *p, const char *name, fs_inode **out);
+/* Attributes of a local node; false when n is not one.  Table locked. */
+bool wr_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
+/* Whether the overlay has a local directory at n's path.  Table locked. */
+bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n);
+/* Merges the overlay into a directory snapshot.  Table locked. */
+int wr_merge_listing(fs_ctx *fs, fs_inode *d, fs_dirhandle *dh);
+/* open of a local file, or for writing: true when it replied. */
+bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+bool wr_read(fuse_req_t req, fs_handle *h, size_t size, off_t off);
+/* flush/release of a handle with h->ov. */
+void wr_flush(fs_ctx *fs, fs_handle *h);
+void wr_release(fs_ctx *fs, fs_handle *h);
+
+/* FUSE operations of the write path (fs/write.c). */
+void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 size_t size);
+void wr_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void wr_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 const char *value, size_t size, int flags);
+void wr_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+void wr_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode, dev_t rdev);
+void wr_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode);
+void wr_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void wr_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void wr_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		const char *name);
+void wr_readlink(fuse_req_t req, fuse_ino_t ino);
+void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       fuse_ino_t newparent, const char *newname, unsigned int flags);
+void wr_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+	     const char *newname);
+void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		int to_set, struct fuse_file_info *fi);
+void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       mode_t mode, struct fuse_file_info *fi);
+void wr_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+		  off_t off, struct fuse_file_info *fi);
+void wr_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+	      struct fuse_file_info *fi);
+void wr_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+		 struct fuse_file_info *fi);
+void wr_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+		  off_t length, struct fuse_file_info *fi);
+void wr_statfs(fs_ctx *fs, struct statvfs *sv);
+
+#endif
