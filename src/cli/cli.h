@@ -16,6 +16,9 @@ typedef struct cli_cmd {
 extern const cli_cmd cli_cmd_mount;
 extern const cli_cmd cli_cmd_status;
 extern const cli_cmd cli_cmd_prefetch;
+extern const cli_cmd cli_cmd_commit;
+extern const cli_cmd cli_cmd_sync;
+extern const cli_cmd cli_cmd_gc;
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,5 +29,18 @@ void cli_fmt_bytes(uint64_t n, char out[32]);
 void cli_progress(const char *label, uint64_t done, uint64_t total,
 		  double rate);
 void cli_progress_end(void);
+
+/* The mountpoint holding path (malloc'd): the last ancestor whose device
+ * differs from its parent's; *rel (malloc'd) gets path relative to it
+ * ("" for the mountpoint itself).  NULL when path cannot be resolved. */
+char *cli_find_mount(const char *path, char **rel);
+
+/* Client-side rate of a stream of progress reports (bytes/s). */
+typedef struct cli_rate {
+	uint64_t last_done;
+	double last_t;
+	double rate;
+} cli_rate;
+double cli_rate_update(cli_rate *r, uint64_t done);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * ckptfs status MOUNT [--json]: cache use, pinned bytes, hit/miss counters
- * and download throughput of the daemon serving MOUNT.
+ * ckptfs status MOUNT [--json]: cache use, pinned bytes, hit/miss counters,
+ * download throughput and the pending transactions (path, state, bytes
+ * uploaded of total, rate, last error) of the daemon serving MOUNT.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -20,6 +21,48 @@ static void row_bytes(const char *label, uint64_t v)
 	char b[32];
 	cli_fmt_bytes(v, b);
 	printf("  %-18s %s\n", label, b);
+}
+
+static void print_pending(json_t *r)
+{
+	json_t *p = json_object_get(r, "pending");
+	printf("pending transactions");
+	if (!json_is_array(p)) {
+		printf("  none (read-only mount)\n");
+		return;
+	}
+	const char *perr = json_string_value(json_object_get(r, "pending_error"));
+	if (perr) {
+		printf("  unknown: %s\n", perr);
+		return;
+	}
+	if (json_array_size(p) == 0) {
+		printf("  none\n");
+		return;
+	}
+	putchar('\n');
+	size_t i;
+	json_t *t;
+	json_array_foreach(p, i, t)
+	{
+		char d[32], tot[32], rt[32];
+		uint64_t done = num(t, "bytes_done"), total = num(t, "bytes_total");
+		cli_fmt_bytes(done, d);
+		cli_fmt_bytes(total, tot);
+		cli_fmt_bytes((uint64_t)json_number_value(
+				      json_object_get(t, "rate_bytes_per_s")),
+			      rt);
+		printf("  %s\n    %-16s %s\n    %-16s %s / %s (%.0f%%)\n"
+		       "    %-16s %s/s\n",
+		       json_string_value(json_object_get(t, "path")), "state",
+		       json_string_value(json_object_get(t, "state")),
+		       "uploaded", d, tot,
+		       total ? 100.0 * (double)done / (double)total : 100.0,
+		       "rate", rt);
+		const char *err = json_string_value(json_object_get(t, "error"));
+		if (err)
+			printf("    %-16s %s\n", "error", err);
+	}
 }
 
 static void print_table(json_t *r)
@@ -56,6 +99,7 @@ static void print_table(json_t *r)
 			      json_object_get(d, "rate_bytes_per_s")),
 		      b);
 	printf("  %-18s %s/s\n", "throughput", b);
+	print_pending(r);
 }
 
 static int cmd_status(int argc, char **argv)

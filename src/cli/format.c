@@ -1,7 +1,13 @@
 /*
- * cli format helpers: byte counts and the terminal progress bar.
+ * cli format helpers: byte counts, the terminal progress bar, finding the
+ * mount that holds a path.
  */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -45,4 +51,50 @@ void cli_progress_end(void)
 {
 	if (isatty(STDERR_FILENO))
 		fputc('\n', stderr);
+}
+
+char *cli_find_mount(const char *path, char **rel)
+{
+	char *real = realpath(path, NULL);
+	if (!real)
+		return NULL;
+	char *cur = strdup(real);
+	struct stat st, pst;
+	while (cur && strcmp(cur, "/") != 0 && stat(cur, &st) == 0) {
+		char *slash = strrchr(cur, '/');
+		char parent[PATH_MAX];
+		snprintf(parent, sizeof parent, "%.*s",
+			 slash == cur ? 1 : (int)(slash - cur), cur);
+		if (stat(parent, &pst) < 0 || pst.st_dev != st.st_dev) {
+			size_t n = strlen(cur);
+			*rel = strdup(real[n] == '/' ? real + n + 1 : real + n);
+			free(real);
+			return cur;
+		}
+		*slash = '\0';
+		if (!cur[0])
+			break;
+	}
+	free(cur);
+	free(real);
+	return NULL;
+}
+
+double cli_rate_update(cli_rate *r, uint64_t done)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (r->last_t > 0 && now - r->last_t >= 0.2) {
+		double inst = done >= r->last_done
+				      ? (double)(done - r->last_done) /
+						(now - r->last_t)
+				      : 0;
+		r->rate = r->rate > 0 ? 0.7 * r->rate + 0.3 * inst : inst;
+	}
+	if (r->last_t == 0 || now - r->last_t >= 0.2) {
+		r->last_done = done;
+		r->last_t = now;
+	}
+	return r->rate;
 }

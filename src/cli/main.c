@@ -12,6 +12,9 @@ static const cli_cmd *const commands[] = {
 	&cli_cmd_mount,
 	&cli_cmd_status,
 	&cli_cmd_prefetch,
+	&cli_cmd_commit,
+	&cli_cmd_sync,
+	&cli_cmd_gc,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

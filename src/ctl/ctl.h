@@ -8,7 +8,20 @@
  * Protocol: the client sends one JSON object on one line; the daemon
  * answers with one or more JSON lines, the last of which has "done": true
  * (progress lines come before it).  A reply with "error" carries a message.
- * Requests: {"cmd":"status"}, {"cmd":"prefetch","path":"rel/path"}.
+ * Requests:
+ *   {"cmd":"status"}                  one reply: mount, cache, downloads and
+ *                                     "pending" (eng_status) when writable
+ *   {"cmd":"prefetch","path":"rel"}   progress lines, then the totals
+ *   {"cmd":"commit","path":"rel"}     fs_commit_path; progress lines
+ *                                     {"done":false,"bytes_done","bytes_total"}
+ *                                     of the transactions concerned, then
+ *                                     {"done":true,"committed":[{"path",
+ *                                     "bytes"}...]} once they are visible
+ *   {"cmd":"sync"}                    fs_sync; its progress callback's
+ *                                     {"done":false,"bytes_done","bytes_total"}
+ *                                     lines, then {"done":true,...} once
+ *                                     everything pending is visible
+ * ("" is the mount root.)
  */
 #ifndef CKPTFS_CTL_CTL_H
 #define CKPTFS_CTL_CTL_H
@@ -19,6 +32,7 @@
 #include "s3/client.h"
 
 typedef struct ctl_server ctl_server;
+typedef struct fs_ctx fs_ctx;
 
 typedef struct ctl_target {
 	const char *mountpoint;
@@ -26,6 +40,11 @@ typedef struct ctl_target {
 	const char *prefix;
 	s3_client *s3;
 	cache *cache;
+	/* Where the mount keeps its fs_ctx: the server starts before the FUSE
+	 * session (and its fs_ctx) exists, so it reads *fs per request; NULL
+	 * (or *fs NULL) answers commit and sync with an error.  The fs_ctx
+	 * must outlive ctl_server_stop. */
+	fs_ctx *const *fs;
 } ctl_target;
 
 /* malloc'd socket path for a mountpoint (which must exist). NULL on error. */

@@ -1,5 +1,6 @@
 /*
- * ctl server: answers status and prefetch requests on the mount's socket.
+ * ctl server: answers status, prefetch, commit and sync requests on the
+ * mount's socket.
  *
  * One accept thread; each connection is served by its own detached thread
  * (prefetch can run for minutes).  ctl_server_stop closes the listener,
@@ -19,9 +20,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "commit/engine.h"
 #include "fs/namespace.h"
+#include "fs/ops.h"
 #include "util/buf.h"
 #include "util/log.h"
 
@@ -95,6 +99,65 @@ static void send_error(int fd, const char *msg)
 	send_json(fd, json_pack("{s:s, s:b}", "error", msg, "done", 1));
 }
 
+/*
+ * The write path (src/fs/write.c) and the commit engine
+ * (src/commit/engine.c) are being written alongside this file: weak
+ * references keep ckptfs linking until they land, and the server answers
+ * as for a read-only mount meanwhile.  TODO: drop once both are built.
+ */
+#pragma weak fs_ctx_engine
+#pragma weak fs_commit_path
+#pragma weak fs_sync
+#pragma weak eng_status
+#pragma weak eng_status_free
+
+static bool have_write_path(void)
+{
+	return fs_ctx_engine && fs_commit_path && fs_sync && eng_status &&
+	       eng_status_free;
+}
+
+/* The mount's fs_ctx, or NULL (not up yet). */
+static fs_ctx *target_fs(ctl_server *s)
+{
+	return s->t.fs ? __atomic_load_n(s->t.fs, __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* The mount's commit engine, or NULL (read-only, or not up yet). */
+static eng *target_eng(ctl_server *s)
+{
+	fs_ctx *fs = have_write_path() ? target_fs(s) : NULL;
+	return fs ? fs_ctx_engine(fs) : NULL;
+}
+
+/* eng_status as JSON: [{"path","state","bytes_done","bytes_total",
+ * "rate_bytes_per_s","error"}...], or JSON null without an engine. */
+static json_t *pending_json(eng *e, char *err, size_t errsz)
+{
+	if (!e)
+		return json_null();
+	eng_txn_status *v = NULL;
+	size_t n = 0;
+	int rc = eng_status(e, &v, &n);
+	json_t *a = json_array();
+	if (rc < 0) {
+		snprintf(err, errsz, "%s", strerror(-rc));
+		return a;
+	}
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(
+			a, json_pack("{s:s, s:s, s:I, s:I, s:f, s:s?}", "path",
+				     v[i].path ? v[i].path : "", "state",
+				     v[i].state ? v[i].state : "",
+				     "bytes_done", (json_int_t)v[i].bytes_done,
+				     "bytes_total",
+				     (json_int_t)v[i].bytes_total,
+				     "rate_bytes_per_s", v[i].rate, "error",
+				     v[i].error));
+	eng_status_free(v, n);
+	return a;
+}
+
 static void do_status(ctl_server *s, int fd)
 {
 	cache_stats st;
@@ -114,11 +177,17 @@ static void do_status(ctl_server *s, int fd)
 			      "downloaded_bytes",
 			      (json_int_t)st.downloaded_bytes, "rate_bytes_per_s",
 			      st.download_rate);
-	send_json(fd, json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:b}",
-				"mountpoint", s->t.mountpoint, "bucket",
-				s->t.bucket, "prefix", s->t.prefix, "pid",
-				(int)getpid(), "cache", c, "downloads", d,
-				"done", 1));
+	eng *e = target_eng(s);
+	char perr[256] = "";
+	json_t *p = pending_json(e, perr, sizeof perr);
+	json_t *r = json_pack("{s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, s:b}",
+			      "mountpoint", s->t.mountpoint, "bucket",
+			      s->t.bucket, "prefix", s->t.prefix, "pid",
+			      (int)getpid(), "writable", e != NULL, "cache", c,
+			      "downloads", d, "pending", p, "done", 1);
+	if (r && perr[0])
+		json_object_set_new(r, "pending_error", json_string(perr));
+	send_json(fd, r);
 }
 
 /* ---- prefetch --------------------------------------------------------- */
@@ -280,6 +349,187 @@ static void do_prefetch(ctl_server *s, int fd, const char *rel)
 	buf_free(&key);
 }
 
+/* ---- commit and sync ---------------------------------------------------- */
+
+static bool rel_ok(const char *rel)
+{
+	if (rel[0] == '/')
+		return false;
+	for (const char *p = rel; *p;) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		if (len == 0 || (len == 1 && p[0] == '.') ||
+		    (len == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	return true;
+}
+
+/* Whether transaction path t concerns a commit of rel: t is rel, lies
+ * under it, or holds it. */
+static bool txn_concerns(const char *t, const char *rel)
+{
+	if (!rel[0])
+		return true;
+	size_t tl = strlen(t), rl = strlen(rel);
+	size_t m = tl < rl ? tl : rl;
+	return !strncmp(t, rel, m) &&
+	       (tl == rl || (tl > rl ? t[rl] == '/' : rel[tl] == '/'));
+}
+
+/* The transactions a commit of rel concerns (a snapshot of eng_status). */
+static json_t *concerned(eng *e, const char *rel, uint64_t *done,
+			 uint64_t *total)
+{
+	eng_txn_status *v = NULL;
+	size_t n = 0;
+	json_t *a = json_array();
+	*done = *total = 0;
+	if (eng_status(e, &v, &n) < 0)
+		return a;
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].path || !txn_concerns(v[i].path, rel))
+			continue;
+		json_array_append_new(a, json_pack("{s:s, s:I}", "path",
+						   v[i].path, "bytes",
+						   (json_int_t)v[i].bytes_total));
+		*done += v[i].bytes_done;
+		*total += v[i].bytes_total;
+	}
+	eng_status_free(v, n);
+	return a;
+}
+
+struct commit_watch {
+	ctl_server *s;
+	eng *e;
+	int fd;
+	const char *rel;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool finished; /* [mu] */
+};
+
+/* Sends progress of the concerned transactions about twice a second
+ * while fs_commit_path waits. */
+static void *commit_watch_main(void *arg)
+{
+	struct commit_watch *w = arg;
+	pthread_mutex_lock(&w->mu);
+	while (!w->finished) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 500 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+		if (w->finished)
+			break;
+		pthread_mutex_unlock(&w->mu);
+		uint64_t done, total;
+		json_decref(concerned(w->e, w->rel, &done, &total));
+		int rc = send_json(w->fd,
+				   json_pack("{s:b, s:I, s:I}", "done", 0,
+					     "bytes_done", (json_int_t)done,
+					     "bytes_total", (json_int_t)total));
+		pthread_mutex_lock(&w->mu);
+		if (rc < 0)
+			break; /* the client went away; the commit goes on */
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+static void do_commit(ctl_server *s, int fd, const char *rel)
+{
+	if (!rel_ok(rel)) {
+		send_error(fd, "path must be relative to the mount");
+		return;
+	}
+	fs_ctx *fs = target_fs(s);
+	eng *e = target_eng(s);
+	if (!e) {
+		send_error(fd, "the mount is read-only: nothing to commit");
+		return;
+	}
+	uint64_t done, total;
+	json_t *what = concerned(e, rel, &done, &total);
+	struct commit_watch w = {.s = s, .e = e, .fd = fd, .rel = rel};
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	pthread_t t;
+	bool watching = pthread_create(&t, NULL, commit_watch_main, &w) == 0;
+	char err[512] = "";
+	int rc = fs_commit_path(fs, rel, err, sizeof err);
+	pthread_mutex_lock(&w.mu);
+	w.finished = true;
+	pthread_cond_signal(&w.cv);
+	pthread_mutex_unlock(&w.mu);
+	if (watching)
+		pthread_join(t, NULL);
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+	if (rc == -ENOENT) {
+		/* nothing pending at or under rel: it is visible already (the
+		 * client checked that the path exists) */
+		json_decref(what);
+		send_json(fd, json_pack("{s:[], s:s, s:b}", "committed",
+					"note", err[0] ? err : "nothing pending",
+					"done", 1));
+	} else if (rc < 0) {
+		json_decref(what);
+		send_error(fd, err[0] ? err : strerror(-rc));
+	} else {
+		send_json(fd, json_pack("{s:o, s:I, s:b}", "committed", what,
+					"bytes", (json_int_t)total, "done", 1));
+	}
+}
+
+struct sync_progress {
+	int fd;
+	bool gone; /* the client closed the connection */
+	uint64_t done, total;
+};
+
+static void sync_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct sync_progress *p = arg;
+	p->done = done;
+	p->total = total;
+	if (!p->gone &&
+	    send_json(p->fd, json_pack("{s:b, s:I, s:I}", "done", 0,
+				       "bytes_done", (json_int_t)done,
+				       "bytes_total", (json_int_t)total)) < 0)
+		p->gone = true; /* the sync goes on; nobody to tell */
+}
+
+static void do_sync(ctl_server *s, int fd)
+{
+	fs_ctx *fs = target_fs(s);
+	if (!target_eng(s)) {
+		/* a read-only mount has nothing pending */
+		send_json(fd, json_pack("{s:I, s:I, s:b, s:b}", "bytes_done",
+					(json_int_t)0, "bytes_total",
+					(json_int_t)0, "writable", 0, "done",
+					1));
+		return;
+	}
+	struct sync_progress p = {.fd = fd};
+	int rc = fs_sync(fs, sync_progress, &p);
+	if (rc < 0)
+		send_error(fd, strerror(-rc));
+	else
+		send_json(fd, json_pack("{s:I, s:I, s:b, s:b}", "bytes_done",
+					(json_int_t)p.done, "bytes_total",
+					(json_int_t)p.total, "writable", 1,
+					"done", 1));
+}
+
 /* ---- connections ------------------------------------------------------ */
 
 struct conn {
@@ -312,6 +562,12 @@ static void handle(ctl_server *s, int fd)
 		 json_is_string(json_object_get(req, "path")))
 		do_prefetch(s, fd,
 			    json_string_value(json_object_get(req, "path")));
+	else if (!strcmp(cmd, "commit") &&
+		 json_is_string(json_object_get(req, "path")))
+		do_commit(s, fd,
+			  json_string_value(json_object_get(req, "path")));
+	else if (!strcmp(cmd, "sync"))
+		do_sync(s, fd);
 	else
 		send_error(fd, "unknown command");
 	json_decref(req);
