@@ -99,24 +99,6 @@ static void send_error(int fd, const char *msg)
 	send_json(fd, json_pack("{s:s, s:b}", "error", msg, "done", 1));
 }
 
-/*
- * The write path (src/fs/write.c) and the commit engine
- * (src/commit/engine.c) are being written alongside this file: weak
- * references keep ckptfs linking until they land, and the server answers
- * as for a read-only mount meanwhile.  TODO: drop once both are built.
- */
-#pragma weak fs_ctx_engine
-#pragma weak fs_commit_path
-#pragma weak fs_sync
-#pragma weak eng_status
-#pragma weak eng_status_free
-
-static bool have_write_path(void)
-{
-	return fs_ctx_engine && fs_commit_path && fs_sync && eng_status &&
-	       eng_status_free;
-}
-
 /* The mount's fs_ctx, or NULL (not up yet). */
 static fs_ctx *target_fs(ctl_server *s)
 {
@@ -126,7 +108,7 @@ static fs_ctx *target_fs(ctl_server *s)
 /* The mount's commit engine, or NULL (read-only, or not up yet). */
 static eng *target_eng(ctl_server *s)
 {
-	fs_ctx *fs = have_write_path() ? target_fs(s) : NULL;
+	fs_ctx *fs = target_fs(s);
 	return fs ? fs_ctx_engine(fs) : NULL;
 }
 
