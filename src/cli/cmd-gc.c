@@ -669,7 +669,7 @@ static int cmd_gc(int argc, char **argv)
 const cli_cmd cli_cmd_gc = {
 	.name = "gc",
 	.usage = "s3://BUCKET[/PREFIX] [--older-than 24h] [--dry-run] "
-		 "[--endpoint URL] [--region R] [--profile P]",
+		 "[--endpoint URL]...",
 	.summary = "remove abandoned transactions and old multipart uploads",
 	.exec = cmd_gc,
 };
