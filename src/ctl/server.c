@@ -456,9 +456,11 @@ static void do_commit(ctl_server *s, int fd, const char *rel)
 		pthread_join(t, NULL);
 	pthread_cond_destroy(&w.cv);
 	pthread_mutex_destroy(&w.mu);
-	if (rc == -ENOENT) {
+	if (rc == -ENOENT && json_array_size(what) == 0) {
 		/* nothing pending at or under rel: it is visible already (the
-		 * client checked that the path exists) */
+		 * client checked that the path exists).  With transactions
+		 * there that fs_commit_path would not seal (temp names), its
+		 * message is an error below. */
 		json_decref(what);
 		send_json(fd, json_pack("{s:[], s:s, s:b}", "committed",
 					"note", err[0] ? err : "nothing pending",
