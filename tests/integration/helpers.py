@@ -414,3 +414,236 @@ class ThrottleProxy:
                 x.close()
             except OSError:
                 pass
+
+
+# --------------------------------------------------------------------------
+# The write path (test_write*.py, test_commit.py, test_crash.py)
+
+def ckptfs_sync(mountpoint, timeout=120):
+    """`ckptfs sync MOUNT`: returns once everything written through the
+    mount is visible in the bucket."""
+    return run([CKPTFS_BIN, "sync", str(mountpoint)], timeout=timeout)
+
+
+def ckptfs_commit(path, timeout=120):
+    """`ckptfs commit PATH`: returns once the transaction at PATH is
+    visible."""
+    return run([CKPTFS_BIN, "commit", str(path)], timeout=timeout)
+
+
+def observer_options(cache_dir, *more):
+    """-o options of a mount that shows what another host sees right now:
+    read-only, its own cache directory, and no kernel or listing caching
+    (every listing and lookup asks S3)."""
+    return ["ro", f"cache_dir={cache_dir}", "dir_timeout=0", "entry_timeout=0",
+            "attr_timeout=0", *more]
+
+
+def wait_for(pred, timeout, what, interval=0.05):
+    """Polls pred() until it returns a true value (returned) or fails the
+    test after `timeout` seconds; `what` (a string, or a callable giving
+    one) says what was awaited."""
+    v = wait_until(pred, timeout, interval)
+    if not v:
+        raise AssertionError(f"not after {timeout}s: "
+                             f"{what() if callable(what) else what}")
+    return v
+
+
+def s3_get(client, bucket, key):
+    """The bytes of bucket/key, or None when there is no such object."""
+    try:
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except client.exceptions.NoSuchKey:
+        return None
+
+
+def s3_sizes(client, bucket, prefix=""):
+    """{key: size} of the objects under prefix (one listing pass)."""
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            out[o["Key"]] = o["Size"]
+    return out
+
+
+def is_protocol_key(key):
+    """Keys that belong to ckptfs itself (markers, manifests)."""
+    return any(c.startswith(".ckptfs") for c in key.split("/"))
+
+
+def pending_markers(client, bucket, prefix=""):
+    """Keys of pending markers anywhere under prefix."""
+    return [k for k in s3_sizes(client, bucket, prefix)
+            if "/.ckptfs-pending/" in "/" + k]
+
+
+def tree_view(root):
+    """{relative path: size} of the regular files under root, as a mount
+    shows them (lstat of each name listed), or None when root is absent."""
+    import stat as _stat
+    root = Path(root)
+    out = {}
+    try:
+        names = os.listdir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    stack = [(root, names)]
+    while stack:
+        d, names = stack.pop()
+        for n in names:
+            p = d / n
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                out[p.relative_to(root).as_posix()] = "vanished"
+                continue
+            if _stat.S_ISDIR(st.st_mode):
+                try:
+                    stack.append((p, os.listdir(p)))
+                except FileNotFoundError:
+                    out[p.relative_to(root).as_posix() + "/"] = "vanished"
+            else:
+                out[p.relative_to(root).as_posix()] = st.st_size
+    return out
+
+
+class Poller:
+    """Runs check() in a thread again and again (every `interval` seconds)
+    until stop().  check returns None when what it saw is allowed, else a
+    description; descriptions and exceptions are collected in `bad`.
+    `seen` counts the checks, `results` keeps the last few return values of
+    note() calls made by check (for the report)."""
+
+    def __init__(self, check, interval=0.0, name="poller"):
+        import threading
+        self.check = check
+        self.interval = interval
+        self.bad = []
+        self.seen = 0
+        self.notes = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, name=name, daemon=True)
+        _POLLERS.append(self)
+        self._t.start()
+
+    def note(self, what):
+        if not self.notes or self.notes[-1][0] != what:
+            self.notes.append((what, time.monotonic()))
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                r = self.check()
+            except Exception as e:  # noqa: BLE001 - reported by stop()
+                r = f"{type(e).__name__}: {e}"
+            self.seen += 1
+            if r is not None:
+                self.bad.append(r)
+                if len(self.bad) > 20:
+                    return
+            if self.interval:
+                self._stop.wait(self.interval)
+
+    def stop(self, timeout=60):
+        self._stop.set()
+        self._t.join(timeout)
+        assert not self._t.is_alive(), "poller thread hung (a FUSE call?)"
+        return self
+
+    def assert_clean(self, min_seen=1):
+        self.stop()
+        assert not self.bad, f"{len(self.bad)} bad observations, first: " \
+            f"{self.bad[:3]}"
+        assert self.seen >= min_seen, f"only {self.seen} observations made"
+
+
+def kill_ckptfs(m):
+    """SIGKILL the ckptfs process serving mount m (a conftest Mount), wait
+    for it to die, then detach the dead mount (fusermount3 -uz) so that the
+    mount point can be mounted again."""
+    import signal
+    m.expect_clean_exit = False
+    pids = m.pids()
+    assert pids, f"no ckptfs process serves {m.path}"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    if m.proc is not None:
+        m.proc.wait(30)
+    else:
+        wait_until(lambda: not ckptfs_pids_for(m.path), 30)
+    subprocess.run(["fusermount3", "-uz", str(m.path)], capture_output=True,
+                   timeout=30)
+    m.unmount()  # bookkeeping only: the mount is gone, problems expected
+
+
+class UploadThrottleProxy(ThrottleProxy):
+    """A ThrottleProxy that can also slow or stop what the client sends
+    (uploads): `up_rate` bytes/s shared by all connections (None:
+    unlimited); while `held` is true no byte goes to the server (requests
+    stall, connections stay open).  `bytes_up` counts what was forwarded."""
+
+    def __init__(self, target, rate=None, ttfb=0.0, up_rate=None):
+        self.up_rate = up_rate
+        self.held = False
+        self.bytes_up = 0
+        self._up_tokens = 0.0
+        self._up_last = time.monotonic()
+        import threading
+        self._up_lock = threading.Lock()
+        super().__init__(target, rate, ttfb)
+
+    def _take(self, n):
+        """Waits until n bytes may go up."""
+        while True:
+            if self._closed:
+                raise OSError("proxy closed")
+            if self.held:
+                time.sleep(0.01)
+                continue
+            rate = self.up_rate
+            if not rate:
+                return
+            with self._up_lock:
+                now = time.monotonic()
+                self._up_tokens = min(max(rate / 4, 65536.0), self._up_tokens
+                                      + (now - self._up_last) * rate)
+                self._up_last = now
+                if self._up_tokens >= n:
+                    self._up_tokens -= n
+                    return
+                need = (n - self._up_tokens) / rate
+            time.sleep(min(need, 0.05))
+
+    def _up(self, src, dst, state):
+        import socket
+        try:
+            while True:
+                b = src.recv(16384)
+                if not b:
+                    break
+                if state["req_t"] is None:
+                    state["req_t"] = time.monotonic()
+                self._take(len(b))
+                dst.sendall(b)
+                with self._lock:
+                    self.bytes_up += len(b)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+_POLLERS = []
+
+
+def stop_all_pollers():
+    """Stops every Poller still running (a test that failed midway): their
+    FUSE calls would keep the mounts busy at unmount."""
+    while _POLLERS:
+        p = _POLLERS.pop()
+        p._stop.set()
+        p._t.join(60)

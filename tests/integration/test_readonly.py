@@ -1,12 +1,13 @@
-"""The mount is read-only (for now): every write operation fails with EROFS,
-extended attributes read as absent, and the bucket is never changed."""
+"""`-o ro`: every write operation fails with EROFS, extended attributes read
+as absent, and the bucket is never changed.  Without -o ro the mount is
+writable."""
 
 import errno
 import os
 
 import pytest
 
-from helpers import run
+from helpers import mount_entry, run, s3_get, wait_for
 
 ITEMS = {"f.txt": b"file", "d/inner.txt": b"inner", "d2/": b""}
 
@@ -15,7 +16,7 @@ ITEMS = {"f.txt": b"file", "d/inner.txt": b"inner", "d2/": b""}
 def ro(s3server, module_mounter):
     b = s3server.new_bucket("readonly")
     s3server.put_many(b, ITEMS.items())
-    m = module_mounter(b)
+    m = module_mounter(b, options=("ro",))
     yield b, m
     # nothing may have reached the bucket
     assert sorted(s3server.keys(b)) == sorted(ITEMS)
@@ -94,3 +95,24 @@ def test_shell_tools_report_read_only(ro, tmp_path):
         assert "Read-only file system" in p.stderr, (cmd, p.stderr)
     assert sorted(os.listdir(m.path)) == ["d", "d2", "f.txt"]
     assert (m / "f.txt").read_bytes() == b"file"
+
+
+def test_mount_table_says_ro(ro):
+    _, m = ro
+    e = mount_entry(m.path)
+    assert "ro" in e["options"].split(","), e
+
+
+def test_without_ro_the_mount_is_writable(s3server, bucket, mount, tmp_path):
+    """The same operations work on a mount without -o ro: a file written
+    through it reads back and reaches the bucket."""
+    m = mount(bucket, options=(f"cache_dir={tmp_path}/cache",))
+    e = mount_entry(m.path)
+    assert "rw" in e["options"].split(","), e
+    (m / "hello.txt").write_bytes(b"written through ckptfs\n")
+    os.mkdir(m / "d")
+    os.rmdir(m / "d")
+    assert (m / "hello.txt").read_bytes() == b"written through ckptfs\n"
+    c = s3server.client()
+    wait_for(lambda: s3_get(c, bucket, "hello.txt") == b"written through ckptfs\n",
+             30, "hello.txt in the bucket")

@@ -1,0 +1,522 @@
+"""Transactions seen from another host (issue 4, doc/commit.md): a
+checkpoint written through one mount appears on another mount entirely or
+not at all, when a commit trigger fires; several writer mounts into one
+directory become visible together; remote effects keep the order the
+application issued them in (a delete of checkpoint N-1 never before N is
+visible, `latest` never names an invisible checkpoint).
+
+Another host is a second ckptfs mount with its own cache and no listing or
+attribute caching (helpers.observer_options), polled in a thread for the
+whole test, plus boto3 listings of the bucket judged by the protocol
+(complete = every expected key with its size and no pending marker)."""
+
+import os
+import shutil
+import time
+
+import pytest
+
+import helpers
+
+from helpers import (Poller, ckptfs_commit, ckptfs_sync, det_bytes,
+                     is_protocol_key, observer_options, pending_markers,
+                     s3_get, s3_sizes, sha256_bytes, tree_view, wait_for)
+
+MiB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def _stop_pollers(mount):
+    """Pollers of a test that failed midway stop before its mounts go."""
+    yield
+    helpers.stop_all_pollers()
+
+
+def writer(mount, bucket, tmp_path, name, *opts):
+    """A writing mount with its own cache directory."""
+    return mount(bucket, options=(f"cache_dir={tmp_path}/cache-{name}", *opts))
+
+
+def observer(mount, bucket, tmp_path, name="obs"):
+    return mount(bucket, options=observer_options(tmp_path / f"cache-{name}"))
+
+
+def write_slowly(path, body, chunk=MiB, pause=0.03, fsync=False):
+    """Sequential writes of `chunk` bytes with a pause between them (a
+    framework serialising tensors), then close."""
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        for i in range(0, len(body), chunk):
+            os.write(fd, body[i:i + chunk])
+            if pause:
+                time.sleep(pause)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remote_complete(listing, parent, name, files):
+    """Whether one listing of the bucket ({key: size}) shows parent/name
+    complete by the protocol: every file with its size, no pending marker."""
+    if any(k.startswith(f"{parent}/.ckptfs-pending/{name}/") for k in listing):
+        return False
+    return all(listing.get(f"{parent}/{name}/{rel}") == len(body)
+               for rel, body in files.items())
+
+
+class CheckpointWatch:
+    """Polls, through an observing mount, the directory root/name that is
+    expected to appear once with exactly `files` ({rel: bytes}).  Every
+    observation must be "absent" or "complete"; the first complete one also
+    reads every file and compares the bytes."""
+
+    def __init__(self, root, name, files):
+        self.root = root
+        self.name = name
+        self.files = files
+        self.want = {k: len(v) for k, v in files.items()}
+        self.complete_at = None
+        self.absent_seen = 0
+        self.poller = Poller(self.check, name=f"watch-{name}")
+
+    def check(self):
+        listed = self.name in os.listdir(self.root)
+        view = tree_view(self.root / self.name)
+        if view is None and not listed:
+            if self.complete_at is not None:
+                return f"{self.name} vanished after it was complete"
+            self.absent_seen += 1
+            return None
+        if view is None:
+            return f"{self.name} listed in {self.root} but not found"
+        if view != self.want:
+            return f"partial {self.name} (listed: {listed}): {sorted(view.items())}"
+        if self.complete_at is None:
+            for rel, body in self.files.items():
+                got = (self.root / self.name / rel).read_bytes()
+                if sha256_bytes(got) != sha256_bytes(body):
+                    return f"{self.name}/{rel}: {len(got)} bytes, not the final ones"
+            self.complete_at = time.monotonic()
+        return None
+
+    def wait_complete(self, timeout):
+        wait_for(lambda: self.complete_at is not None or self.poller.bad, timeout,
+                 f"{self.name} complete on the observing mount "
+                 f"({self.poller.seen} observations)")
+        assert not self.poller.bad, self.poller.bad[:3]
+
+    def finish(self):
+        """Stops polling; no bad observation, and the directory was seen
+        absent at least once (the polling overlapped the writing)."""
+        self.poller.assert_clean()
+        assert self.absent_seen >= 1, "the observer never saw the checkpoint absent"
+
+
+def checkpoint(seed, n=8, lo=4, hi=8):
+    """n files of lo..hi MiB (plus a few odd bytes)."""
+    return {f"shard-{i:02d}.bin": det_bytes(seed * 100 + i, (lo + (i % (hi - lo + 1))) * MiB + i)
+            for i in range(n)}
+
+
+def assert_remote(s3, bucket, prefix, files):
+    for rel, body in files.items():
+        got = s3_get(s3, bucket, f"{prefix}/{rel}")
+        assert got is not None, f"{prefix}/{rel} not in the bucket"
+        assert sha256_bytes(got) == sha256_bytes(body), f"{prefix}/{rel} differs"
+    user = {k for k in s3_sizes(s3, bucket, prefix + "/") if not is_protocol_key(k)
+            and not k.endswith("/")}
+    assert user == {f"{prefix}/{r}" for r in files}, user
+
+
+# --------------------------------------------------------------------------
+# atomic visibility
+
+@pytest.mark.timeout(150)
+def test_multi_file_checkpoint_is_never_seen_partially(s3server, bucket, mount, tmp_path):
+    """8 files of 4-8 MiB written slowly into a new directory (uploads start
+    as each closes), .metadata written as .metadata.tmp and renamed (DCP),
+    committed by commit_delay: another mount polling the parent sees the
+    directory absent, then complete with the final bytes, nothing between."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/ckpt-0/old.bin", b"old")
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=2")
+    o = observer(mount, bucket, tmp_path)
+    files = checkpoint(1)
+    files[".metadata"] = b"dcp metadata " * 100
+    watch = CheckpointWatch(o / "run", "ckpt-1", files)
+    d = w / "run/ckpt-1"
+    os.mkdir(d)
+    for name, body in files.items():
+        if name != ".metadata":
+            write_slowly(d / name, body)
+    write_slowly(d / ".metadata.tmp", files[".metadata"], fsync=True)
+    os.rename(d / ".metadata.tmp", d / ".metadata")
+    assert tree_view(d) == {k: len(v) for k, v in files.items()}, \
+        "the writing mount does not show what it wrote"
+    watch.wait_complete(90)
+    watch.finish()
+    assert_remote(s3, bucket, "run/ckpt-1", files)
+    assert not pending_markers(s3, bucket)
+    assert not [k for k in s3_sizes(s3, bucket) if ".metadata.tmp" in k]
+
+
+@pytest.mark.timeout(120)
+def test_orbax_temp_directory_renamed_commits_under_the_new_name(
+        s3server, bucket, mount, tmp_path):
+    """Orbax: mkdir <step>.orbax-checkpoint-tmp-N; per key a <key>.__lock
+    file with an OFD lock, write, fsync, rename to <key>, fsync the
+    directory; commit_success.txt; rename the directory to <step>.  The
+    rename is the commit (commit_delay is 600 s); the temp names never
+    appear anywhere."""
+    import fcntl
+    import struct
+    s3 = s3server.client()
+    s3server.put(bucket, "orbax/")
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=600")
+    o = observer(mount, bucket, tmp_path)
+    files = {f"{k}/data": det_bytes(200 + i, 3 * MiB + i) for i, k in enumerate(["params", "opt_state"])}
+    files["commit_success.txt"] = b"Checkpoint commit was successful"
+    watch = CheckpointWatch(o / "orbax", "100", files)
+    seen_tmp = []
+    tmp_watch = Poller(lambda: seen_tmp.append(1) if any(
+        "tmp" in n for n in os.listdir(o / "orbax")) else None, interval=0.02)
+    t = w / "orbax/100.orbax-checkpoint-tmp-1700000000"
+    os.mkdir(t)
+    for k in ("params", "opt_state"):
+        os.mkdir(t / k)
+        lock = t / k / "data.__lock"
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK,
+                        struct.pack("@hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0))
+            body = files[f"{k}/data"]
+            for i in range(0, len(body), MiB):
+                os.write(fd, body[i:i + MiB])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(lock, t / k / "data")
+        fsync_dir(t / k)
+    (t / "commit_success.txt").write_bytes(files["commit_success.txt"])
+    assert watch.complete_at is None
+    os.rename(t, w / "orbax/100")
+    watch.wait_complete(60)
+    watch.finish()
+    tmp_watch.assert_clean()
+    assert not seen_tmp, "the temp directory showed on the observing mount"
+    ckptfs_sync(w)
+    assert_remote(s3, bucket, "orbax/100", files)
+    keys = s3_sizes(s3, bucket)
+    assert not [k for k in keys if "orbax-checkpoint-tmp" in k or "__lock" in k], keys
+    assert not pending_markers(s3, bucket)
+
+
+@pytest.mark.timeout(120)
+def test_two_writer_mounts_in_one_directory_become_visible_together(
+        s3server, bucket, mount, tmp_path):
+    """Multi-node DCP: two hosts mkdir -p the same directory, each writes
+    and fsyncs its own files.  A third mount sees nothing while either is
+    still pending, then every file of both at once."""
+    s3 = s3server.client()
+    s3server.put(bucket, "dcp/")
+    a = writer(mount, bucket, tmp_path, "a", "commit_delay=1")
+    b = writer(mount, bucket, tmp_path, "b", "commit_delay=1")
+    c = observer(mount, bucket, tmp_path)
+    files_a = {"__0_0.distcp": det_bytes(301, 6 * MiB + 1), ".metadata": b"meta" * 50}
+    files_b = {"__1_0.distcp": det_bytes(302, 6 * MiB + 2)}
+    watch = CheckpointWatch(c / "dcp", "step-5", {**files_a, **files_b})
+    os.makedirs(a / "dcp/step-5", exist_ok=True)
+    os.makedirs(b / "dcp/step-5", exist_ok=True)
+    markers = pending_markers(s3, bucket, "dcp/")
+    assert len(markers) == 2, f"each writer holds a marker after its mkdir: {markers}"
+
+    write_slowly(a / "dcp/step-5/__0_0.distcp", files_a["__0_0.distcp"], fsync=True)
+    write_slowly(a / "dcp/step-5/.metadata.tmp", files_a[".metadata"], fsync=True)
+    os.rename(a / "dcp/step-5/.metadata.tmp", a / "dcp/step-5/.metadata")
+    # A commits on its own (commit_delay): its marker goes, B's stays
+    wait_for(lambda: len(pending_markers(s3, bucket, "dcp/")) == 1, 60,
+             lambda: f"writer A's commit: {pending_markers(s3, bucket, 'dcp/')}")
+    assert "step-5" not in os.listdir(c / "dcp"), "visible while B is pending"
+    assert watch.complete_at is None
+
+    write_slowly(b / "dcp/step-5/__1_0.distcp", files_b["__1_0.distcp"], fsync=True)
+    watch.wait_complete(60)
+    watch.finish()
+    assert_remote(s3, bucket, "dcp/step-5", {**files_a, **files_b})
+    assert not pending_markers(s3, bucket)
+
+
+# --------------------------------------------------------------------------
+# commit triggers
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("trigger", ["fsync_dir", "ckptfs_commit", "ckptfs_sync",
+                                     "unmount", "rename"])
+def test_commit_trigger(s3server, bucket, mount, tmp_path, trigger):
+    """With commit_delay=600 a new directory stays invisible until a
+    trigger: fsync of the directory, `ckptfs commit`, `ckptfs sync`
+    and unmount return once it is visible; a rename of the root commits it
+    under the new name (the old name never shows, nothing is left under
+    it)."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=600")
+    o = observer(mount, bucket, tmp_path)
+    files = {"model.pt": det_bytes(401, 5 * MiB + 1), "opt/optim.pt": det_bytes(402, 2 * MiB),
+             "trainer_state.json": b'{"step": 9}'}
+    name = "staging-9" if trigger == "rename" else "ckpt-9"
+    watch = CheckpointWatch(o / "run", "ckpt-9", files)
+    old_seen = []
+    old_watch = Poller(lambda: old_seen.append(1) if "staging-9" in os.listdir(o / "run")
+                       else None, interval=0.02)
+    d = w / "run" / name
+    os.makedirs(d / "opt")
+    for rel, body in files.items():
+        write_slowly(d / rel, body, pause=0)
+    assert "ckpt-9" not in os.listdir(o / "run")
+    assert pending_markers(s3, bucket, "run/"), "no pending marker while open"
+    if trigger == "fsync_dir":
+        fsync_dir(d)
+    elif trigger == "ckptfs_commit":
+        ckptfs_commit(d)
+    elif trigger == "ckptfs_sync":
+        ckptfs_sync(w)
+    elif trigger == "unmount":
+        assert not w.unmount(), "unmount did not go cleanly"
+    else:
+        os.rename(d, w / "run/ckpt-9")
+    if trigger != "rename":
+        # the trigger returned: visible now, no waiting
+        assert tree_view(o / "run/ckpt-9") == {k: len(v) for k, v in files.items()}
+    watch.wait_complete(60)
+    watch.finish()
+    old_watch.assert_clean()
+    assert not old_seen, "the old name of the renamed root showed"
+    if trigger != "unmount":
+        ckptfs_sync(w)
+    assert_remote(s3, bucket, "run/ckpt-9", files)
+    assert not [k for k in s3_sizes(s3, bucket) if "staging-9" in k]
+    assert not pending_markers(s3, bucket)
+
+
+@pytest.mark.timeout(90)
+def test_idle_commit_waits_for_open_handles_and_changes(s3server, bucket, mount, tmp_path):
+    """commit_delay=1: a directory commits when no handle inside it has been
+    open and nothing changed for a second: not while a file inside is held
+    open (3 s), not while a file is rewritten every 0.4 s (3 s), and then
+    without any other trigger."""
+    s3server.put(bucket, "run/")
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=1")
+    o = observer(mount, bucket, tmp_path)
+    files = {"a.bin": det_bytes(501, MiB), "b.bin": det_bytes(502, 2 * MiB),
+             "log.txt": b"".join(b"line %d\n" % i for i in range(8))}
+    watch = CheckpointWatch(o / "run", "ckpt-1", files)
+    d = w / "run/ckpt-1"
+    os.mkdir(d)
+    (d / "a.bin").write_bytes(files["a.bin"])
+    (d / "b.bin").write_bytes(files["b.bin"])
+    with open(d / "a.bin", "rb") as held:
+        t_end = time.monotonic() + 3
+        while time.monotonic() < t_end:
+            assert watch.complete_at is None, "committed while a handle was open"
+            time.sleep(0.1)
+        assert held.read(4) == files["a.bin"][:4]
+    for i in range(8):  # a change every 0.4 s, no handle open between
+        with open(d / "log.txt", "ab") as f:
+            f.write(b"line %d\n" % i)
+        assert watch.complete_at is None, "committed while still changing"
+        time.sleep(0.4)
+    watch.wait_complete(30)
+    watch.finish()
+    assert not pending_markers(s3server.client(), bucket)
+
+
+@pytest.mark.timeout(90)
+def test_single_file_commits_on_close_never_half_written(s3server, bucket, mount, tmp_path):
+    """A file outside any new directory is its own transaction: while it is
+    being rewritten (O_TRUNC, slowly) another mount reads the old bytes, and
+    after close the new ones, never anything else; commit_delay is 600 s,
+    close is the trigger."""
+    old = det_bytes(601, 6 * MiB)
+    new = det_bytes(602, 7 * MiB + 5)
+    s3server.put(bucket, "model.pt", old)
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=600")
+    o = observer(mount, bucket, tmp_path)
+    shas = {sha256_bytes(old): "old", sha256_bytes(new): "new"}
+    seen = []
+
+    def check():
+        try:
+            got = (o / "model.pt").read_bytes()
+        except FileNotFoundError:
+            return "model.pt missing"
+        what = shas.get(sha256_bytes(got))
+        if what is None:
+            return f"model.pt read as {len(got)} bytes that are neither version"
+        if not seen or seen[-1] != what:
+            seen.append(what)
+        return None
+    p = Poller(check)
+    fd = os.open(w / "model.pt", os.O_WRONLY | os.O_TRUNC)
+    try:
+        for i in range(0, len(new), MiB):
+            os.write(fd, new[i:i + MiB])
+            time.sleep(0.05)
+        assert (o / "model.pt").read_bytes() == old, "new bytes visible before close"
+    finally:
+        os.close(fd)
+    wait_for(lambda: seen and seen[-1] == "new" or p.bad, 60, "the new version on O")
+    p.assert_clean()
+    assert seen == ["old", "new"], seen
+    assert s3_get(s3server.client(), bucket, "model.pt") == new
+
+
+# --------------------------------------------------------------------------
+# ordering
+
+def save_hf(w, n, files):
+    """HF Trainer: makedirs checkpoint-N, write the files (commit_delay
+    commits it)."""
+    d = w / "run" / f"checkpoint-{n}"
+    os.makedirs(d)
+    for rel, body in files.items():
+        write_slowly(d / rel, body, pause=0.01)
+
+
+def save_adaptdl(w, n, files):
+    """adaptdl: write into _checkpoint/, rename it to checkpoint-N."""
+    d = w / "run/_checkpoint"
+    os.makedirs(d)
+    for rel, body in files.items():
+        write_slowly(d / rel, body, pause=0.01)
+    os.rename(d, w / "run" / f"checkpoint-{n}")
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("pattern", ["hf", "adaptdl"])
+def test_deleting_the_previous_checkpoint_never_leaves_none(
+        s3server, bucket, mount, tmp_path, pattern):
+    """Save checkpoint N, then at once rm -r checkpoint N-1 (rotation, keep
+    1), three times.  The delete reaches the bucket only after N committed:
+    a boto3 poller (judging listings by the protocol) and an observing mount
+    always find a complete checkpoint."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=1")
+    o = observer(mount, bucket, tmp_path)
+    ckpts = {n: {f"part-{i}.bin": det_bytes(700 + 10 * n + i, MiB + 1000 * i + n)
+                 for i in range(4)} for n in range(1, 5)}
+    save = save_hf if pattern == "hf" else save_adaptdl
+    save(w, 1, ckpts[1])
+    ckptfs_commit(w / "run/checkpoint-1")
+
+    def any_complete_remote():
+        listing = s3_sizes(s3, bucket, "run/")
+        return any(remote_complete(listing, "run", f"checkpoint-{n}", f)
+                   for n, f in ckpts.items())
+
+    def check_remote():
+        # a listing is no snapshot: when one finds nothing complete, the
+        # next one (started after it ended) must find something
+        if any_complete_remote() or any_complete_remote():
+            return None
+        return f"no complete checkpoint in the bucket: {sorted(s3_sizes(s3, bucket, 'run/'))}"
+
+    def any_complete_mount():
+        for n, f in ckpts.items():
+            if tree_view(o / "run" / f"checkpoint-{n}") == {k: len(v) for k, v in f.items()}:
+                return True
+        return False
+
+    def check_mount():
+        if any_complete_mount() or any_complete_mount():
+            return None
+        return f"no complete checkpoint on the observing mount: {os.listdir(o / 'run')}"
+
+    pr = Poller(check_remote)
+    pm = Poller(check_mount)
+    for n in (2, 3, 4):
+        save(w, n, ckpts[n])
+        shutil.rmtree(w / "run" / f"checkpoint-{n - 1}")
+        assert sorted(os.listdir(w / "run")) == [f"checkpoint-{n}"]
+        wait_for(lambda: not [k for k in s3_sizes(s3, bucket, f"run/checkpoint-{n - 1}/")
+                              if not is_protocol_key(k)] and any_complete_remote(), 60,
+                 f"checkpoint-{n - 1} deleted remotely, checkpoint-{n} committed")
+    pr.assert_clean(min_seen=5)
+    pm.assert_clean(min_seen=5)
+    ckptfs_sync(w)
+    assert sorted(os.listdir(o / "run")) == ["checkpoint-4"]
+    assert_remote(s3, bucket, "run/checkpoint-4", ckpts[4])
+    assert not [k for k in s3_sizes(s3, bucket) if "_checkpoint" in k]
+    assert not pending_markers(s3, bucket)
+
+
+@pytest.mark.timeout(150)
+def test_latest_never_names_an_invisible_checkpoint(s3server, bucket, mount, tmp_path):
+    """DeepSpeed: makedirs global_stepN, write the files, copy
+    zero_to_fp32.py and chmod +x, then rewrite `latest` (O_TRUNC) with the
+    name, three times.  Whenever `latest` names global_stepN -- read with
+    boto3 or through another mount -- a look started afterwards finds
+    global_stepN complete."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=1")
+    o = observer(mount, bucket, tmp_path)
+    ckpts = {n: {"mp_rank_00_model_states.pt": det_bytes(800 + n, 3 * MiB + n),
+                 "zero_pp_rank_0_mp_rank_00_optim_states.pt": det_bytes(810 + n, 4 * MiB),
+                 "zero_to_fp32.py": b"#!/usr/bin/env python\n"}
+             for n in (1, 2, 3)}
+    seen = set()
+
+    def check_remote():
+        v = s3_get(s3, bucket, "run/latest")
+        if v is None:
+            return None
+        n = int(v.decode().removeprefix("global_step"))
+        seen.add(("remote", n))
+        listing = s3_sizes(s3, bucket, "run/")
+        if not remote_complete(listing, "run", f"global_step{n}", ckpts[n]):
+            return f"latest names global_step{n}, not complete in the bucket"
+        return None
+
+    def check_mount():
+        try:
+            v = (o / "run/latest").read_bytes()
+        except FileNotFoundError:
+            return None
+        n = int(v.decode().removeprefix("global_step"))
+        seen.add(("mount", n))
+        view = tree_view(o / "run" / f"global_step{n}")
+        if view != {k: len(b) for k, b in ckpts[n].items()}:
+            return f"latest names global_step{n}, the observer shows {view}"
+        return None
+    pr = Poller(check_remote)
+    pm = Poller(check_mount)
+    for n in (1, 2, 3):
+        d = w / "run" / f"global_step{n}"
+        os.makedirs(d)
+        for rel, body in ckpts[n].items():
+            write_slowly(d / rel, body, pause=0.01)
+        os.chmod(d / "zero_to_fp32.py", 0o755)
+        fd = os.open(w / "run/latest", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        os.write(fd, b"global_step%d" % n)
+        os.close(fd)
+        assert (w / "run/latest").read_bytes() == b"global_step%d" % n
+        wait_for(lambda: s3_get(s3, bucket, "run/latest") == b"global_step%d" % n, 60,
+                 f"latest = global_step{n} in the bucket")
+        wait_for(lambda: ("mount", n) in seen or pm.bad, 30,
+                 f"the observer reading latest = global_step{n}")
+    pr.assert_clean(min_seen=5)
+    pm.assert_clean(min_seen=5)
+    assert {("remote", 3), ("mount", 3)} <= seen, seen
+    st = os.stat(o / "run/global_step3/zero_to_fp32.py")
+    assert st.st_mode & 0o777 == 0o755, oct(st.st_mode)

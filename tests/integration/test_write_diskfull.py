@@ -1,0 +1,142 @@
+"""A full cache disk while writing (issue 4, doc/commit.md "Backpressure"):
+the writer gets ENOSPC, what was staged before stays intact and gets
+committed, and once space is freed writes work again.  The cache directory
+lives on a 32 MiB tmpfs (as in test_cache_diskfull.py).  Also: a mount
+with a small max_staged over a slow link still stores every byte."""
+import errno
+import os
+import subprocess
+
+import pytest
+
+from helpers import (UploadThrottleProxy, ckptfs_commit, ckptfs_sync, det_bytes,
+                     is_protocol_key, observer_options, pending_markers, run,
+                     s3_get, s3_sizes, sha256_bytes, tree_view)
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    d = tmp_path / "smallfs"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0700",
+                    "tmpfs", str(d)], check=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def writer_on(mount, bucket, disk, *more):
+    return mount(bucket, options=(f"cache_dir={disk}/cache", "cache_min_free=1M",
+                                  "commit_delay=600", *more))
+
+
+def write_until_full(path, limit=96 * MiB):
+    """Writes 1 MiB chunks to path until an error (write or close);
+    returns (bytes written, the OSError or None)."""
+    chunk = det_bytes(5, MiB)
+    written, err = 0, None
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        while written < limit:
+            written += os.write(fd, chunk)
+    except OSError as e:
+        err = e
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            err = err or e
+    return written, err
+
+
+@pytest.mark.timeout(120)
+def test_enospc_keeps_staged_files_and_writes_work_after_freeing(
+        s3server, bucket, mount, tmp_path, small_disk):
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    w = writer_on(mount, bucket, small_disk)
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    d = w / "run/ckpt-1"
+    os.mkdir(d)
+    a = det_bytes(1, 8 * MiB + 1)
+    (d / "a.bin").write_bytes(a)
+    written, err = write_until_full(d / "b.bin")
+    assert err is not None, f"{written} bytes written on a 32 MiB cache disk, no error"
+    assert err.errno in (errno.ENOSPC, errno.EDQUOT), err
+    assert written < 32 * MiB, written
+    assert (d / "a.bin").read_bytes() == a, "a staged file was damaged by the full disk"
+    # free the space: the partial file goes, then writes work again
+    os.unlink(d / "b.bin")
+    c = det_bytes(2, 6 * MiB)
+    (d / "c.bin").write_bytes(c)
+    assert (d / "c.bin").read_bytes() == c
+    ckptfs_commit(d)
+    assert tree_view(o / "run/ckpt-1") == {"a.bin": len(a), "c.bin": len(c)}
+    assert (o / "run/ckpt-1/a.bin").read_bytes() == a
+    assert (o / "run/ckpt-1/c.bin").read_bytes() == c
+    assert s3_get(s3, bucket, "run/ckpt-1/a.bin") == a
+    assert s3_get(s3, bucket, "run/ckpt-1/c.bin") == c
+    assert s3_get(s3, bucket, "run/ckpt-1/b.bin") is None
+    assert not pending_markers(s3, bucket)
+
+
+@pytest.mark.timeout(120)
+def test_dd_reports_no_space_and_the_mount_recovers(s3server, bucket, mount, tmp_path,
+                                                    small_disk):
+    """dd of 64 MiB into a file outside any new directory fails with "No
+    space left on device"; after rm of it a new file is written and reaches
+    the bucket; the failed file never does."""
+    s3 = s3server.client()
+    w = writer_on(mount, bucket, small_disk)
+    before = det_bytes(3, 4 * MiB)
+    (w / "before.bin").write_bytes(before)
+    p = run(["dd", "if=/dev/zero", f"of={w / 'big.bin'}", "bs=1M", "count=64",
+             "status=none"], check=False, timeout=120)
+    assert p.returncode != 0, "dd of 64 MiB onto a 32 MiB cache disk succeeded"
+    assert "No space left on device" in p.stderr, p.stderr
+    run(["rm", "-f", w / "big.bin"])
+    after = det_bytes(4, 6 * MiB)
+    (w / "after.bin").write_bytes(after)
+    assert (w / "before.bin").read_bytes() == before
+    ckptfs_sync(w)
+    assert s3_get(s3, bucket, "before.bin") == before
+    assert s3_get(s3, bucket, "after.bin") == after
+    assert s3_get(s3, bucket, "big.bin") is None
+    assert not pending_markers(s3, bucket)
+
+
+@pytest.mark.timeout(120)
+def test_small_max_staged_over_a_slow_link_stores_every_byte(
+        s3server, bucket, mount, tmp_path):
+    """max_staged=4 MiB, uploads at 8 MiB/s: writing 3 x 6 MiB (writers
+    wait for uploads rather than fail) ends with every byte in the bucket."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    files = {f"f{i}.bin": det_bytes(10 + i, 6 * MiB + i) for i in range(3)}
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    with UploadThrottleProxy(s3server.endpoint, up_rate=8 * MiB) as proxy:
+        argv = mount.argv(bucket, "", mp, [f"cache_dir={tmp_path}/cache",
+                                           "commit_delay=600", f"max_staged={4 * MiB}"],
+                          endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        w = mount(bucket, argv=argv, mountpoint=mp)
+        d = w / "run/ckpt"
+        os.mkdir(d)
+        for name, body in files.items():
+            (d / name).write_bytes(body)
+        for name, body in files.items():
+            assert (d / name).read_bytes() == body
+        ckptfs_commit(d, timeout=120)
+        assert proxy.bytes_up >= sum(map(len, files.values()))
+        assert not w.unmount(), "unmount did not go cleanly"
+    for name, body in files.items():
+        got = s3_get(s3, bucket, f"run/ckpt/{name}")
+        assert got is not None and sha256_bytes(got) == sha256_bytes(body), name
+    assert not pending_markers(s3, bucket)
+    assert sorted(k for k in s3_sizes(s3, bucket, "run/ckpt/")
+                  if not is_protocol_key(k) and not k.endswith("/")) == \
+        [f"run/ckpt/{n}" for n in sorted(files)]
