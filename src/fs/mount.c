@@ -138,6 +138,9 @@ static void mounted_free(struct mounted *m)
 	if (m->se)
 		fuse_session_destroy(m->se);
 	fs_ctx_close_handles(m->fs);
+	/* no control request may reach the engine once it closes */
+	ctl_server_stop(m->ctl);
+	m->ctl = NULL;
 	if (m->eng && !m->fs) {
 		eng_close(m->eng, false);
 	} else if (m->eng) {
@@ -270,6 +273,10 @@ static int setup_fuse(mount_args *a, struct mounted *m)
 	m->fs = fs_ctx_new(m->s3, m->cache, m->settings.prefix, &a->fs);
 	if (!m->fs)
 		return -1;
+	if (m->eng) {
+		fs_ctx_set_engine(m->fs, m->eng, a->commit_delay);
+		fs_ctx_restore(m->fs);
+	}
 	buf o = BUF_INIT;
 	buf_printf(&o, "fsname=s3://%s/%s,subtype=ckptfs,default_permissions",
 		   m->settings.bucket, m->settings.prefix);

@@ -241,9 +241,11 @@ static void meta_of(const ov_node *o, eng_meta *m, buf *xa)
 	m->uid = o->uid;
 	m->gid = o->gid;
 	m->mtime = o->mtime;
-	if (o->xattrs.len && ov_xattr_encode(o, xa) == 0) {
-		m->xattrs = xa->data;
-		m->xattrs_len = xa->len;
+	/* the engine takes the overlay's own record format */
+	(void)xa;
+	if (o->xattrs.len) {
+		m->xattrs = o->xattrs.data;
+		m->xattrs_len = o->xattrs.len;
 	}
 	m->symlink = o->kind == OV_LINK ? o->target : NULL;
 }
