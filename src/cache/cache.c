@@ -502,6 +502,72 @@ int cache_file_ready(cache_file *f, uint64_t off, size_t len)
 
 /* ---- statistics ------------------------------------------------------- */
 
+/* Per-chunk CRC32C of fd's size bytes, in the cache's convention. */
+static int chunk_crcs(int fd, uint64_t size, uint32_t chunk_size,
+		      uint32_t *crc)
+{
+	size_t bsz = 1u << 20;
+	unsigned char *b = malloc(bsz);
+	if (!b)
+		return -ENOMEM;
+	uint64_t off = 0;
+	int rc = 0;
+	while (!rc && off < size) {
+		uint32_t idx = (uint32_t)(off / chunk_size);
+		uint64_t end = ((uint64_t)idx + 1) * chunk_size;
+		if (end > size)
+			end = size;
+		uint32_t c = 0xFFFFFFFFu;
+		while (off < end) {
+			size_t want = end - off < bsz ? (size_t)(end - off) : bsz;
+			ssize_t n = pread(fd, b, want, (off_t)off);
+			if (n <= 0) {
+				rc = n < 0 ? -errno : -EIO;
+				break;
+			}
+			c = crc32_iscsi(b, (int)n, c);
+			off += (uint64_t)n;
+		}
+		crc[idx] = c;
+	}
+	free(b);
+	return rc;
+}
+
+int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	uint32_t cs = c->o.chunk_size;
+	uint64_t n = size / cs + 1;
+	uint32_t *crc = calloc(n, sizeof *crc);
+	int rc = crc ? chunk_crcs(fd, size, cs, crc) : -ENOMEM;
+	if (!rc)
+		rc = fdatasync(fd) < 0 ? -errno : 0;
+	if (!rc)
+		rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag, size,
+				cs, crc, path);
+	free(crc);
+	if (!rc) {
+		/* known good: the same identity check as after a download */
+		char name[CIDX_NAME_LEN];
+		cidx_name(c->bucket, key, strlen(key), etag, name);
+		if (fstat(fd, &st) < 0 || cidx_stamp_set(c->idx, name, &st) < 0)
+			log_debug("cache: cannot stamp adopted %s", key);
+	}
+	close(fd);
+	if (rc && rc != -EEXIST)
+		log_debug("cache: cannot adopt %s: %s", key, strerror(-rc));
+	return rc;
+}
+
 void cache_count_uncached(cache *c)
 {
 	pthread_mutex_lock(&c->mu);

@@ -64,6 +64,16 @@ int cache_file_error(cache_file *f);
 
 void cache_file_close(cache_file *f);
 
+/*
+ * Makes the finished local file at path (just uploaded as key@etag) the
+ * complete cached copy of that object, so reads of a just-committed file
+ * stay local: its chunk CRCs are computed, room is made as for a download,
+ * and the file is renamed into the cache (path is gone on success; on
+ * failure it is left alone).  Returns 0, -EEXIST (already cached),
+ * -ENOSPC, -EXDEV (other filesystem) or another negative errno.
+ */
+int cache_adopt(cache *c, const char *key, const char *etag, const char *path);
+
 typedef struct cache_stats {
 	uint64_t hits, misses, uncached_opens;
 	uint64_t downloaded_bytes;

@@ -767,6 +767,72 @@ int cidx_acquire(cidx *x, const char *bucket, const char *key, size_t key_len,
 	return rc;
 }
 
+static int chunk_put(cidx *x, const char *name, uint32_t idx, uint32_t crc);
+
+static int adopt_file(cidx *x, const char *name, const char *src)
+{
+	char *sub = cidx_pathf("%s/objects/%.2s", x->dir, name);
+	char *p = cidx_path(x, name);
+	int rc = sub && p ? private_dir(sub) : -ENOMEM;
+	if (!rc && rename(src, p) < 0)
+		rc = -errno;
+	free(sub);
+	free(p);
+	return rc;
+}
+
+static int adopt_locked(cidx *x, const cidx_req *q, cidx_entry *e,
+			const uint32_t *crc, const char *src, bool *keep)
+{
+	cidx_row r;
+	bool found;
+	int rc = cidx_row_get(x, e->name, &r, &found);
+	if (!rc && found && r.state == 1 && !r.doomed && r.size == e->size &&
+	    file_matches(x, e->name, e->size))
+		return -EEXIST;
+	if (!rc && found)
+		rc = drop_stale(x, e->name);
+	if (!rc) {
+		rc = reserve(x, e->size);
+		*keep = rc == -ENOSPC;
+	}
+	if (!rc)
+		rc = insert_entry(x, q, e);
+	if (!rc)
+		rc = set_state(x, e->name, 1, NULL);
+	uint32_t n = (uint32_t)n_chunks_of(e->size, e->chunk_size);
+	for (uint32_t i = 0; !rc && i < n; i++)
+		rc = chunk_put(x, e->name, i, crc[i]);
+	if (!rc)
+		rc = touch(x, e->name);
+	if (!rc)
+		rc = adopt_file(x, e->name, src);
+	return rc;
+}
+
+int cidx_adopt(cidx *x, const char *bucket, const char *key, size_t key_len,
+	       const char *etag, uint64_t size, uint32_t chunk_size,
+	       const uint32_t *crc, const char *src)
+{
+	cidx_entry e = {0};
+	if (!bucket || !etag || !key || !chunk_size || size > INT64_MAX ||
+	    key_len > INT32_MAX || n_chunks_of(size, chunk_size) > UINT32_MAX)
+		return -EINVAL;
+	cidx_req q = {bucket, key, etag, key_len};
+	cidx_name(bucket, key, key_len, etag, e.name);
+	if (!cidx_is_hex(e.name, CIDX_NAME_LEN - 1))
+		return -ENOMEM;
+	e.size = size;
+	e.chunk_size = chunk_size;
+	bool keep = false;
+	int rc = cidx_enter(x, true);
+	if (!rc) {
+		rc = adopt_locked(x, &q, &e, crc, src, &keep);
+		rc = cidx_leave(x, rc, !rc || keep);
+	}
+	return rc;
+}
+
 static int release_locked(cidx *x, const char *name)
 {
 	int64_t n = 0;

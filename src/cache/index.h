@@ -82,6 +82,20 @@ int cidx_acquire(cidx *x, const char *bucket, const char *key, size_t key_len,
 		 const char *etag, uint64_t size, uint32_t chunk_size,
 		 cidx_entry *out, enum cidx_role *role);
 
+/*
+ * Registers the finished file at src (size bytes; crc[i] the CRC32C of chunk
+ * i, chunk_size pieces, in the cache's convention: crc32_iscsi seeded with
+ * 0xFFFFFFFF, no final inversion) as the complete entry of (bucket, key,
+ * etag): room is reserved as for a download (LRU evictions), the rows are
+ * written and src is renamed into the entry's place, in one write
+ * transaction.  On success src no longer exists.  -EEXIST: the entry is
+ * already complete (src untouched); -EBUSY: another version of the entry
+ * is pinned; -ENOSPC: no room; -EXDEV: src is on another filesystem.
+ */
+int cidx_adopt(cidx *x, const char *bucket, const char *key, size_t key_len,
+	       const char *etag, uint64_t size, uint32_t chunk_size,
+	       const uint32_t *crc, const char *src);
+
 /* Drops one pin of this process on name and stamps last_use. */
 int cidx_release(cidx *x, const char *name);
 

@@ -78,8 +78,10 @@ typedef struct eng_meta {
 	uint32_t mode;  /* permission bits, 07777 */
 	uint32_t uid, gid;
 	struct timespec mtime;
-	/* user.* extended attributes, NUL-separated "name\0value" pairs
-	 * (values are bytes, length-prefixed below), may be NULL */
+	/* user.* extended attributes, may be NULL: records of the name, a
+	 * NUL, the value's length as 4 bytes little-endian, then the value's
+	 * bytes (values may hold NULs); proto_xattr_append in
+	 * commit/protocol.h builds them */
 	const char *xattrs;
 	size_t xattrs_len;
 	/* symlink target: the object is a symlink of that target */

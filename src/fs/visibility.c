@@ -15,13 +15,22 @@ void vis_manifest_init(vis_manifest *m)
 	memset(m, 0, sizeof *m);
 }
 
+static void file_free(vis_file *f)
+{
+	free(f->path);
+	free(f->etag);
+	free(f->symlink);
+	free(f->xattrs_json);
+}
+
 void vis_manifest_free(vis_manifest *m)
 {
-	for (size_t i = 0; i < m->n; i++) {
-		free(m->files[i].path);
-		free(m->files[i].etag);
-	}
+	for (size_t i = 0; i < m->n; i++)
+		file_free(&m->files[i]);
 	free(m->files);
+	for (size_t i = 0; i < m->n_dirs; i++)
+		free(m->dirs[i]);
+	free(m->dirs);
 	vis_manifest_init(m);
 }
 
@@ -51,7 +60,34 @@ static bool path_ok(const char *p)
 	return p[strlen(p) - 1] != '/';
 }
 
-static int push_file(vis_manifest *m, json_t *f)
+static bool uint32_of(json_t *j, uint32_t *out)
+{
+	if (!json_is_integer(j) || json_integer_value(j) < 0 ||
+	    json_integer_value(j) > UINT32_MAX)
+		return false;
+	*out = (uint32_t)json_integer_value(j);
+	return true;
+}
+
+/* mode, uid, gid, mtime (all four, or none counts), symlink, xattrs */
+static void attrs_of(vis_file *v, json_t *f)
+{
+	json_t *mt = json_object_get(f, "mtime");
+	v->has_attrs = uint32_of(json_object_get(f, "mode"), &v->mode) &&
+		       uint32_of(json_object_get(f, "uid"), &v->uid) &&
+		       uint32_of(json_object_get(f, "gid"), &v->gid) &&
+		       json_is_integer(mt);
+	if (v->has_attrs)
+		v->mtime_ns = (int64_t)json_integer_value(mt);
+	const char *sl = json_string_value(json_object_get(f, "symlink"));
+	v->symlink = sl ? strdup(sl) : NULL;
+	json_t *x = json_object_get(f, "xattrs");
+	v->xattrs_json = json_is_object(x) && json_object_size(x)
+			     ? json_dumps(x, JSON_COMPACT)
+			     : NULL;
+}
+
+static int push_file(vis_manifest *m, json_t *f, int64_t time)
 {
 	const char *path = json_string_value(json_object_get(f, "path"));
 	json_t *size = json_object_get(f, "size");
@@ -73,6 +109,9 @@ static int push_file(vis_manifest *m, json_t *f)
 	v->path = strdup(path);
 	v->etag = etag ? strdup(etag) : NULL;
 	v->size = (uint64_t)json_integer_value(size);
+	v->time = time;
+	v->order = m->added++;
+	attrs_of(v, f);
 	if (crc) {
 		char *end;
 		unsigned long x = strtoul(crc, &end, 16);
@@ -80,10 +119,29 @@ static int push_file(vis_manifest *m, json_t *f)
 		v->crc32c = (uint32_t)x;
 	}
 	if (!v->path) {
-		free(v->etag);
+		file_free(v);
 		return -1;
 	}
 	m->n++;
+	return 0;
+}
+
+static int push_dir(vis_manifest *m, json_t *d)
+{
+	const char *path = json_string_value(json_object_get(d, "path"));
+	if (!path || !path_ok(path))
+		return -1;
+	if (m->n_dirs == m->cap_dirs) {
+		size_t nc = m->cap_dirs ? m->cap_dirs * 2 : 8;
+		char **nv = realloc(m->dirs, nc * sizeof *nv);
+		if (!nv)
+			return -1;
+		m->dirs = nv;
+		m->cap_dirs = nc;
+	}
+	if (!(m->dirs[m->n_dirs] = strdup(path)))
+		return -1;
+	m->n_dirs++;
 	return 0;
 }
 
@@ -112,24 +170,37 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 			*err = errmsg("committed without \"files\"", NULL);
 		rc = -1;
 	} else {
-		size_t before = m->n;
+		size_t before = m->n, dbefore = m->n_dirs;
 		size_t i;
 		json_t *f;
+		json_t *tm = json_object_get(root, "time");
+		int64_t time = json_is_integer(tm) ? json_integer_value(tm) : 0;
+		json_t *dirs = json_object_get(root, "dirs");
 		json_array_foreach(files, i, f)
 		{
-			if (push_file(m, f) < 0) {
+			if (push_file(m, f, time) < 0) {
 				rc = -1;
 				break;
 			}
 		}
-		if (rc < 0) { /* all or nothing */
-			while (m->n > before) {
-				m->n--;
-				free(m->files[m->n].path);
-				free(m->files[m->n].etag);
+		if (rc == 0 && json_is_array(dirs)) {
+			json_array_foreach(dirs, i, f)
+			{
+				if (push_dir(m, f) < 0) {
+					rc = -1;
+					break;
+				}
 			}
+		}
+		if (rc < 0) { /* all or nothing */
+			while (m->n > before)
+				file_free(&m->files[--m->n]);
+			while (m->n_dirs > dbefore)
+				free(m->dirs[--m->n_dirs]);
 			if (err)
-				*err = errmsg("bad entry in \"files\"", NULL);
+				*err = errmsg("bad entry in \"files\" or "
+					      "\"dirs\"",
+					      NULL);
 		} else {
 			m->committed++;
 		}
@@ -138,9 +209,22 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 	return rc;
 }
 
+/* Paths first; for one path the winner of the time rule first: greatest
+ * time, then the one added last. */
 static int file_cmp(const void *a, const void *b)
 {
-	return strcmp(((const vis_file *)a)->path, ((const vis_file *)b)->path);
+	const vis_file *x = a, *y = b;
+	int c = strcmp(x->path, y->path);
+	if (c)
+		return c;
+	if (x->time != y->time)
+		return x->time > y->time ? -1 : 1;
+	return x->order > y->order ? -1 : x->order < y->order;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 void vis_manifest_finish(vis_manifest *m)
@@ -150,13 +234,23 @@ void vis_manifest_finish(vis_manifest *m)
 	size_t w = 0;
 	for (size_t i = 0; i < m->n; i++) {
 		if (w && !strcmp(m->files[w - 1].path, m->files[i].path)) {
-			free(m->files[i].path); /* two writers, one path: keep one */
-			free(m->files[i].etag);
+			file_free(&m->files[i]); /* the time rule's loser */
 			continue;
 		}
 		m->files[w++] = m->files[i];
 	}
 	m->n = w;
+	if (m->n_dirs)
+		qsort(m->dirs, m->n_dirs, sizeof *m->dirs, str_cmp);
+	w = 0;
+	for (size_t i = 0; i < m->n_dirs; i++) {
+		if (w && !strcmp(m->dirs[w - 1], m->dirs[i])) {
+			free(m->dirs[i]);
+			continue;
+		}
+		m->dirs[w++] = m->dirs[i];
+	}
+	m->n_dirs = w;
 }
 
 /* First index whose path is >= key. */
@@ -180,14 +274,33 @@ const vis_file *vis_manifest_find(const vis_manifest *m, const char *path)
 							    : NULL;
 }
 
+/* First index of dirs whose path is >= key. */
+static size_t dirs_lower_bound(const vis_manifest *m, const char *key)
+{
+	size_t lo = 0, hi = m->n_dirs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(m->dirs[mid], key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 bool vis_manifest_has_dir(const vis_manifest *m, const char *rel)
 {
 	if (!rel[0])
-		return m->n > 0;
+		return m->n > 0 || m->n_dirs > 0;
+	size_t d = dirs_lower_bound(m, rel);
+	if (d < m->n_dirs && !strcmp(m->dirs[d], rel))
+		return true;
 	buf b = BUF_INIT;
 	buf_printf(&b, "%s/", rel);
 	size_t i = lower_bound(m, buf_cstr(&b));
 	bool has = i < m->n && !strncmp(m->files[i].path, b.data, b.len);
+	d = dirs_lower_bound(m, b.data);
+	has = has || (d < m->n_dirs && !strncmp(m->dirs[d], b.data, b.len));
 	buf_free(&b);
 	return has;
 }

@@ -6,12 +6,26 @@
  * C of P with a live marker (LastModified + lease later than the server's
  * clock at listing time) is hidden: its transaction is in progress.
  *
- * Manifests: C/.ckptfs/manifest.<writer>.json, JSON
- *   {"version":1, "writer":W, "state":"pending"|"committed",
+ * Manifests: C/.ckptfs/manifest.<writer>.json (and addenda
+ * manifest.<writer>.<txn>.json, written by transactions committed inside
+ * C later), JSON
+ *   {"version":1, "writer":W, "state":"pending"|"committed", "txn":N,
+ *    "time":NS,
  *    "files":[{"path":"sub/x.pt","size":N,"etag":"\"...\"",
- *              "crc32c":"hex"}, ...]}
+ *              "crc32c":"hex", "mode":420, "uid":0, "gid":0,
+ *              "mtime":NS, "xattrs":{"user.k":"base64"},
+ *              "symlink":"target"}, ...],
+ *    "dirs":[{"path":"sub/empty","mode":493,"uid":0,"gid":0,
+ *             "mtime":NS}, ...]}
+ * Only "state", and "path" and "size" of files, are required.  crc32c is
+ * the standard CRC-32C (RFC 3720) of the object, 8 hex digits.
  * A directory holding manifests shows exactly the union of the files of its
- * committed manifests (paths relative to C); pending manifests add nothing.
+ * committed manifests (paths relative to C), plus the directories of
+ * "dirs" (empty directories); pending manifests add nothing.
+ * The "time" rule: when several committed manifests name the same path
+ * (an addendum overwriting a file, two writers), the entry of the manifest
+ * with the greatest "time" (the writer's clock at commit, ns since the
+ * epoch; absent = 0) wins, ties going to the one added last.
  * A directory whose manifests are all pending, with no live marker left,
  * is an abandoned transaction and is hidden too.  Directories without
  * manifests (written by other tools) show every key.
@@ -35,6 +49,14 @@ typedef struct vis_file {
 	char *etag;
 	uint32_t crc32c;
 	bool has_crc;
+	/* attributes, when the manifest has them (has_attrs) */
+	bool has_attrs;
+	uint32_t mode, uid, gid;
+	int64_t mtime_ns;
+	char *symlink;     /* NULL: not a symlink */
+	char *xattrs_json; /* the "xattrs" object as compact JSON, or NULL */
+	int64_t time;      /* "time" of the manifest it came from */
+	size_t order;      /* order of addition (ties of the time rule) */
 } vis_file;
 
 /* The union of a transaction root's committed manifests. */
@@ -42,6 +64,9 @@ typedef struct vis_manifest {
 	vis_file *files; /* sorted by path, unique */
 	size_t n, cap;
 	size_t committed, pending; /* manifests seen of each state */
+	char **dirs; /* "dirs" paths of committed manifests, sorted, unique */
+	size_t n_dirs, cap_dirs;
+	size_t added; /* files ever added (vis_file.order) */
 } vis_manifest;
 
 void vis_manifest_init(vis_manifest *m);
@@ -55,7 +80,8 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 void vis_manifest_finish(vis_manifest *m);
 
 const vis_file *vis_manifest_find(const vis_manifest *m, const char *path);
-/* Whether some file lies under directory rel ("" = the root itself). */
+/* Whether some file or listed directory lies under directory rel ("" = the
+ * root itself), or rel is a listed directory. */
 bool vis_manifest_has_dir(const vis_manifest *m, const char *rel);
 
 /*

@@ -1,0 +1,178 @@
+/*
+ * Shared between the files of the commit engine (engine.c: interface,
+ * state and waiting; transfer.c: the upload workers; visible.c: the
+ * visibility queue and marker renewal).  Not part of the interface.
+ *
+ * Locking: one mutex (eng.mu) guards everything in memory and the journal
+ * connection (journal writes happen under it; they are local fsyncs, never
+ * network I/O).  One condition variable (eng.cv) is broadcast on every
+ * change anybody could wait for.  Network calls run with mu released, on
+ * snapshots of what they need; a file's `gen` tells a finishing job whether
+ * the file changed meanwhile (re-put, moved, dropped), in which case its
+ * result is thrown away (and the object it wrote becomes garbage).
+ *
+ * Invariants:
+ *  - a file has at most one upload in flight at a time (its jobs, or the
+ *    visibility thread), so two uploads to one key never race;
+ *  - the journal row of a fact is written before the call returns;
+ *  - staging files are unlinked only once their transaction is visible
+ *    (or aborted) and its journal rows are gone.
+ */
+#ifndef CKPTFS_COMMIT_INTERNAL_H
+#define CKPTFS_COMMIT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+#include "commit/engine.h"
+#include "commit/journal.h"
+#include "commit/protocol.h"
+#include "s3/upload.h"
+
+enum tkind { T_DIR = 1, T_FILE = 2, T_RDEL = 3, T_RREN = 4 };
+enum tstate { TS_OPEN = 0, TS_SEALED = 1, TS_ABORTED = 2 };
+/* journal files.state */
+enum fstate { F_STAGED = 0, F_PARTS = 1, F_STORED = 2 };
+enum pstate { P_TODO = 0, P_BUSY, P_DONE };
+
+typedef struct etxn etxn;
+
+typedef struct efile {
+	int64_t id;
+	etxn *t; /* NULL once dropped */
+	char *path;
+	uint64_t sid, size;
+	proto_meta m;
+	enum fstate state;
+	unsigned gen;
+	unsigned refs;   /* the transaction's list + queued/running jobs */
+	unsigned jobs;   /* upload jobs queued or running */
+	char *key;       /* key of the upload (multipart: fixed at create) */
+	char *upload_id; /* multipart */
+	uint64_t part_size;
+	unsigned n_parts, parts_done;
+	uint8_t *pst;
+	char (*petag)[S3_ETAG_MAX];
+	uint32_t *pcrc;
+	char etag[S3_ETAG_MAX];
+	uint32_t crc;
+	uint64_t bytes_done; /* progress of the current upload */
+	bool failed;
+	struct efile *next;
+} efile;
+
+typedef struct edir {
+	char *path;
+	proto_meta m;
+	struct edir *next;
+} edir;
+
+struct etxn {
+	int64_t id; /* also the position in the visibility queue */
+	enum tkind kind;
+	char *root; /* dir/file: the root; rdel/rren: the source */
+	char *dest; /* rren */
+	bool is_dir;
+	enum tstate state;
+	char *mroot; /* manifest_root, or NULL */
+	bool done;   /* visible (or aborted and cleaned): being freed */
+	bool has_marker; /* a marker for root is held (renewed) */
+	bool failed;
+	int err;
+	char *error;
+	double err_logged;
+	efile *files;
+	edir *dirs;
+	/* rate */
+	double rate_t0, rate;
+	uint64_t rate_b0;
+	etxn *next;
+};
+
+typedef enum jkind { J_PUT, J_CREATE, J_PART, J_COMPLETE, J_ABORT } jkind;
+
+typedef struct job {
+	jkind k;
+	efile *f;
+	unsigned part; /* J_PART: 0-based */
+	unsigned gen;
+	unsigned attempt;
+	double not_before;
+	char *key, *upload_id; /* J_ABORT */
+	struct job *next;
+} job;
+
+struct eng {
+	s3_client *s3;
+	cache *rc;
+	char *dir, *staging, *bucket, *prefix;
+	eng_opts o;
+	proto_pats pats;
+	char writer[PROTO_WRITER_MAX];
+	jr *j;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* taken around every marker PUT of the renewal and every marker
+	 * DELETE of a step (never while holding mu), so a renewal that
+	 * started before a commit point cannot land after it */
+	pthread_mutex_t marker_mu;
+	etxn *txns, *txns_tail; /* queue order */
+	job *jobs, *jobs_tail;
+	uint64_t next_sid;
+	uint64_t staged; /* bytes staged, not yet stored, uploadable */
+	bool staged_dirty; /* staged needs recomputing */
+	bool stopping;
+	char *vis_marker; /* held by a running delete/rename step */
+	double last_err_log;
+
+	pthread_t *workers;
+	unsigned n_workers;
+	pthread_t vis_thr, renew_thr;
+	bool vis_started, renew_started;
+};
+
+/* engine.c */
+double eng_now(void);
+int64_t eng_wall_ns(void);
+char *eng_staging_path(const eng *e, uint64_t sid);
+void eng_file_unref(eng *e, efile *f);          /* mu */
+void eng_sched_file(eng *e, efile *f);          /* mu */
+void eng_sched_all(eng *e);                     /* mu */
+bool eng_root_final(const eng *e, const etxn *t);
+bool eng_upload_blocked(eng *e, const etxn *t, const char *path); /* mu */
+bool eng_file_uploadable(eng *e, const efile *f); /* mu */
+void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent); /* mu */
+bool eng_err_transient(const s3_err *x);
+void eng_garbage(eng *e, etxn *t, const char *key); /* mu */
+void eng_free_txn(eng *e, etxn *t);             /* mu */
+int eng_put_marker(eng *e, const char *root, s3_err *x);
+int eng_put_intent(eng *e, const char *root, uint64_t txn, s3_err *x);
+void eng_sleep(eng *e, double seconds);         /* mu; wakes on stop */
+
+/* transfer.c */
+void *eng_worker_main(void *arg);
+void eng_push_job(eng *e, jkind k, efile *f, unsigned part); /* mu */
+void eng_push_abort(eng *e, const char *key, const char *upload_id); /* mu */
+/* Reads [off, off+len) of fd computing Content-MD5 and CRC32C. */
+int eng_digest(int fd, uint64_t off, uint64_t len, char md5[25],
+	       uint32_t *crc);
+/* Completes f's multipart upload (blocking; mu not held). */
+int eng_complete_mpu(eng *e, const char *key, const char *upload_id,
+		     const s3_part *parts, size_t n, char etag[S3_ETAG_MAX],
+		     s3_err *x);
+/* Single PUT of f from its staging file (blocking; mu not held). */
+int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
+		 const proto_meta *m, char etag[S3_ETAG_MAX], uint32_t *crc,
+		 s3_err *x);
+/* Marks f stored with etag/crc (journal too).  mu */
+void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
+		     uint32_t crc);
+
+/* visible.c */
+void *eng_vis_main(void *arg);
+void *eng_renew_main(void *arg);
+
+#endif

@@ -1,0 +1,299 @@
+/*
+ * jr: the engine journal (journal.h).  One connection, one exclusive flock
+ * on the state directory, every change durable before it returns.
+ */
+#include "commit/journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/buf.h"
+#include "util/log.h"
+
+#define JR_VERSION "1"
+
+struct jr {
+	sqlite3 *db;
+	int lock_fd;
+	char *path;
+};
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);"
+    "CREATE TABLE IF NOT EXISTS txns(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    " kind INTEGER NOT NULL, root TEXT NOT NULL, dest TEXT, "
+    " is_dir INTEGER NOT NULL, state INTEGER NOT NULL, manifest_root TEXT, "
+    " error TEXT);"
+    "CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    " txn INTEGER NOT NULL, path TEXT NOT NULL, sid INTEGER NOT NULL, "
+    " size INTEGER NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
+    " mtime_ns INTEGER, xattrs BLOB, symlink TEXT, state INTEGER NOT NULL, "
+    " key TEXT, upload_id TEXT, part_size INTEGER, etag TEXT, "
+    " crc32c INTEGER);"
+    "CREATE INDEX IF NOT EXISTS files_txn ON files(txn);"
+    "CREATE TABLE IF NOT EXISTS parts(file INTEGER NOT NULL, "
+    " n INTEGER NOT NULL, etag TEXT NOT NULL, crc32c INTEGER NOT NULL, "
+    " len INTEGER NOT NULL, PRIMARY KEY(file, n)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS dirs(txn INTEGER NOT NULL, "
+    " path TEXT NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
+    " mtime_ns INTEGER, PRIMARY KEY(txn, path)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS garbage(txn INTEGER NOT NULL, "
+    " key TEXT NOT NULL, PRIMARY KEY(txn, key)) WITHOUT ROWID;";
+
+static int sql_errno(int src)
+{
+	switch (src & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW:
+		return 0;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+		return -EACCES;
+	default:
+		return -EIO;
+	}
+}
+
+static void set_err(char **err, const char *fmt, ...)
+{
+	if (!err || *err)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	buf b = BUF_INIT;
+	buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	*err = buf_steal(&b);
+}
+
+static int lock_dir(jr *j, const char *dir, char **err)
+{
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s/lock", dir);
+	j->lock_fd = open(buf_cstr(&p), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int rc = 0;
+	if (j->lock_fd < 0) {
+		rc = -errno;
+		set_err(err, "%s: %s", buf_cstr(&p), strerror(errno));
+	} else if (flock(j->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		set_err(err, "%s: in use by another mount (%s)", dir,
+			strerror(-rc));
+	}
+	buf_free(&p);
+	return rc;
+}
+
+int jr_open(const char *dir, jr **out, char **err)
+{
+	*out = NULL;
+	jr *j = calloc(1, sizeof *j);
+	if (!j)
+		return -ENOMEM;
+	j->lock_fd = -1;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int rc = -errno;
+		set_err(err, "%s: %s", dir, strerror(errno));
+		free(j);
+		return rc;
+	}
+	int rc = lock_dir(j, dir, err);
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s/journal.db", dir);
+	j->path = buf_steal(&p);
+	if (!rc) {
+		int src = sqlite3_open_v2(j->path, &j->db,
+					  SQLITE_OPEN_READWRITE |
+					      SQLITE_OPEN_CREATE |
+					      SQLITE_OPEN_NOMUTEX,
+					  NULL);
+		if (src == SQLITE_OK)
+			sqlite3_busy_timeout(j->db, 5000);
+		if (src == SQLITE_OK)
+			src = sqlite3_exec(j->db,
+					   "PRAGMA journal_mode=WAL;"
+					   "PRAGMA synchronous=FULL;",
+					   NULL, NULL, NULL);
+		if (src == SQLITE_OK)
+			src = sqlite3_exec(j->db, schema_sql, NULL, NULL, NULL);
+		if (src != SQLITE_OK) {
+			rc = sql_errno(src);
+			set_err(err, "%s: %s", j->path,
+				j->db ? sqlite3_errmsg(j->db)
+				      : sqlite3_errstr(src));
+		}
+	}
+	if (!rc) {
+		char *v = jr_meta_get(j, "version");
+		if (!v)
+			rc = jr_meta_set(j, "version", JR_VERSION);
+		else if (strcmp(v, JR_VERSION)) {
+			set_err(err, "%s: journal version %s, expected %s",
+				j->path, v, JR_VERSION);
+			rc = -EPROTO;
+		}
+		free(v);
+	}
+	chmod(j->path, 0600);
+	if (rc) {
+		jr_close(j);
+		return rc;
+	}
+	*out = j;
+	return 0;
+}
+
+void jr_close(jr *j)
+{
+	if (!j)
+		return;
+	if (j->db && sqlite3_close(j->db) != SQLITE_OK)
+		log_warn("journal %s: close: %s", j->path,
+			 sqlite3_errmsg(j->db));
+	if (j->lock_fd >= 0)
+		close(j->lock_fd);
+	free(j->path);
+	free(j);
+}
+
+static int bind_all(sqlite3_stmt *s, const char *fmt, va_list ap)
+{
+	int i = 1;
+	for (const char *f = fmt; f && *f; f++, i++) {
+		int src;
+		if (*f == 'i') {
+			src = sqlite3_bind_int64(s, i, va_arg(ap, int64_t));
+		} else if (*f == 't') {
+			const char *v = va_arg(ap, const char *);
+			src = v ? sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT)
+				: sqlite3_bind_null(s, i);
+		} else if (*f == 'b') {
+			const void *v = va_arg(ap, const void *);
+			size_t n = va_arg(ap, size_t);
+			src = v ? sqlite3_bind_blob(s, i, v, (int)n,
+						    SQLITE_TRANSIENT)
+				: sqlite3_bind_null(s, i);
+		} else {
+			return SQLITE_MISUSE;
+		}
+		if (src != SQLITE_OK)
+			return src;
+	}
+	return SQLITE_OK;
+}
+
+int jr_exec(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
+	    const char *sql, const char *fmt, ...)
+{
+	sqlite3_stmt *s = NULL;
+	int src = sqlite3_prepare_v2(j->db, sql, -1, &s, NULL);
+	if (src == SQLITE_OK) {
+		va_list ap;
+		va_start(ap, fmt);
+		src = bind_all(s, fmt, ap);
+		va_end(ap);
+	}
+	int rc = 0;
+	while (src == SQLITE_OK || src == SQLITE_ROW) {
+		src = sqlite3_step(s);
+		if (src == SQLITE_ROW && row && (rc = row(arg, s)) != 0)
+			break;
+	}
+	if (!rc && src != SQLITE_DONE) {
+		rc = sql_errno(src);
+		if (!rc)
+			rc = -EIO;
+		log_error("journal: %s: %s", sql, sqlite3_errmsg(j->db));
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int64_t jr_last_id(jr *j)
+{
+	return sqlite3_last_insert_rowid(j->db);
+}
+
+int jr_begin(jr *j)
+{
+	return jr_exec(j, NULL, NULL, "BEGIN IMMEDIATE", "");
+}
+
+int jr_commit(jr *j)
+{
+	int rc = jr_exec(j, NULL, NULL, "COMMIT", "");
+	if (rc)
+		jr_rollback(j);
+	return rc;
+}
+
+void jr_rollback(jr *j)
+{
+	if (!sqlite3_get_autocommit(j->db))
+		sqlite3_exec(j->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static int text_row(void *arg, sqlite3_stmt *s)
+{
+	const char *v = (const char *)sqlite3_column_text(s, 0);
+	char **out = arg;
+	free(*out);
+	*out = v ? strdup(v) : NULL;
+	return 0;
+}
+
+char *jr_meta_get(jr *j, const char *k)
+{
+	char *v = NULL;
+	jr_exec(j, text_row, &v, "SELECT v FROM meta WHERE k = ?", "t", k);
+	return v;
+}
+
+int jr_meta_set(jr *j, const char *k, const char *v)
+{
+	return jr_exec(j, NULL, NULL,
+		       "INSERT OR REPLACE INTO meta(k, v) VALUES(?, ?)", "tt",
+		       k, v);
+}
+
+int jr_txn_delete(jr *j, int64_t id)
+{
+	int rc = jr_begin(j);
+	if (!rc)
+		rc = jr_exec(j, NULL, NULL,
+			     "DELETE FROM parts WHERE file IN "
+			     "(SELECT id FROM files WHERE txn = ?)",
+			     "i", id);
+	if (!rc)
+		rc = jr_exec(j, NULL, NULL, "DELETE FROM files WHERE txn = ?",
+			     "i", id);
+	if (!rc)
+		rc = jr_exec(j, NULL, NULL, "DELETE FROM dirs WHERE txn = ?",
+			     "i", id);
+	if (!rc)
+		rc = jr_exec(j, NULL, NULL, "DELETE FROM garbage WHERE txn = ?",
+			     "i", id);
+	if (!rc)
+		rc = jr_exec(j, NULL, NULL, "DELETE FROM txns WHERE id = ?",
+			     "i", id);
+	if (!rc)
+		rc = jr_commit(j);
+	else
+		jr_rollback(j);
+	return rc;
+}

@@ -1,0 +1,556 @@
+/*
+ * eng transfer: the upload workers.  `conns` threads take jobs from one
+ * FIFO (a file's parts are queued together, so files go out one after the
+ * other with their parts in parallel) and run them as blocking S3 calls on
+ * the shared http loop.  A job failing transiently goes back to the queue
+ * with a growing delay (up to a minute), forever: the journal keeps
+ * everything meanwhile.  A permanent failure (403, invalid key, a staging
+ * file shorter than journaled) fails the file and its transaction.
+ *
+ * Each part's Content-MD5 is computed from the staging file before the
+ * request (Ceph enforces it), together with its CRC32C; the file's CRC is
+ * combined from its parts' at completion.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commit/internal.h"
+#include "util/log.h"
+
+#define DIGEST_BLOCK (1u << 20)
+#define BACKOFF_MAX_S 60.0
+
+void eng_push_job(eng *e, jkind k, efile *f, unsigned part)
+{
+	job *j = calloc(1, sizeof *j);
+	if (!j) {
+		log_error("commit: out of memory queueing an upload");
+		return;
+	}
+	j->k = k;
+	j->f = f;
+	j->part = part;
+	j->gen = f->gen;
+	f->refs++;
+	f->jobs++;
+	if (k == J_PART)
+		f->pst[part] = P_BUSY;
+	if (e->jobs_tail)
+		e->jobs_tail->next = j;
+	else
+		e->jobs = j;
+	e->jobs_tail = j;
+	pthread_cond_broadcast(&e->cv);
+}
+
+void eng_push_abort(eng *e, const char *key, const char *upload_id)
+{
+	job *j = calloc(1, sizeof *j);
+	if (!j || !(j->key = strdup(key)) ||
+	    !(j->upload_id = strdup(upload_id))) {
+		if (j)
+			free(j->key);
+		free(j);
+		return;
+	}
+	j->k = J_ABORT;
+	if (e->jobs_tail)
+		e->jobs_tail->next = j;
+	else
+		e->jobs = j;
+	e->jobs_tail = j;
+	pthread_cond_broadcast(&e->cv);
+}
+
+/* The first job whose time has come, unlinked; else NULL and *wait the
+ * seconds until the next one. */
+static job *pick(eng *e, double *wait)
+{
+	double now = eng_now();
+	*wait = 5;
+	job *prev = NULL;
+	for (job *j = e->jobs; j; prev = j, j = j->next) {
+		if (j->not_before > now) {
+			if (j->not_before - now < *wait)
+				*wait = j->not_before - now;
+			continue;
+		}
+		if (prev)
+			prev->next = j->next;
+		else
+			e->jobs = j->next;
+		if (e->jobs_tail == j)
+			e->jobs_tail = prev;
+		j->next = NULL;
+		return j;
+	}
+	return NULL;
+}
+
+static void requeue(eng *e, job *j)
+{
+	if (e->jobs_tail)
+		e->jobs_tail->next = j;
+	else
+		e->jobs = j;
+	e->jobs_tail = j;
+}
+
+/* The job is over: its file may need its next step.  mu */
+static void job_done(eng *e, job *j)
+{
+	efile *f = j->f;
+	if (f) {
+		if (j->k == J_PART && j->gen == f->gen && f->pst &&
+		    f->pst[j->part] == P_BUSY)
+			f->pst[j->part] = P_TODO;
+		f->jobs--;
+		if (!f->jobs && f->t)
+			eng_sched_file(e, f);
+		eng_file_unref(e, f);
+	}
+	free(j->key);
+	free(j->upload_id);
+	free(j);
+	pthread_cond_broadcast(&e->cv);
+}
+
+static bool stale(const job *j)
+{
+	return j->f && (!j->f->t || j->gen != j->f->gen ||
+			j->f->t->state == TS_ABORTED);
+}
+
+/* A failed attempt: back to the queue after a delay, or (permanent) the
+ * file fails.  mu */
+static void job_failed(eng *e, job *j, const s3_err *x)
+{
+	bool transient = eng_err_transient(x);
+	etxn *t = j->f ? j->f->t : NULL;
+	if (!j->f) { /* an abort: best effort */
+		if (transient && j->attempt < 5) {
+			j->attempt++;
+			j->not_before = eng_now() + 5.0 * j->attempt;
+			requeue(e, j);
+		} else {
+			log_debug("commit: abort of an upload: %s", x->msg);
+			job_done(e, j);
+		}
+		return;
+	}
+	eng_txn_error(e, t, x, !transient);
+	if (!transient) {
+		j->f->failed = true;
+		job_done(e, j);
+		return;
+	}
+	j->attempt++;
+	double d = 1.0;
+	for (unsigned i = 1; i < j->attempt && d < BACKOFF_MAX_S; i++)
+		d *= 2;
+	j->not_before = eng_now() + (d < BACKOFF_MAX_S ? d : BACKOFF_MAX_S);
+	requeue(e, j);
+}
+
+/* ---- blocking helpers (mu not held) -------------------------------------- */
+
+int eng_digest(int fd, uint64_t off, uint64_t len, char md5[25],
+	       uint32_t *crc)
+{
+	unsigned char *b = malloc(DIGEST_BLOCK);
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	int rc = b && c && EVP_DigestInit_ex(c, EVP_md5(), NULL) ? 0 : -ENOMEM;
+	uint32_t cr = 0;
+	while (!rc && len > 0) {
+		size_t want = len < DIGEST_BLOCK ? (size_t)len : DIGEST_BLOCK;
+		ssize_t n = pread(fd, b, want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -ENODATA;
+			break;
+		}
+		EVP_DigestUpdate(c, b, (size_t)n);
+		cr = proto_crc32c(cr, b, (size_t)n);
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	if (!rc && EVP_DigestFinal_ex(c, d, &dl) && dl == 16) {
+		EVP_EncodeBlock((unsigned char *)md5, d, 16);
+		*crc = cr;
+	} else if (!rc) {
+		rc = -EIO;
+	}
+	EVP_MD_CTX_free(c);
+	free(b);
+	return rc;
+}
+
+static void local_err(s3_err *x, int err, const char *what, const char *path)
+{
+	memset(x, 0, sizeof *x);
+	x->err = err;
+	snprintf(x->msg, sizeof x->msg, "%s %s: %s", what, path,
+		 err == ENODATA ? "shorter than journaled" : strerror(err));
+}
+
+/* Opens a staging file expecting at least size bytes. */
+static int open_staging(eng *e, uint64_t sid, uint64_t size, s3_err *x)
+{
+	char *p = eng_staging_path(e, sid);
+	int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size < size) {
+		close(fd);
+		fd = -1;
+		errno = ENODATA;
+	}
+	if (fd < 0)
+		local_err(x, p ? errno : ENOMEM, "staging file", p ? p : "?");
+	free(p);
+	return fd;
+}
+
+int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
+		 const proto_meta *m, char etag[S3_ETAG_MAX], uint32_t *crc,
+		 s3_err *x)
+{
+	int fd = open_staging(e, sid, size, x);
+	if (fd < 0)
+		return -1;
+	char md5[25];
+	int rc = eng_digest(fd, 0, size, md5, crc);
+	if (rc) {
+		local_err(x, -rc, "reading staging file of", key);
+		close(fd);
+		return -1;
+	}
+	s3_meta meta[5];
+	buf store = BUF_INIT;
+	size_t nm = proto_object_meta(m, meta, &store);
+	s3_put_opts po = {.meta = meta, .n_meta = nm, .content_md5 = md5};
+	http_upload body = http_upload_fd(fd, 0, size);
+	rc = s3_put_object(e->s3, key, &body, &po, etag, x);
+	buf_free(&store);
+	close(fd);
+	return rc;
+}
+
+int eng_complete_mpu(eng *e, const char *key, const char *upload_id,
+		     const s3_part *parts, size_t n, char etag[S3_ETAG_MAX],
+		     s3_err *x)
+{
+	return s3_mpu_complete(e->s3, key, upload_id, parts, n, etag, x);
+}
+
+void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
+		     uint32_t crc)
+{
+	if (key != f->key) {
+		free(f->key);
+		f->key = strdup(key);
+	}
+	snprintf(f->etag, sizeof f->etag, "%s", etag);
+	f->crc = crc;
+	f->state = F_STORED;
+	f->bytes_done = f->size;
+	free(f->upload_id);
+	f->upload_id = NULL;
+	e->staged_dirty = true;
+	jr_exec(e->j, NULL, NULL,
+		"UPDATE files SET state = 2, key = ?, etag = ?, crc32c = ?, "
+		"upload_id = NULL WHERE id = ?",
+		"ttii", f->key, f->etag, (int64_t)crc, f->id);
+	jr_exec(e->j, NULL, NULL, "DELETE FROM parts WHERE file = ?", "i",
+		f->id);
+	pthread_cond_broadcast(&e->cv);
+}
+
+/* An object written by a job whose file changed meanwhile.  mu */
+static void stale_object(eng *e, job *j, const char *key)
+{
+	efile *f = j->f;
+	if (f->t && f->key && !strcmp(f->key, key))
+		return; /* the next upload overwrites it */
+	if (f->t) {
+		char *now = proto_key(e->prefix, f->path);
+		if (strcmp(now, key))
+			eng_garbage(e, f->t, key);
+		free(now);
+		return;
+	}
+	/* dropped: nobody will list it; delete it once, unless a live file
+	 * was stored there meanwhile */
+	for (etxn *t = e->txns; t; t = t->next)
+		for (efile *g = t->files; g; g = g->next)
+			if (g->key && !strcmp(g->key, key))
+				return;
+	pthread_mutex_unlock(&e->mu);
+	s3_err x;
+	s3_delete_object(e->s3, key, &x);
+	pthread_mutex_lock(&e->mu);
+}
+
+/* ---- jobs (called with mu, return with mu) -------------------------------- */
+
+static void run_put(eng *e, job *j)
+{
+	efile *f = j->f;
+	char *key = proto_key(e->prefix, f->path);
+	uint64_t sid = f->sid, size = f->size;
+	proto_meta m;
+	eng_meta em;
+	proto_meta_to(&f->m, &em);
+	proto_meta_from(&m, &em);
+	pthread_mutex_unlock(&e->mu);
+	char etag[S3_ETAG_MAX] = "";
+	uint32_t crc = 0;
+	s3_err x = {0};
+	int rc = eng_put_file(e, key, sid, size, &m, etag, &crc, &x);
+	proto_meta_free(&m);
+	pthread_mutex_lock(&e->mu);
+	if (rc == 0 && stale(j))
+		stale_object(e, j, key);
+	else if (rc == 0)
+		eng_file_stored(e, f, key, etag, crc);
+	free(key);
+	if (rc == 0 || stale(j))
+		job_done(e, j);
+	else
+		job_failed(e, j, &x);
+}
+
+static void run_create(eng *e, job *j)
+{
+	efile *f = j->f;
+	char *key = proto_key(e->prefix, f->path);
+	uint64_t ps = s3_part_size(f->size, e->o.part_size);
+	buf store = BUF_INIT;
+	s3_meta meta[5];
+	size_t nm = proto_object_meta(&f->m, meta, &store);
+	s3_put_opts po = {.meta = meta, .n_meta = nm};
+	pthread_mutex_unlock(&e->mu);
+	char *id = NULL;
+	s3_err x = {0};
+	int rc = -1;
+	if (!ps)
+		local_err(&x, EFBIG, "file over 5 TiB:", key);
+	else
+		rc = s3_mpu_create(e->s3, key, &po, &id, &x);
+	buf_free(&store);
+	pthread_mutex_lock(&e->mu);
+	if (rc == 0 && stale(j)) {
+		eng_push_abort(e, key, id);
+	} else if (rc == 0) {
+		free(f->key);
+		f->key = key;
+		key = NULL;
+		f->upload_id = id;
+		id = NULL;
+		f->part_size = ps;
+		f->n_parts = (unsigned)s3_part_count(f->size, ps);
+		f->parts_done = 0;
+		f->bytes_done = 0;
+		free(f->pst);
+		free(f->petag);
+		free(f->pcrc);
+		f->pst = calloc(f->n_parts, 1);
+		f->petag = calloc(f->n_parts, sizeof *f->petag);
+		f->pcrc = calloc(f->n_parts, sizeof *f->pcrc);
+		jr_exec(e->j, NULL, NULL,
+			"UPDATE files SET key = ?, upload_id = ?, part_size = ? "
+			"WHERE id = ?",
+			"ttii", f->key, f->upload_id, (int64_t)ps, f->id);
+	}
+	free(key);
+	free(id);
+	if (rc == 0 || stale(j))
+		job_done(e, j); /* schedules the parts */
+	else
+		job_failed(e, j, &x);
+}
+
+/* The upload id is gone (aborted by gc, or expired): start over.  mu */
+static void restart_upload(eng *e, efile *f)
+{
+	log_warn("commit: multipart upload of %s is gone on the server: "
+		 "starting it again",
+		 f->path);
+	free(f->upload_id);
+	f->upload_id = NULL;
+	f->parts_done = 0;
+	f->bytes_done = 0;
+	f->gen++;
+	jr_exec(e->j, NULL, NULL,
+		"UPDATE files SET upload_id = NULL, part_size = NULL, "
+		"state = 0 WHERE id = ?",
+		"i", f->id);
+	jr_exec(e->j, NULL, NULL, "DELETE FROM parts WHERE file = ?", "i",
+		f->id);
+	f->state = F_STAGED;
+}
+
+static void part_done(eng *e, efile *f, unsigned n, const char *etag,
+		      uint32_t crc, uint64_t len)
+{
+	f->pst[n] = P_DONE;
+	snprintf(f->petag[n], S3_ETAG_MAX, "%s", etag);
+	f->pcrc[n] = crc;
+	f->parts_done++;
+	f->bytes_done += len;
+	e->staged_dirty = true;
+	jr_exec(e->j, NULL, NULL,
+		"INSERT OR REPLACE INTO parts(file, n, etag, crc32c, len) "
+		"VALUES(?, ?, ?, ?, ?)",
+		"iitii", f->id, (int64_t)n, etag, (int64_t)crc, (int64_t)len);
+	if (f->parts_done == f->n_parts && f->t && f->t->kind == T_FILE) {
+		f->state = F_PARTS;
+		jr_exec(e->j, NULL, NULL,
+			"UPDATE files SET state = 1 WHERE id = ?", "i", f->id);
+	}
+}
+
+static void run_part(eng *e, job *j)
+{
+	efile *f = j->f;
+	char *key = strdup(f->key), *id = strdup(f->upload_id);
+	uint64_t off = (uint64_t)j->part * f->part_size;
+	uint64_t len = f->size - off < f->part_size ? f->size - off
+						    : f->part_size;
+	uint64_t sid = f->sid, size = f->size;
+	pthread_mutex_unlock(&e->mu);
+	s3_err x = {0};
+	char etag[S3_ETAG_MAX] = "", md5[25];
+	uint32_t crc = 0;
+	int rc = -1;
+	int fd = open_staging(e, sid, size, &x);
+	if (fd >= 0) {
+		int d = eng_digest(fd, off, len, md5, &crc);
+		if (d)
+			local_err(&x, -d, "reading staging file of", key);
+		http_upload body = http_upload_fd(fd, off, len);
+		rc = d ? -1
+		       : s3_mpu_put_part(e->s3, key, id, j->part + 1, &body,
+					 md5, etag, &x);
+		close(fd);
+	}
+	pthread_mutex_lock(&e->mu);
+	bool gone = rc < 0 && (!strcmp(x.code, "NoSuchUpload") ||
+			       x.http_status == 404);
+	if (!stale(j) && rc == 0)
+		part_done(e, f, j->part, etag, crc, len);
+	else if (!stale(j) && gone && f->upload_id &&
+		 !strcmp(f->upload_id, id))
+		restart_upload(e, f);
+	free(key);
+	free(id);
+	if (rc == 0 || stale(j))
+		job_done(e, j);
+	else
+		job_failed(e, j, &x);
+}
+
+/* CRC of the whole object from its parts'. */
+static uint32_t parts_crc(const efile *f)
+{
+	uint32_t crc = 0;
+	for (unsigned i = 0; i < f->n_parts; i++) {
+		uint64_t off = (uint64_t)i * f->part_size;
+		uint64_t len = f->size - off < f->part_size ? f->size - off
+							    : f->part_size;
+		crc = i ? proto_crc32c_combine(crc, f->pcrc[i], len)
+			: f->pcrc[i];
+	}
+	return crc;
+}
+
+static s3_part *parts_list(const efile *f)
+{
+	s3_part *p = calloc(f->n_parts ? f->n_parts : 1, sizeof *p);
+	for (unsigned i = 0; p && i < f->n_parts; i++) {
+		p[i].number = i + 1;
+		snprintf(p[i].etag, sizeof p[i].etag, "%s", f->petag[i]);
+	}
+	return p;
+}
+
+static void run_complete(eng *e, job *j)
+{
+	efile *f = j->f;
+	char *key = strdup(f->key), *id = strdup(f->upload_id);
+	s3_part *parts = parts_list(f);
+	size_t n = f->n_parts;
+	uint32_t crc = parts_crc(f);
+	pthread_mutex_unlock(&e->mu);
+	char etag[S3_ETAG_MAX] = "";
+	s3_err x = {0};
+	int rc = parts ? eng_complete_mpu(e, key, id, parts, n, etag, &x) : -1;
+	free(parts);
+	pthread_mutex_lock(&e->mu);
+	if (rc == 0 && stale(j))
+		stale_object(e, j, key);
+	else if (rc == 0)
+		eng_file_stored(e, f, key, etag, crc);
+	free(key);
+	free(id);
+	if (rc == 0 || stale(j))
+		job_done(e, j);
+	else
+		job_failed(e, j, &x);
+}
+
+static void run_abort(eng *e, job *j)
+{
+	pthread_mutex_unlock(&e->mu);
+	s3_err x = {0};
+	int rc = s3_mpu_abort(e->s3, j->key, j->upload_id, &x);
+	pthread_mutex_lock(&e->mu);
+	if (rc == 0 || x.err == ENOENT)
+		job_done(e, j);
+	else
+		job_failed(e, j, &x);
+}
+
+void *eng_worker_main(void *arg)
+{
+	eng *e = arg;
+	pthread_mutex_lock(&e->mu);
+	while (!e->stopping) {
+		double wait;
+		job *j = pick(e, &wait);
+		if (!j) {
+			eng_sleep(e, wait);
+			continue;
+		}
+		if (stale(j)) {
+			job_done(e, j);
+			continue;
+		}
+		switch (j->k) {
+		case J_PUT:
+			run_put(e, j);
+			break;
+		case J_CREATE:
+			run_create(e, j);
+			break;
+		case J_PART:
+			run_part(e, j);
+			break;
+		case J_COMPLETE:
+			run_complete(e, j);
+			break;
+		case J_ABORT:
+			run_abort(e, j);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}

@@ -1,0 +1,222 @@
+/* Unit tests for the engine journal: schema, exclusive open (-EBUSY),
+ * durability across close and reopen, and what eng_open resumes from it
+ * (without a server: only facts that need no network are used, i.e.
+ * unsealed single-file transactions and temp-named directories). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commit/engine.h"
+#include "commit/journal.h"
+#include "util/log.h"
+
+static char dir[256];
+
+static void setup(void)
+{
+	log_init(LOG_LVL_ERROR, false);
+	snprintf(dir, sizeof dir, "/tmp/ckptfs-jr-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(journal, .init = setup, .fini = teardown);
+
+static int count_row(void *arg, sqlite3_stmt *s)
+{
+	*(int64_t *)arg = sqlite3_column_int64(s, 0);
+	return 0;
+}
+
+static int64_t count(jr *j, const char *sql)
+{
+	int64_t n = -1;
+	cr_assert_eq(jr_exec(j, count_row, &n, sql, ""), 0);
+	return n;
+}
+
+Test(journal, second_opener_gets_ebusy)
+{
+	jr *a = NULL, *b = NULL;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &a, &err), 0);
+	cr_assert_eq(jr_open(dir, &b, &err), -EBUSY);
+	cr_assert_not_null(err);
+	cr_assert(strstr(err, "in use"), "%s", err);
+	free(err);
+	jr_close(a);
+	err = NULL;
+	cr_assert_eq(jr_open(dir, &b, &err), 0, "free again after close");
+	jr_close(b);
+}
+
+Test(journal, wal_full_and_rows_survive_reopen)
+{
+	jr *j;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &j, &err), 0);
+	int64_t n = 0;
+	cr_assert_eq(jr_exec(j, count_row, &n, "PRAGMA synchronous", ""), 0);
+	cr_assert_eq(n, 2, "synchronous=FULL");
+	cr_assert_eq(jr_meta_set(j, "writer", "w-1"), 0);
+	cr_assert_eq(jr_exec(j, NULL, NULL,
+			     "INSERT INTO txns(kind, root, is_dir, state) "
+			     "VALUES(1, ?, 1, 0)",
+			     "t", "ckpt"),
+		     0);
+	int64_t id = jr_last_id(j);
+	cr_assert_eq(jr_exec(j, NULL, NULL,
+			     "INSERT INTO files(txn, path, sid, size, state, "
+			     "xattrs) VALUES(?, 'ckpt/a', 1, 5, 0, ?)",
+			     "ib", id, "x\0y", (size_t)3),
+		     0);
+	cr_assert_eq(jr_exec(j, NULL, NULL,
+			     "INSERT INTO garbage(txn, key) VALUES(?, 'k')", "i",
+			     id),
+		     0);
+	jr_close(j);
+	cr_assert_eq(jr_open(dir, &j, &err), 0);
+	char *w = jr_meta_get(j, "writer");
+	cr_assert_str_eq(w, "w-1");
+	free(w);
+	cr_assert_eq(count(j, "SELECT COUNT(*) FROM files"), 1);
+	cr_assert_eq(count(j, "SELECT length(xattrs) FROM files"), 3);
+	cr_assert_eq(jr_txn_delete(j, id), 0);
+	cr_assert_eq(count(j, "SELECT COUNT(*) FROM files"), 0);
+	cr_assert_eq(count(j, "SELECT COUNT(*) FROM garbage"), 0);
+	cr_assert_eq(count(j, "SELECT COUNT(*) FROM txns"), 0);
+	jr_close(j);
+}
+
+static int staged_file(eng *e, const char *data, uint64_t *sid)
+{
+	int fd = eng_stage_create(e, sid);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+	close(fd);
+	return 0;
+}
+
+struct seen {
+	int n;
+	char path[8][64];
+	char staging[8][300];
+	uint64_t size[8];
+	uint32_t mode[8];
+};
+
+static void on_file(void *arg, uint64_t txn, const char *path,
+		    const char *staging_path, uint64_t size, const eng_meta *m)
+{
+	(void)txn;
+	struct seen *s = arg;
+	if (s->n >= 8)
+		return;
+	snprintf(s->path[s->n], 64, "%s", path);
+	snprintf(s->staging[s->n], 300, "%s", staging_path);
+	s->size[s->n] = size;
+	s->mode[s->n] = m->mode;
+	s->n++;
+}
+
+Test(journal, engine_resumes_files_and_writer)
+{
+	eng *e;
+	char *err = NULL;
+	eng_opts o = {0};
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "p", &o, &e, &err), 0,
+		     "%s", err ? err : "");
+	char writer[128];
+	snprintf(writer, sizeof writer, "%s", eng_writer(e));
+	eng *e2;
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "p", &o, &e2, &err), -EBUSY);
+	free(err);
+	err = NULL;
+
+	/* a temp-named directory transaction: nothing goes to the network */
+	uint64_t t1, t2, sid, sid2, sid3;
+	cr_assert_eq(eng_txn_begin(e, "step.tmp", true, NULL, &t1), 0);
+	staged_file(e, "hello", &sid);
+	eng_meta m = {.mode = 0640, .uid = 1, .gid = 2};
+	cr_assert_eq(eng_file_put(e, t1, "step.tmp/a.pt", sid, 5, &m), 0);
+	cr_assert_eq(eng_dir_put(e, t1, "step.tmp/empty", &m), 0);
+	/* an unsealed single-file transaction waits for its turn */
+	cr_assert_eq(eng_txn_begin(e, "latest", false, "", &t2), 0);
+	cr_assert_gt(t2, t1, "queue order");
+	staged_file(e, "step", &sid2);
+	cr_assert_eq(eng_file_put(e, t2, "latest", sid2, 4, NULL), 0);
+	/* a staging file never handed over */
+	staged_file(e, "orphan", &sid3);
+	cr_assert(eng_is_temp_name(e, "x/step.tmp"));
+	cr_assert(eng_path_has_temp(e, "step.tmp/a.pt"));
+	cr_assert_eq(eng_wait_file(e, "step.tmp/a.pt"), 0, "temp: at once");
+	eng_close(e, false);
+
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "p", &o, &e, &err), 0);
+	cr_assert_str_eq(eng_writer(e), writer, "writer id reused");
+	struct seen s = {0};
+	eng_foreach_pending_file(e, on_file, &s);
+	cr_assert_eq(s.n, 2);
+	cr_assert_str_eq(s.path[0], "step.tmp/a.pt");
+	cr_assert_eq(s.size[0], 5);
+	cr_assert_eq(s.mode[0], 0640);
+	cr_assert_str_eq(s.path[1], "latest");
+	struct stat st;
+	cr_assert_eq(stat(s.staging[0], &st), 0, "staging file kept");
+	char orphan[300];
+	snprintf(orphan, sizeof orphan, "%s/staging/%llu", dir,
+		 (unsigned long long)sid3);
+	cr_assert_neq(stat(orphan, &st), 0, "unreferenced staging removed");
+	uint64_t sid4;
+	int fd = eng_stage_create(e, &sid4);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_gt(sid4, sid2, "staging ids never reused");
+
+	eng_txn_status *v;
+	size_t n;
+	cr_assert_eq(eng_status(e, &v, &n), 0);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(v[0].path, "step.tmp");
+	cr_assert_str_eq(v[0].state, "waiting-for-rename");
+	cr_assert_eq(v[0].bytes_total, 5);
+	cr_assert_str_eq(v[1].state, "open");
+	eng_status_free(v, n);
+
+	/* drop and abort are journaled too */
+	cr_assert_eq(eng_file_drop(e, t1, "step.tmp/a.pt"), 0);
+	cr_assert_neq(stat(s.staging[0], &st), 0, "dropped staging unlinked");
+	eng_close(e, false);
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "p", &o, &e, &err), 0);
+	memset(&s, 0, sizeof s);
+	eng_foreach_pending_file(e, on_file, &s);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.path[0], "latest");
+	eng_close(e, false);
+}
+
+Test(journal, backpressure_ignores_temp_names)
+{
+	eng *e;
+	char *err = NULL;
+	eng_opts o = {.max_staged = 3};
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "", &o, &e, &err), 0);
+	uint64_t t, sid;
+	cr_assert_eq(eng_txn_begin(e, "x.tmp", true, NULL, &t), 0);
+	staged_file(e, "0123456789", &sid);
+	cr_assert_eq(eng_file_put(e, t, "x.tmp/f", sid, 10, NULL), 0);
+	/* 10 bytes staged, but they wait for a rename: must not block */
+	cr_assert_eq(eng_stage_reserve(e, 1), 0);
+	eng_close(e, false);
+}
