@@ -417,7 +417,7 @@ def test_deleting_the_previous_checkpoint_never_leaves_none(
                  for i in range(4)} for n in range(1, 5)}
     save = save_hf if pattern == "hf" else save_adaptdl
     save(w, 1, ckpts[1])
-    ckptfs_commit(w / "run/checkpoint-1")
+    ckptfs_sync(w)
 
     def any_complete_remote():
         listing = s3_sizes(s3, bucket, "run/")
