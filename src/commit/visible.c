@@ -822,7 +822,7 @@ static bool marker_wanted(eng *e, const char *root, const etxn *except)
 
 /* After a step: the journal forgets it, staging files go to the read
  * cache (or away), waiting uploads may start.  mu */
-static void finish(eng *e, etxn *t, snap *sn)
+static void finish(eng *e, etxn *t, snap *sn, bool adopt)
 {
 	jr_txn_delete(e->j, t->id);
 	t->done = true;
@@ -843,7 +843,7 @@ static void finish(eng *e, etxn *t, snap *sn)
 	for (size_t i = 0; i < sn->nf; i++) {
 		char *p = eng_staging_path(e, sn->f[i].sid);
 		bool adopted = false;
-		if (e->rc && sn->f[i].key && sn->f[i].etag[0] &&
+		if (adopt && e->rc && sn->f[i].key && sn->f[i].etag[0] &&
 		    sn->kind != T_RDEL && !sn->f[i].m.symlink)
 			adopted = cache_adopt(e->rc, sn->f[i].key, sn->f[i].etag,
 					      p) == 0;
@@ -952,7 +952,7 @@ void *eng_vis_main(void *arg)
 			attempt = 0;
 			free(now->error);
 			now->error = NULL;
-			finish(e, now, &sn);
+			finish(e, now, &sn, !abort);
 		} else if (rc == -2 || !now) {
 			/* changed meanwhile: look again */
 		} else if (eng_err_transient(&x)) {
