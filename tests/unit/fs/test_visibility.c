@@ -169,3 +169,60 @@ Test(vis, hide_names)
 	cr_assert_str_eq(d.v[0].name, "checkpoint-1");
 	ns_dir_free(&d);
 }
+
+Test(vis, time_rule_newest_manifest_wins)
+{
+	/* an addendum (later "time") rewrites model.pt; order of adding
+	 * must not matter */
+	add("{\"state\":\"committed\",\"time\":200,\"files\":[{\"path\":"
+	    "\"model.pt\",\"size\":2,\"etag\":\"\\\"new\\\"\"}]}");
+	add("{\"state\":\"committed\",\"time\":100,\"files\":[{\"path\":"
+	    "\"model.pt\",\"size\":1,\"etag\":\"\\\"old\\\"\"},{\"path\":"
+	    "\"b\",\"size\":3}]}");
+	vis_manifest_finish(&m);
+	cr_assert_eq(m.n, 2);
+	const vis_file *f = vis_manifest_find(&m, "model.pt");
+	cr_assert_str_eq(f->etag, "\"new\"");
+	cr_assert_eq(f->size, 2);
+	cr_assert_eq(f->time, 200);
+}
+
+Test(vis, time_rule_ties_go_to_the_last_added)
+{
+	add("{\"state\":\"committed\",\"files\":[{\"path\":\"x\",\"size\":1}]}");
+	add("{\"state\":\"committed\",\"files\":[{\"path\":\"x\",\"size\":2}]}");
+	vis_manifest_finish(&m);
+	cr_assert_eq(m.n, 1);
+	cr_assert_eq(m.files[0].size, 2);
+}
+
+Test(vis, dirs_and_attributes)
+{
+	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[{\"path\":\"a\","
+			 "\"size\":1,\"mode\":420,\"uid\":7,\"gid\":8,"
+			 "\"mtime\":99,\"symlink\":\"t\",\"xattrs\":"
+			 "{\"user.x\":\"AA==\"}}],\"dirs\":[{\"path\":"
+			 "\"e/f\"},{\"path\":\"e/f\"}]}"),
+		     0);
+	vis_manifest_finish(&m);
+	cr_assert_eq(m.n_dirs, 1, "deduplicated");
+	cr_assert(vis_manifest_has_dir(&m, "e"));
+	cr_assert(vis_manifest_has_dir(&m, "e/f"));
+	cr_assert_not(vis_manifest_has_dir(&m, "e/g"));
+	const vis_file *f = vis_manifest_find(&m, "a");
+	cr_assert(f->has_attrs);
+	cr_assert_eq(f->mode, 0644);
+	cr_assert_eq(f->uid, 7);
+	cr_assert_eq(f->mtime_ns, 99);
+	cr_assert_str_eq(f->symlink, "t");
+	cr_assert_str_eq(f->xattrs_json, "{\"user.x\":\"AA==\"}");
+	/* only the empty directory: the root still shows */
+	vis_manifest_free(&m);
+	vis_manifest_init(&m);
+	add("{\"state\":\"committed\",\"files\":[],\"dirs\":[{\"path\":\"d\"}]}");
+	vis_manifest_finish(&m);
+	cr_assert(vis_manifest_has_dir(&m, ""));
+	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[],\"dirs\":"
+			 "[{\"path\":\"../x\"}]}"),
+		     -1, "bad dir path rejects the manifest");
+}
