@@ -70,6 +70,9 @@ static int sql_errno(int src)
 }
 
 static void set_err(char **err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_err(char **err, const char *fmt, ...)
 {
 	if (!err || *err)
 		return;
