@@ -437,7 +437,8 @@ def observer_options(cache_dir, *more):
     attributes, listings reused for 0.1 s only (one look at a directory's
     files sees one listing; dir_timeout=0 makes every lstat a new listing,
     ten times slower)."""
-    return ["ro", f"cache_dir={cache_dir}", "dir_timeout=0.1", "entry_timeout=0",
+    return ["ro", f"cache_dir={cache_dir}", f"dir_timeout={OBSERVER_LISTING_S}",
+            "entry_timeout=0",
             "attr_timeout=0", *more]
 
 
@@ -643,3 +644,14 @@ def stop_all_pollers():
         p = _POLLERS.pop()
         p._stop.set()
         p._t.join(60)
+
+
+OBSERVER_LISTING_S = 0.1  # dir_timeout of observer_options
+
+
+def observer_settle():
+    """After a call that returns once something is visible (fsync of a
+    directory, ckptfs commit/sync, unmount): an observing mount may still
+    answer from a listing it made just before, for OBSERVER_LISTING_S;
+    wait that out before looking."""
+    time.sleep(2 * OBSERVER_LISTING_S + 0.05)

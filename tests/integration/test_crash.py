@@ -18,7 +18,7 @@ import pytest
 import helpers
 
 from helpers import (Poller, det_bytes, UploadThrottleProxy, ckptfs_sync, is_protocol_key,
-                     kill_ckptfs, observer_options, pending_markers, s3_get,
+                     kill_ckptfs, observer_options, observer_settle, pending_markers, s3_get,
                      s3_sizes, sha256_bytes, tree_view, wait_for)
 from test_commit import CheckpointWatch, assert_remote
 
@@ -132,6 +132,7 @@ def test_sigkill_during_a_save_then_remount_completes_it(
         watch.wait_complete(90)  # the trigger fired before the crash
     else:
         ckptfs_sync(w2)
+        observer_settle()
         assert_shows(o / "run/ckpt-1", files)
         watch.wait_complete(10)
     watch.finish()

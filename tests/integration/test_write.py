@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from helpers import (ckptfs_sync, det_bytes, is_protocol_key, local_tree,
-                     observer_options, pending_markers, run, s3_get, s3_sizes,
+                     observer_options, observer_settle, pending_markers, run, s3_get, s3_sizes,
                      sha256_bytes, tree_view, wait_for)
 
 MiB = 1 << 20
@@ -89,6 +89,7 @@ class Env:
         """ckptfs sync W: afterwards everything written is visible, and no
         pending marker is left in the bucket."""
         ckptfs_sync(self.w)
+        observer_settle()
         left = pending_markers(self.c, self.bucket)
         assert not left, f"pending markers left after ckptfs sync: {left}"
 
@@ -661,6 +662,7 @@ def test_fsync_of_a_file_stores_it_fsync_of_the_directory_commits(env):
         os.fsync(dfd)
     finally:
         os.close(dfd)
+    observer_settle()
     assert tree_view(env.o / "remote/fsync/ckpt-1") == {k: len(v) for k, v in bodies.items()}
     for name, body in bodies.items():
         assert (env.o / "remote/fsync/ckpt-1" / name).read_bytes() == body

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from helpers import (UploadThrottleProxy, ckptfs_commit, ckptfs_sync, det_bytes,
-                     is_protocol_key, observer_options, pending_markers, run,
+                     is_protocol_key, observer_options, observer_settle, pending_markers, run,
                      s3_get, s3_sizes, sha256_bytes, tree_view)
 
 MiB = 1 << 20
@@ -74,6 +74,7 @@ def test_enospc_keeps_staged_files_and_writes_work_after_freeing(
     (d / "c.bin").write_bytes(c)
     assert (d / "c.bin").read_bytes() == c
     ckptfs_commit(d)
+    observer_settle()
     assert tree_view(o / "run/ckpt-1") == {"a.bin": len(a), "c.bin": len(c)}
     assert (o / "run/ckpt-1/a.bin").read_bytes() == a
     assert (o / "run/ckpt-1/c.bin").read_bytes() == c
