@@ -1222,8 +1222,15 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 			rc = -EISDIR;
 		else if (dir && ov_has_children(&fs->ov, path))
 			rc = -ENOTEMPTY;
-		else
+		else {
+			/* handles still open on it keep its size */
+			fs_inode *c = fs_itable_find(fs->it, path);
+			if (c && o->kind == OV_FILE) {
+				c->size = o->size;
+				c->mtime = o->mtime;
+			}
 			rc = remove_local(fs, o);
+		}
 	} else {
 		/* a remote name */
 		bool remote, local;
@@ -1660,6 +1667,10 @@ void wr_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int rc = 0;
 	if (o->dirty && o->linked)
 		rc = put_file(fs, o); /* later writes copy the stage */
+	/* a file that is a transaction of its own is stored by committing
+	 * it (its PUT is its commit); later writes start a new one */
+	if (rc == 0 && o->linked && is_single_root(o) && !o->txn->sealed)
+		rc = seal(fs, o->txn);
 	char *path = strdup(o->path);
 	fs_itable_unlock(fs->it);
 	if (rc == 0 && path)
@@ -1835,8 +1846,17 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 			v[k++] = o;
 		}
 	}
-	for (size_t i = 0; i < k; i++)
+	for (size_t i = 0; i < k; i++) {
+		/* the remote object is another version than any the inode
+		 * saw before it became local: forget its attributes */
+		fs_inode *n = fs_itable_find(fs->it, v[i]->path);
+		if (n) {
+			free(n->etag);
+			n->etag = NULL;
+			n->attr_time = 0;
+		}
 		ov_remove(&fs->ov, v[i]);
+	}
 	if (k)
 		d->changed = true;
 	free(v);
