@@ -230,7 +230,8 @@ void eng_sched_file(eng *e, efile *f)
 	e->staged_dirty = true;
 	if (!t || f->state == F_STORED || f->jobs || !eng_file_uploadable(e, f))
 		return;
-	bool mpu = f->size >= e->o.multipart_min;
+	bool mpu = f->size >= e->o.multipart_min || f->upload_id ||
+		   (t->kind == T_FILE && f->want_durable);
 	if (t->kind == T_FILE && !mpu)
 		return; /* the visibility thread PUTs it at its turn */
 	if (!mpu) {
@@ -1254,6 +1255,12 @@ int eng_wait_file(eng *e, const char *path)
 		if (f->failed) {
 			rc = -(f->t->err ? f->t->err : EIO);
 			break;
+		}
+		if (f->t->kind == T_FILE && f->state == F_PARTS)
+			break; /* stored as parts; visible at its turn */
+		if (f->t->kind == T_FILE && !f->want_durable) {
+			f->want_durable = true;
+			eng_sched_file(e, f);
 		}
 		eng_sleep(e, 1);
 	}

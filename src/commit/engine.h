@@ -221,7 +221,10 @@ int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
 /* ---- waiting and status ------------------------------------------------ */
 
 /* fsync of a file: returns when the bytes of path's latest put are stored
- * remotely (0 at once for a temp name: they are journaled locally). */
+ * remotely (0 at once for a temp name: they are journaled locally).  For a
+ * single-file transaction not yet at its turn, "stored" means uploaded as
+ * the parts of a multipart upload (a small file too, as one part) that its
+ * ordered visibility step completes later: durable, not yet visible. */
 int eng_wait_file(eng *e, const char *path);
 
 /* fsync of a transaction root, `ckptfs commit`: returns when txn is

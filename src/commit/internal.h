@@ -60,6 +60,9 @@ typedef struct efile {
 	uint32_t crc;
 	uint64_t bytes_done; /* progress of the current upload */
 	bool failed;
+	/* fsync'd before its single-file transaction was sealed: upload it as
+	 * a (one-part) multipart upload now, complete it at its turn */
+	bool want_durable;
 	struct efile *next;
 } efile;
 

@@ -804,8 +804,9 @@ static bool ready(eng *e, etxn *t)
 		if (t->kind == T_DIR && f->state != F_STORED)
 			return false;
 		if (t->kind == T_FILE && f->state == F_STAGED &&
-		    f->size >= e->o.multipart_min)
-			return false;
+		    (f->size >= e->o.multipart_min || f->upload_id ||
+		     f->want_durable))
+			return false; /* parts still to upload */
 	}
 	return true;
 }

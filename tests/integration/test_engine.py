@@ -309,3 +309,24 @@ def test_second_engine_on_state_dir_is_refused(eng):
     finally:
         p.stdin.close()
         p.wait(30)
+
+
+def test_fsync_of_single_file_is_durable_not_visible(eng, s3server, bucket):
+    """eng_wait_file on an open single-file transaction uploads its bytes
+    as the parts of a multipart upload; only the ordered step (at seal)
+    makes the object appear."""
+    a, ad = eng.file("a", 3000, 9)
+    p = eng.start()
+    p.stdin.write(f"begin-file f\nput f {a}\nwait-file f\n")
+    p.stdin.flush()
+    lines = [json.loads(p.stdout.readline()) for _ in range(4)]
+    assert lines[-1]["op"] == "wait-file" and lines[-1]["rc"] == 0, lines
+    c = s3server.client()
+    ups = c.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    assert [u["Key"] for u in ups] == ["p/f"]
+    assert keys(s3server, bucket) == []
+    p.stdin.write("seal f\nsync\n")
+    p.stdin.close()
+    assert p.wait(60) == 0
+    assert get(s3server, bucket, "p/f") == ad
+    assert not c.list_multipart_uploads(Bucket=bucket).get("Uploads")
