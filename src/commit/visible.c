@@ -399,7 +399,25 @@ static int delete_garbage(eng *e, snap *sn, s3_err *x)
 			sn->garbage[w++] = sn->garbage[i];
 	}
 	sn->ng = w;
-	return sn->ng ? delete_keys(e, sn->garbage, sn->ng, x) : 0;
+	/* objects, then manifests, then markers, batch after batch: an old
+	 * name must never be left with its objects but without the pending
+	 * manifest and marker that hide them */
+	int rc = 0;
+	for (int rank = 0; rank < 3 && !rc; rank++) {
+		char **v = calloc(sn->ng + 1, sizeof *v);
+		size_t n = 0;
+		for (size_t i = 0; v && i < sn->ng; i++) {
+			const char *k = sn->garbage[i];
+			int r = strstr(k, ".ckptfs-pending/") ? 2
+				: is_manifest_key(k)          ? 1
+							      : 0;
+			if (r == rank)
+				v[n++] = sn->garbage[i];
+		}
+		rc = !v ? -1 : n ? delete_keys(e, v, n, x) : 0;
+		free(v);
+	}
+	return rc;
 }
 
 /* ---- steps -------------------------------------------------------------- */
