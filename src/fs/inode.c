@@ -260,6 +260,9 @@ static void node_free(fs_inode *n)
 	free(n->etag);
 	free(n->kc_etag);
 	free(n->pt_etag);
+	free(n->symlink);
+	free(n->xattrs_json);
+	free(n->meta_etag);
 	free(n);
 }
 

@@ -47,6 +47,13 @@ struct fs_inode {
 	struct timespec mtime;
 	double attr_time; /* monotonic seconds when attributes were set */
 
+	/* attributes a committed manifest recorded (fs/ops.c remote_attrs) */
+	bool has_attrs;
+	uint32_t mode, uid, gid;
+	char *symlink;     /* the object is a symlink to this */
+	char *xattrs_json; /* {"user.k":"base64"} or NULL */
+	char *meta_etag;   /* version whose object metadata was read */
+
 	/* files: page cache policy (see fs/ops.c set_page_cache_mode) */
 	char *kc_etag;         /* version whose pages the kernel may hold */
 	unsigned open_handles;

@@ -98,6 +98,8 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
 void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
 int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
 char *fs_object_key(fs_ctx *fs, const fs_inode *n);
+/* Reads a plain object's attributes from its metadata.  Table locked. */
+void fs_check_meta(fs_ctx *fs, fs_inode *n);
 void fs_handle_link(fs_ctx *fs, fs_handle *h);     /* table locked */
 void fs_handle_free(fs_ctx *fs, fs_handle *h, bool counted);
 

@@ -172,6 +172,15 @@ static void fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 		st->st_size = (off_t)n->size;
 		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
 	}
+	if (n->has_attrs && !n->is_dir) {
+		/* what the writer recorded in the manifest */
+		st->st_mode = (n->symlink ? S_IFLNK : S_IFREG) |
+			      (n->symlink ? 0777 : (n->mode & 07777));
+		st->st_uid = n->uid;
+		st->st_gid = n->gid;
+		if (n->symlink)
+			st->st_size = (off_t)strlen(n->symlink);
+	}
 	st->st_blksize = 1 << 20;
 	struct timespec t = n->mtime;
 	if (t.tv_sec == 0 && t.tv_nsec == 0)
@@ -284,6 +293,129 @@ static bool bound_to_other_version(const fs_inode *n, const char *etag)
 	return n->open_handles > 0 && n->kc_etag && strcmp(n->kc_etag, etag);
 }
 
+/* Attributes of file c from the manifests of its transaction root, when
+ * they recorded some (mode, owner, mtime, symlink, xattrs).  Table locked. */
+static void remote_attrs(fs_inode *parent, fs_inode *c)
+{
+	fs_inode *r = parent;
+	while (r && !r->manifest)
+		r = r->parent;
+	const vis_file *v = NULL;
+	if (r) {
+		const char *rel = c->path + strlen(r->path);
+		if (*rel == '/')
+			rel++;
+		v = vis_manifest_find(r->manifest, rel);
+	}
+	if (!v || !v->has_attrs) {
+		if (!c->meta_etag)
+			c->has_attrs = false;
+		return;
+	}
+	free(c->meta_etag);
+	c->meta_etag = NULL; /* the manifest speaks for it */
+	c->has_attrs = true;
+	c->mode = v->mode;
+	c->uid = v->uid;
+	c->gid = v->gid;
+	if (v->mtime_ns > 0) {
+		c->mtime.tv_sec = (time_t)(v->mtime_ns / 1000000000);
+		c->mtime.tv_nsec = (long)(v->mtime_ns % 1000000000);
+	}
+	if (!c->symlink != !v->symlink ||
+	    (v->symlink && strcmp(c->symlink, v->symlink))) {
+		free(c->symlink);
+		c->symlink = v->symlink ? strdup(v->symlink) : NULL;
+	}
+	if (!c->xattrs_json != !v->xattrs_json ||
+	    (v->xattrs_json && strcmp(c->xattrs_json, v->xattrs_json))) {
+		free(c->xattrs_json);
+		c->xattrs_json = v->xattrs_json ? strdup(v->xattrs_json) : NULL;
+	}
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
+}
+
+/*
+ * A file outside any manifest keeps its attributes in its object's
+ * metadata (x-amz-meta-mode/uid/gid/mtime/symlink, commit/protocol.h):
+ * read once per version, on lookup, getattr and open.  Listings never
+ * carry metadata, so readdirplus gives such files no attribute lifetime
+ * (fill_entry) and a stat comes here.  Table locked; dropped for the HEAD.
+ */
+void fs_check_meta(fs_ctx *fs, fs_inode *n)
+{
+	if (n->is_dir || !n->etag || !n->etag[0] ||
+	    (n->has_attrs && !n->meta_etag))
+		return; /* no version known, or the manifest said */
+	if (n->meta_etag && !strcmp(n->meta_etag, n->etag))
+		return;
+	char *etag = strdup(n->etag);
+	char *key = object_key(fs, n);
+	fs_inode_ref(n);
+	fs_itable_unlock(fs->it);
+	s3_head_ext_result hr;
+	s3_err e;
+	int rc = key && etag ? s3_head_ext(fs->s3, key, &hr, &e) : -1;
+	fs_itable_lock(fs->it);
+	if (rc == 0 && etag && !strcmp(hr.etag, etag)) {
+		bool has = false;
+		char *sl = NULL;
+		for (size_t i = 0; i < hr.n_meta; i++) {
+			const char *k = hr.meta[i].name, *v = hr.meta[i].value;
+			if (!strcmp(k, "mode")) {
+				n->mode = (uint32_t)strtoul(v, NULL, 8);
+				has = true;
+			} else if (!strcmp(k, "uid")) {
+				n->uid = (uint32_t)strtoul(v, NULL, 10);
+			} else if (!strcmp(k, "gid")) {
+				n->gid = (uint32_t)strtoul(v, NULL, 10);
+			} else if (!strcmp(k, "mtime")) {
+				long long ns = strtoll(v, NULL, 10);
+				if (ns > 0) {
+					n->mtime.tv_sec = (time_t)(ns / 1000000000);
+					n->mtime.tv_nsec = (long)(ns % 1000000000);
+				}
+			} else if (!strcmp(k, "symlink")) {
+				sl = malloc(strlen(v) + 1);
+				char *o = sl;
+				for (const char *p = v; sl && *p; p++) {
+					if (*p == '%' && hexval(p[1]) >= 0 &&
+					    hexval(p[2]) >= 0) {
+						*o++ = (char)(hexval(p[1]) * 16 +
+							      hexval(p[2]));
+						p += 2;
+					} else {
+						*o++ = *p;
+					}
+				}
+				if (o)
+					*o = 0;
+			}
+		}
+		if (has) {
+			n->has_attrs = true;
+			free(n->symlink);
+			n->symlink = sl;
+			sl = NULL;
+		}
+		free(sl);
+		free(n->meta_etag);
+		n->meta_etag = strdup(etag);
+	}
+	if (rc == 0)
+		s3_head_ext_result_free(&hr);
+	free(key);
+	free(etag);
+	fs_itable_unref(fs->it, n);
+}
+
 /* Child inode for a listing entry, attributes updated. Table locked. */
 static fs_inode *child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 {
@@ -294,9 +426,10 @@ static fs_inode *child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 	}
 	if (!c)
 		return NULL;
-	if (!e->is_dir)
+	if (!e->is_dir) {
 		set_file_attrs(c, e);
-	else if (!c->listing && (e->mtime.tv_sec || e->mtime.tv_nsec))
+		remote_attrs(parent, c);
+	} else if (!c->listing && (e->mtime.tv_sec || e->mtime.tv_nsec))
 		c->mtime = e->mtime;
 	return c;
 }
@@ -305,6 +438,11 @@ static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 {
 	/* a directory whose mtime is not known yet: make stat ask again */
 	if (n->is_dir && !n->listing)
+		return 0.0;
+	/* a file whose object metadata was not read yet (fs_check_meta) */
+	if (!n->is_dir && !n->has_attrs && n->etag &&
+	    (!n->meta_etag || strcmp(n->meta_etag, n->etag)) &&
+	    !wr_fill_stat(fs, n, &(struct stat){0}))
 		return 0.0;
 	return fs->o.attr_timeout;
 }
@@ -362,9 +500,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	fs_inode_ref(c);
+	fs_check_meta(fs, c);
 	c->nlookup++;
 	struct fuse_entry_param ep;
 	fill_entry(fs, c, &ep);
+	fs_itable_unref(fs->it, c);
 	fs_itable_unlock(fs->it);
 	fuse_reply_entry(req, &ep);
 }
@@ -404,6 +545,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		fs_itable_unlock(fs->it);
 		fuse_reply_err(req, ENOENT);
 		return;
+	}
+	if (!n->is_dir && !wr_fill_stat(fs, n, &(struct stat){0})) {
+		fs_inode_ref(n);
+		fs_check_meta(fs, n);
+		fs_itable_unref(fs->it, n);
 	}
 	if (n->is_dir && !wr_is_local_dir(fs, n)) {
 		int rc = dir_load(fs, n); /* learns the directory's mtime */
@@ -807,7 +953,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* HEAD has whole seconds, listings milliseconds: keep the finer one
 	 * unless the second changed, or the kernel would see the mtime flip
 	 * and drop the file's page cache on every open */
-	if (hr.mtime.tv_sec && hr.mtime.tv_sec != n->mtime.tv_sec)
+	if (hr.mtime.tv_sec && hr.mtime.tv_sec != n->mtime.tv_sec &&
+	    !n->has_attrs)
 		n->mtime = hr.mtime;
 	free(n->etag);
 	n->etag = strdup(hr.etag);

@@ -37,6 +37,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <openssl/evp.h>
+
 #include "commit/engine.h"
 #include "fs/ops-internal.h"
 #include "util/log.h"
@@ -1122,7 +1125,14 @@ void wr_readlink(fuse_req_t req, fuse_ino_t ino)
 	fs_itable_lock(fs->it);
 	fs_inode *n = fs_itable_get(fs->it, ino);
 	ov_node *o = n ? local_of(fs, n) : NULL;
-	char *t = o && o->kind == OV_LINK ? strdup(o->target) : NULL;
+	if (n && !o) {
+		fs_inode_ref(n);
+		fs_check_meta(fs, n);
+		fs_itable_unref(fs->it, n);
+	}
+	char *t = o && o->kind == OV_LINK ? strdup(o->target)
+		  : !o && n && n->symlink ? strdup(n->symlink)
+					  : NULL;
 	fs_itable_unlock(fs->it);
 	if (!t) {
 		fuse_reply_err(req, o ? EINVAL : EINVAL);
@@ -1556,8 +1566,26 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fs_inode_ref(n);
 	ov_node *o = local_of(fs, n);
 	int rc = 0;
-	if (!o && (to_set & FUSE_SET_ATTR_SIZE) && !n->is_dir)
-		rc = make_local_file(fs, n, attr->st_size == 0, &o);
+	bool meta_set = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+				  FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
+				  FUSE_SET_ATTR_MTIME_NOW);
+	bool truncating = (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0;
+	if (!o && !n->is_dir && ((to_set & FUSE_SET_ATTR_SIZE) || meta_set)) {
+		/* attributes live in the object's metadata or manifest: a
+		 * remote file written by someone else is copied in (through
+		 * the cache) and stored again with them */
+		fs_check_meta(fs, n);
+		struct stat cur;
+		fs_fill_stat(fs, n, &cur);
+		rc = make_local_file(fs, n, truncating, &o);
+		if (rc == 0) {
+			o->mode = cur.st_mode & 07777;
+			o->uid = cur.st_uid;
+			o->gid = cur.st_gid;
+			o->mtime = cur.st_mtim;
+			o->dirty = true;
+		}
+	}
 	if (rc == 0 && o && (to_set & FUSE_SET_ATTR_SIZE)) {
 		if (o->kind != OV_FILE) {
 			rc = -EISDIR;
@@ -1598,7 +1626,21 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		bool meta = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				      FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
 				      FUSE_SET_ATTR_MTIME_NOW);
-		if (meta && o->txn && o->st && o->st->handed && !o->dirty) {
+		if (meta && o->kind == OV_FILE && o->writers == 0 && o->txn &&
+		    o->txn->sealed && !o->dirty) {
+			/* committing or committed: store it again with the
+			 * new attributes (a copy of the staged bytes) */
+			ov_node_ref(o);
+			rc = writable_stage(fs, o, o->size);
+			if (rc == 0) {
+				o->dirty = true;
+				rc = put_file(fs, o);
+			}
+			ov_node_unref(o);
+		} else if (meta && o->kind == OV_FILE && o->dirty &&
+			   o->writers == 0 && o->st && !o->st->handed) {
+			rc = put_file(fs, o);
+		} else if (meta && o->txn && o->st && o->st->handed && !o->dirty) {
 			ordered(fs);
 			eng_meta m;
 			buf xa = BUF_INIT;
@@ -1709,6 +1751,36 @@ void wr_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 /* ---- extended attributes ----------------------------------------------- */
 
+/* The xattrs a manifest recorded for remote file n, in the overlay's
+ * record format (so the same get/list code serves both).  Table locked. */
+static int remote_xattrs(const fs_inode *n, ov_node *tmp)
+{
+	memset(tmp, 0, sizeof *tmp);
+	if (!n->xattrs_json)
+		return 0;
+	json_t *x = json_loads(n->xattrs_json, 0, NULL);
+	const char *name;
+	json_t *val;
+	json_object_foreach(x, name, val)
+	{
+		const char *s = json_string_value(val);
+		size_t len = s ? strlen(s) : 0;
+		unsigned char *out = malloc(len + 4);
+		int k = out ? EVP_DecodeBlock(out, (const unsigned char *)s,
+					      (int)len)
+			    : -1;
+		while (k > 0 && len && s[len - 1] == '=') {
+			k--; /* EVP_DecodeBlock counts padding as data */
+			len--;
+		}
+		if (k >= 0)
+			ov_xattr_set(tmp, name, out, (size_t)k, 0);
+		free(out);
+	}
+	json_decref(x);
+	return 0;
+}
+
 void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 size_t size)
 {
@@ -1716,9 +1788,16 @@ void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	fs_itable_lock(fs->it);
 	fs_inode *n = fs_itable_get(fs->it, ino);
 	ov_node *o = n ? local_of(fs, n) : NULL;
+	ov_node tmp;
+	if (!o && n && n->xattrs_json) {
+		remote_xattrs(n, &tmp);
+		o = &tmp;
+	}
 	char *v = size ? malloc(size) : NULL;
 	int rc = !o ? -ENODATA : size && !v ? -ENOMEM
 					    : ov_xattr_get(o, name, v, size);
+	if (o == &tmp)
+		buf_free(&tmp.xattrs);
 	fs_itable_unlock(fs->it);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -1735,8 +1814,15 @@ void wr_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	fs_itable_lock(fs->it);
 	fs_inode *n = fs_itable_get(fs->it, ino);
 	ov_node *o = n ? local_of(fs, n) : NULL;
+	ov_node tmp;
+	if (!o && n && n->xattrs_json) {
+		remote_xattrs(n, &tmp);
+		o = &tmp;
+	}
 	char *v = size ? malloc(size) : NULL;
 	int rc = !o ? 0 : size && !v ? -ENOMEM : ov_xattr_list(o, v, size);
+	if (o == &tmp)
+		buf_free(&tmp.xattrs);
 	fs_itable_unlock(fs->it);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -1850,10 +1936,22 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 		/* the remote object is another version than any the inode
 		 * saw before it became local: forget its attributes */
 		fs_inode *n = fs_itable_find(fs->it, v[i]->path);
-		if (n) {
+		ov_node *o = v[i];
+		if (n && o->kind != OV_WHITEOUT) {
 			free(n->etag);
 			n->etag = NULL;
 			n->attr_time = 0;
+			/* what was committed, until a listing says more */
+			n->has_attrs = o->kind != OV_DIR;
+			n->mode = o->mode;
+			n->uid = o->uid;
+			n->gid = o->gid;
+			n->mtime = o->mtime;
+			n->size = o->kind == OV_FILE ? o->size : 0;
+			free(n->symlink);
+			n->symlink = o->kind == OV_LINK && o->target
+					     ? strdup(o->target)
+					     : NULL;
 		}
 		ov_remove(&fs->ov, v[i]);
 	}
