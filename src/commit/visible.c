@@ -427,6 +427,18 @@ static int commit_dir(eng *e, snap *sn, s3_err *x)
 	int rc = 0;
 	buf store = BUF_INIT;
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
+		/* only empty directories need an object of their own: the
+		 * keys under the others make them exist */
+		bool holds = false;
+		for (size_t j = 0; !holds && j < sn->nf; j++)
+			holds = proto_under(sn->f[j].path, sn->dpath[i], NULL) &&
+				strcmp(sn->f[j].path, sn->dpath[i]);
+		for (size_t j = 0; !holds && j < sn->nd; j++)
+			holds = j != i &&
+				proto_under(sn->dpath[j], sn->dpath[i], NULL) &&
+				strcmp(sn->dpath[j], sn->dpath[i]);
+		if (holds)
+			continue;
 		buf k = BUF_INIT;
 		buf_printf(&k, "%s%s/", e->prefix, sn->dpath[i]);
 		s3_meta meta[5];

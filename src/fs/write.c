@@ -1961,6 +1961,34 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 	ov_txn_free_done(&fs->ov);
 }
 
+typedef struct files_ctx {
+	ov_txn *x;
+	bool any;
+} files_ctx;
+
+static void has_file_one(void *arg, ov_node *o)
+{
+	files_ctx *f = arg;
+	if (o->txn == f->x && (o->kind == OV_FILE || o->kind == OV_LINK))
+		f->any = true;
+}
+
+/*
+ * Whether x holds a file.  A directory made and not written yet does not
+ * commit by idleness: in a multi-host save every host makes the directory
+ * first and writes later, and its empty transaction committing early
+ * would drop its marker, letting the others' files show without its own.
+ * Table locked.
+ */
+static bool txn_has_files(fs_ctx *fs, ov_txn *x)
+{
+	if (!x->is_dir)
+		return true;
+	files_ctx f = {x, false};
+	ov_each(&fs->ov, has_file_one, &f);
+	return f.any;
+}
+
 static void *idle_main(void *arg)
 {
 	fs_ctx *fs = arg;
@@ -1982,7 +2010,8 @@ static void *idle_main(void *arg)
 			flush_deletes(fs);
 		for (ov_txn *x = fs->ov.txns; x; x = x->next) {
 			if (!x->sealed && !x->done && x->open == 0 &&
-			    t - x->last_change >= fs->commit_delay)
+			    t - x->last_change >= fs->commit_delay &&
+			    txn_has_files(fs, x))
 				seal(fs, x);
 		}
 		bool any_sealed = false;
