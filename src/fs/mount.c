@@ -282,6 +282,8 @@ static int setup_fuse(mount_args *a, struct mounted *m)
 		   m->settings.bucket, m->settings.prefix);
 	if (a->allow_other)
 		buf_puts(&o, ",allow_other");
+	if (a->read_only)
+		buf_puts(&o, ",ro");
 	char *argv[] = {"ckptfs", "-o", (char *)buf_cstr(&o), NULL};
 	struct fuse_args fa = FUSE_ARGS_INIT(3, argv);
 	m->se = fuse_session_new(&fa, fs_lowlevel_ops(),

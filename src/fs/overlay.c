@@ -250,6 +250,8 @@ void ov_stage_unref(ov_stage *s)
 	if (--s->refs == 0) {
 		if (s->fd >= 0)
 			close(s->fd);
+		if (!s->handed && s->discard)
+			s->discard(s->discard_arg, s->sid);
 		free(s);
 	}
 }

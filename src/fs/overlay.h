@@ -32,6 +32,10 @@ typedef struct ov_stage {
 	uint64_t sid;
 	unsigned refs;
 	bool handed; /* given to the engine: immutable */
+	/* called with sid when the last reference to a stage never handed
+	 * over goes (its file is deleted) */
+	void (*discard)(void *arg, uint64_t sid);
+	void *discard_arg;
 } ov_stage;
 
 typedef struct ov_txn ov_txn;
@@ -46,6 +50,7 @@ typedef struct ov_node {
 	uint64_t size;
 	unsigned writers, opens;
 	bool dirty;    /* bytes changed since the last put */
+	bool put;      /* handed to the engine at least once */
 	bool linked;   /* in the table */
 	unsigned refs; /* handles */
 	uint32_t mode, uid, gid;
@@ -53,6 +58,8 @@ typedef struct ov_node {
 	buf xattrs;    /* "name\0value-len(4 bytes LE)value" records */
 	char *target;  /* symlinks */
 	double wo_time; /* whiteouts: when made */
+	bool merge;     /* a directory restored from the journal: its remote
+	                 * listing shows too */
 } ov_node;
 
 struct ov_txn {

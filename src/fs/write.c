@@ -146,7 +146,7 @@ bool wr_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n)
 {
 	ov_node *o = local_of(fs, n);
-	return o && o->kind == OV_DIR;
+	return o && o->kind == OV_DIR && !o->merge;
 }
 
 int wr_lookup(fs_ctx *fs, fs_inode *p, const char *name, fs_inode **out)
@@ -454,6 +454,7 @@ static int put_file(fs_ctx *fs, ov_node *o)
 		return rc;
 	}
 	o->st->handed = true;
+	o->put = true;
 	o->dirty = false;
 	touch(o->txn);
 	if (is_single_root(o) && o->writers == 0)
@@ -463,6 +464,21 @@ static int put_file(fs_ctx *fs, ov_node *o)
 
 /* ---- staging ----------------------------------------------------------- */
 
+static void stage_discard_cb(void *arg, uint64_t sid)
+{
+	eng_stage_discard(arg, sid);
+}
+
+static ov_stage *stage_new(fs_ctx *fs, int fd, uint64_t sid)
+{
+	ov_stage *s = ov_stage_new(fd, sid);
+	if (s) {
+		s->discard = stage_discard_cb;
+		s->discard_arg = fs->eng;
+	}
+	return s;
+}
+
 /* A new empty staging file for o.  Table locked (creation is local). */
 static int new_stage(fs_ctx *fs, ov_node *o)
 {
@@ -470,7 +486,7 @@ static int new_stage(fs_ctx *fs, ov_node *o)
 	int fd = eng_stage_create(fs->eng, &sid);
 	if (fd < 0)
 		return fd;
-	ov_stage *s = ov_stage_new(fd, sid);
+	ov_stage *s = stage_new(fs, fd, sid);
 	if (!s) {
 		close(fd);
 		eng_stage_discard(fs->eng, sid);
@@ -547,7 +563,7 @@ static int writable_stage(fs_ctx *fs, ov_node *o, uint64_t keep)
 	}
 	if (old)
 		ov_stage_unref(old);
-	ov_stage *s = rc == 0 ? ov_stage_new(fd, sid) : NULL;
+	ov_stage *s = rc == 0 ? stage_new(fs, fd, sid) : NULL;
 	if (!s) {
 		close(fd);
 		eng_stage_discard(fs->eng, sid);
@@ -555,8 +571,7 @@ static int writable_stage(fs_ctx *fs, ov_node *o, uint64_t keep)
 	}
 	if (o->st != old && o->st && !o->st->handed) {
 		/* another thread made one meanwhile */
-		ov_stage_unref(s);
-		eng_stage_discard(fs->eng, sid);
+		ov_stage_unref(s); /* discards it */
 		return 0;
 	}
 	ov_set_stage(o, s);
@@ -1034,12 +1049,12 @@ void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 void wr_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	      mode_t mode, dev_t rdev)
 {
+	if (!require_engine(req))
+		return;
 	if (!S_ISREG(mode)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	if (!require_engine(req))
-		return;
 	fs_ctx *fs = fs_req_ctx(req);
 	int err;
 	fs_itable_lock(fs->it);
@@ -1145,7 +1160,8 @@ void wr_readlink(fuse_req_t req, fuse_ino_t ino)
 void wr_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	     const char *newname)
 {
-	fuse_reply_err(req, EPERM); /* S3 has no hard links */
+	if (require_engine(req))
+		fuse_reply_err(req, EPERM); /* S3 has no hard links */
 }
 
 /* ---- removing names ---------------------------------------------------- */
@@ -1158,6 +1174,11 @@ static int remove_local(fs_ctx *fs, ov_node *o)
 	ov_txn *x = o->txn;
 	int rc = 0;
 	bool root = x && !strcmp(x->root, o->path);
+	/* bytes nobody else holds go first: on a full disk the journal
+	 * needs that space to record the removal */
+	if (o->st && !o->st->handed && o->st->refs == 1 && o->opens == 0 &&
+	    ftruncate(o->st->fd, 0) == 0)
+		o->size = 0;
 	ordered(fs);
 	if (x && x->sealed) {
 		/* it is being committed: delete it after the commit */
@@ -1166,7 +1187,10 @@ static int remove_local(fs_ctx *fs, ov_node *o)
 		rc = eng_txn_abort(fs->eng, x->id);
 		if (rc == 0)
 			x->done = true;
-	} else if (x) {
+	} else if (x && (o->put || o->kind == OV_DIR)) {
+		/* (a file never handed over is unknown to the engine: its
+		 * staging file goes with the node, which frees the space a
+		 * full disk needs first) */
 		rc = eng_file_drop(fs->eng, x->id, o->path);
 	}
 	if (rc == 0 && o->shadows && !(x && x->sealed))
@@ -1872,6 +1896,8 @@ void wr_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 void wr_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	if (!require_engine(req))
+		return;
 	fs_ctx *fs = fs_req_ctx(req);
 	fs_itable_lock(fs->it);
 	fs_inode *n = fs_itable_get(fs->it, ino);
@@ -2090,6 +2116,23 @@ static void restore_one(void *arg, uint64_t txn, const char *path,
 		return;
 	}
 	o->size = size;
+	/* its directories show too (merged with whatever the bucket has
+	 * there: the journal does not say which of them are new) */
+	char *dir = ov_parent(path);
+	while (dir && dir[0]) {
+		ov_node *d = ov_get(&fs->ov, dir);
+		if (!d) {
+			d = ov_add(&fs->ov, dir, OV_DIR, x);
+			if (d) {
+				d->merge = true;
+				d->mode = 0755;
+			}
+		}
+		char *up = ov_parent(dir);
+		free(dir);
+		dir = up;
+	}
+	free(dir);
 	if (m) {
 		o->mode = m->mode;
 		o->uid = m->uid;
