@@ -663,7 +663,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	fs_inode *d = fs_itable_get(fs->it, ino);
 	for (size_t i = (size_t)off; d && i < dh->n + 2; i++) {
 		const char *name;
-		fs_inode *c = NULL;
+		fs_inode *c = NULL, *held = NULL;
 		struct stat st;
 		memset(&st, 0, sizeof st);
 		if (i < 2) {
@@ -674,6 +674,16 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			c = snap_child(fs, d, &dh->v[i - 2]);
 			if (!c)
 				break;
+			/* an empty object may be a symlink (its metadata
+			 * says): the type must be right from the first
+			 * reply, the kernel refuses an inode changing type */
+			if (!c->is_dir && c->size == 0 && !c->has_attrs &&
+			    !wr_fill_stat(fs, c, &st)) {
+				fs_inode_ref(c);
+				held = c;
+				fs_check_meta(fs, c);
+				memset(&st, 0, sizeof st);
+			}
 		}
 		size_t need;
 		if (plus) {
@@ -694,6 +704,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			need = fuse_add_direntry(req, out + used, size - used,
 						 name, &st, (off_t)(i + 1));
 		}
+		if (held) /* after the entry took its lookup count */
+			fs_itable_unref(fs->it, held);
 		if (need > size - used)
 			break;
 		used += need;

@@ -1508,7 +1508,13 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 * file (the PUT replaces it) */
 			bool shadows = dobj->shadows;
 			dobj->shadows = false;
-			rc = remove_local(fs, dobj);
+			if (!dst_dir && dobj->txn && dobj->txn->sealed)
+				/* committing: the file moving in replaces its
+				 * object, in order (a delete now would be
+				 * queued behind the newer transaction) */
+				ov_remove(&fs->ov, dobj);
+			else
+				rc = remove_local(fs, dobj);
 			ov_node *w = ov_get(&fs->ov, to);
 			if (w && w->kind == OV_WHITEOUT)
 				ov_remove(&fs->ov, w);

@@ -4,6 +4,7 @@
 to `progress.txt` (open 'a+'); old iterations removed with rmtree, skipped
 when they are symlinks.  Load: read the tracker, load each rank's file."""
 import os
+import time
 import re
 import shutil
 
@@ -39,11 +40,17 @@ def save(root, steps, seed, _a):
     return {"saved": steps}
 
 
-def load(root, a):
+def read_tracker(root):
     try:
         with open(os.path.join(root, TRACKER)) as f:
-            text = f.read().strip()
+            return f.read().strip()
     except FileNotFoundError:
+        return None
+
+
+def load(root, a, attempts=5):
+    text = read_tracker(root)
+    if text is None:
         return {"latest": None}
     if not text.isdigit():
         raise SystemExit(f"LOAD MISMATCH tracker: {text!r}")
@@ -55,6 +62,15 @@ def load(root, a):
             got = read_torch_like(p)
         except FileNotFoundError:
             got = None
+            # the race every filesystem has: the tracker was read, then a
+            # newer checkpoint was saved and this one rotated away.  Not a
+            # partial checkpoint if the tracker has moved on since.
+            # (another host sees the tracker no staler than its mount's
+            # cache lifetimes, 1 s by default: look again after that)
+            if attempts > 1:
+                time.sleep(1.2)
+                if read_tracker(root) != text:
+                    return load(root, a, attempts - 1)
         read[name] = check(p, got, data)
     # progress.txt is appended after the tracker: not checked against it
     return {"latest": f"iter_{step:07d}", "read": read}
