@@ -1,7 +1,9 @@
 #!/bin/bash
 # ckptfs's main job on a fresh Debian 12 machine (run as root): install,
 # build, start a local S3 server (Ceph RGW), put a checkpoint in a bucket,
-# mount it with ckptfs and read it back with ordinary tools.
+# mount it with ckptfs and read it back with ordinary tools; then save a new
+# checkpoint through the mount the way training code does (write to a temp
+# directory, rename it) and watch it reach the bucket as one commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -12,6 +14,7 @@ unset AWS_CA_BUNDLE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE AWS_PROFILE
 cleanup() {
 	set +e
 	fusermount3 -u "$mnt" 2>/dev/null
+	fusermount3 -u "$work/mnt2" 2>/dev/null
 	bash "$top/tests/s3server/rgw.sh" stop "$work/rgw" >/dev/null 2>&1
 	rm -rf "$work"
 }
@@ -57,3 +60,21 @@ cat "$work/mnt.sum"
 diff "$work/src.sum" "$work/mnt.sum" && echo "OK: the mounted checkpoint is byte-identical"
 echo "== the cache after reading it"
 build/ckptfs status "$mnt"
+echo "== saving checkpoint-300 through the mount (tmp dir, then rename)"
+mkdir "$mnt/tmp-checkpoint-300"
+head -c $((64 << 20)) /dev/urandom >"$mnt/tmp-checkpoint-300/model.safetensors"
+head -c $((8 << 20)) /dev/urandom >"$mnt/tmp-checkpoint-300/optimizer.pt"
+echo '{"global_step": 300}' >"$mnt/tmp-checkpoint-300/trainer_state.json"
+mv "$mnt/tmp-checkpoint-300" "$mnt/checkpoint-300"
+build/ckptfs status "$mnt" | sed -n '/pending/,$p'
+echo "== ckptfs sync: waits until every write is visible in the bucket"
+build/ckptfs sync "$mnt"
+aws s3 ls --recursive s3://demo/run1/checkpoint-300/
+echo "== another host (a second mount with its own cache) sees it whole"
+mkdir -p "$work/mnt2"
+build/ckptfs mount s3://demo/run1 "$work/mnt2" --endpoint "$S3_ENDPOINT" --region us-east-1 \
+	-o ro,cache_dir="$work/cache2"
+(cd "$mnt" && sha256sum checkpoint-300/*) >"$work/w.sum"
+(cd "$work/mnt2" && sha256sum checkpoint-300/*) >"$work/r.sum"
+cat "$work/r.sum"
+diff "$work/w.sum" "$work/r.sum" && echo "OK: the committed checkpoint is byte-identical on the other mount"
