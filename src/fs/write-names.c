@@ -1,0 +1,702 @@
+/*
+ * The write path: creating, removing and renaming names (fs/write.c has
+ * the overview).  Removing a remote name leaves a whiteout in the overlay
+ * and a held delete (wr_hold_delete, fs/write-txn.c); renames decide which transaction a
+ * name moves to.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include "fs/write-internal.h"
+#include "util/log.h"
+
+/* ---- creating names ---------------------------------------------------- */
+
+/* Table locked: whether a name exists at child `name` of p. */
+int wr_name_state(fs_ctx *fs, fs_inode *p, const char *name,
+		      bool *remote, bool *local)
+{
+	*remote = *local = false;
+	char *path = wr_child_path(p, name);
+	if (!path)
+		return -ENOMEM;
+	ov_node *o = ov_get(&fs->ov, path);
+	free(path);
+	if (o) {
+		*local = o->kind != OV_WHITEOUT;
+		return 0;
+	}
+	if (wr_is_local_dir(fs, p))
+		return 0;
+	int rc = fs_dir_load(fs, p);
+	if (rc < 0)
+		return rc;
+	*remote = p->listing && ns_dir_find(p->listing, name);
+	return 0;
+}
+
+fs_inode *wr_parent_dir(fs_ctx *fs, fuse_ino_t ino, int *err)
+{
+	fs_inode *p = fs_itable_get(fs->it, ino);
+	*err = !p ? ENOENT : !p->is_dir ? ENOTDIR : 0;
+	return *err ? NULL : p;
+}
+
+bool wr_name_ok(const char *name)
+{
+	return strncmp(name, ".ckptfs", 7) != 0 && strlen(name) <= 255;
+}
+
+/*
+ * A new local node of kind at child name of p.  Table locked.  Replaces a
+ * whiteout (the remote delete is ordered before this name's commit).
+ */
+static int new_node(fuse_req_t req, fs_ctx *fs, fs_inode *p, const char *name,
+		    ov_kind kind, mode_t mode, ov_node **out, fs_inode **nout)
+{
+	if (!wr_name_ok(name))
+		return name[0] == '.' ? -EPERM : -ENAMETOOLONG;
+	bool remote, local;
+	int rc = wr_name_state(fs, p, name, &remote, &local);
+	if (rc < 0)
+		return rc;
+	if (remote || local)
+		return -EEXIST;
+	char *path = wr_child_path(p, name);
+	if (!path)
+		return -ENOMEM;
+	fs_inode_ref(p);
+	ov_txn *x = NULL;
+	rc = wr_txn_for_new(fs, p, path, kind == OV_DIR, &x);
+	ov_node *o = NULL;
+	if (rc == 0) {
+		ov_node *old = ov_get(&fs->ov, path);
+		bool wo = old && old->kind == OV_WHITEOUT;
+		if (old && !wo)
+			rc = -EEXIST; /* raced */
+		if (wo)
+			ov_remove(&fs->ov, old);
+		if (rc == 0 && !(o = ov_add(&fs->ov, path, kind, x)))
+			rc = -ENOMEM;
+		if (o)
+			o->shadows = wo;
+	}
+	if (rc == 0) {
+		const struct fuse_ctx *fc = fuse_req_ctx(req);
+		o->mode = mode & 07777;
+		o->uid = fc ? fc->uid : 0;
+		o->gid = fc ? fc->gid : 0;
+		wr_touch(x);
+		/* a directory created inside a transaction was not told yet */
+		if (kind == OV_DIR && strcmp(x->root, path)) {
+			wr_ordered(fs);
+			eng_meta m;
+			buf xa = BUF_INIT;
+			wr_meta_of(o, &m, &xa);
+			rc = eng_dir_put(fs->eng, x->id, path, &m);
+			buf_free(&xa);
+			if (rc < 0)
+				ov_remove(&fs->ov, o);
+		}
+	}
+	free(path);
+	fs_inode *c = NULL;
+	if (rc == 0) {
+		c = fs_itable_child(fs->it, p, name, kind == OV_DIR);
+		if (!c) {
+			ov_remove(&fs->ov, o);
+			rc = -ENOMEM;
+		}
+	}
+	/* the parent's listing no longer says everything */
+	p->mtime = o && rc == 0 ? o->mtime : p->mtime;
+	fs_itable_unref(fs->it, p);
+	*out = rc == 0 ? o : NULL;
+	*nout = c;
+	return rc;
+}
+
+bool wr_require_engine(fuse_req_t req)
+{
+	if (fs_req_ctx(req)->eng)
+		return true;
+	fuse_reply_err(req, EROFS);
+	return false;
+}
+
+void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       mode_t mode, struct fuse_file_info *fi)
+{
+	if (!wr_require_engine(req))
+		return;
+	fs_ctx *fs = fs_req_ctx(req);
+	int err;
+	fs_itable_lock(fs->it);
+	fs_inode *p = wr_parent_dir(fs, parent, &err);
+	ov_node *o = NULL;
+	fs_inode *c = NULL;
+	int rc = p ? new_node(req, fs, p, name, OV_FILE, mode, &o, &c) : -err;
+	if (rc == 0 && (rc = wr_new_stage(fs, o)) < 0)
+		ov_remove(&fs->ov, o);
+	fs_handle *h = NULL;
+	if (rc == 0) {
+		o->dirty = true; /* an empty file is a file too */
+		h = wr_local_handle(fs, c, o, true);
+		if (!h)
+			rc = -ENOMEM;
+	}
+	struct fuse_entry_param ep;
+	if (rc == 0) {
+		c->nlookup++;
+		fs_fill_entry(fs, c, &ep);
+	}
+	fs_itable_unlock(fs->it);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = 0;
+	fi->keep_cache = 0;
+	if (fuse_reply_create(req, &ep, fi) == -ENOENT)
+		fs_handle_free(fs, h, true);
+}
+
+void wr_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode, dev_t rdev)
+{
+	if (!wr_require_engine(req))
+		return;
+	if (!S_ISREG(mode)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fs_ctx *fs = fs_req_ctx(req);
+	int err;
+	fs_itable_lock(fs->it);
+	fs_inode *p = wr_parent_dir(fs, parent, &err);
+	ov_node *o = NULL;
+	fs_inode *c = NULL;
+	int rc = p ? new_node(req, fs, p, name, OV_FILE, mode, &o, &c) : -err;
+	if (rc == 0 && (rc = wr_new_stage(fs, o)) < 0)
+		ov_remove(&fs->ov, o);
+	struct fuse_entry_param ep;
+	if (rc == 0) {
+		o->dirty = true;
+		rc = wr_put_file(fs, o);
+		c->nlookup++;
+		fs_fill_entry(fs, c, &ep);
+	}
+	fs_itable_unlock(fs->it);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &ep);
+}
+
+void wr_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode)
+{
+	if (!wr_require_engine(req))
+		return;
+	fs_ctx *fs = fs_req_ctx(req);
+	int err;
+	fs_itable_lock(fs->it);
+	fs_inode *p = wr_parent_dir(fs, parent, &err);
+	ov_node *o = NULL;
+	fs_inode *c = NULL;
+	int rc = p ? new_node(req, fs, p, name, OV_DIR, mode, &o, &c) : -err;
+	struct fuse_entry_param ep;
+	if (rc == 0) {
+		c->nlookup++;
+		fs_fill_entry(fs, c, &ep);
+	}
+	fs_itable_unlock(fs->it);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &ep);
+}
+
+void wr_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		const char *name)
+{
+	if (!wr_require_engine(req))
+		return;
+	fs_ctx *fs = fs_req_ctx(req);
+	int err;
+	fs_itable_lock(fs->it);
+	fs_inode *p = wr_parent_dir(fs, parent, &err);
+	ov_node *o = NULL;
+	fs_inode *c = NULL;
+	int rc = p ? new_node(req, fs, p, name, OV_LINK, 0777, &o, &c) : -err;
+	struct fuse_entry_param ep;
+	if (rc == 0 && !(o->target = strdup(link)))
+		rc = -ENOMEM;
+	if (rc == 0 && (rc = wr_new_stage(fs, o)) == 0) {
+		o->dirty = true;
+		rc = wr_put_file(fs, o);
+	}
+	if (rc == 0) {
+		c->nlookup++;
+		fs_fill_entry(fs, c, &ep);
+	} else if (o) {
+		ov_remove(&fs->ov, o);
+	}
+	fs_itable_unlock(fs->it);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &ep);
+}
+
+void wr_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	fs_ctx *fs = fs_req_ctx(req);
+	fs_itable_lock(fs->it);
+	fs_inode *n = fs_itable_get(fs->it, ino);
+	ov_node *o = n ? wr_local_of(fs, n) : NULL;
+	if (n && !o) {
+		fs_inode_ref(n);
+		fs_check_meta(fs, n);
+		fs_itable_unref(fs->it, n);
+	}
+	char *t = o && o->kind == OV_LINK ? strdup(o->target)
+		  : !o && n && n->symlink ? strdup(n->symlink)
+					  : NULL;
+	fs_itable_unlock(fs->it);
+	if (!t) {
+		fuse_reply_err(req, o ? EINVAL : EINVAL);
+		return;
+	}
+	fuse_reply_readlink(req, t);
+	free(t);
+}
+
+void wr_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+	     const char *newname)
+{
+	if (wr_require_engine(req))
+		fuse_reply_err(req, EPERM); /* S3 has no hard links */
+}
+
+/* ---- removing names ---------------------------------------------------- */
+
+/*
+ * Removes local node o (a file or an empty directory).  Table locked.
+ */
+int wr_remove_local(fs_ctx *fs, ov_node *o)
+{
+	ov_txn *x = o->txn;
+	int rc = 0;
+	bool root = x && !strcmp(x->root, o->path);
+	/* bytes nobody else holds go first: on a full disk the journal
+	 * needs that space to record the removal */
+	if (o->st && !o->st->handed && o->st->refs == 1 && o->opens == 0 &&
+	    ftruncate(o->st->fd, 0) == 0)
+		o->size = 0;
+	wr_ordered(fs);
+	if (x && x->sealed) {
+		/* it is being committed: delete it after the commit */
+		rc = eng_remote_delete(fs->eng, o->path, o->kind == OV_DIR);
+	} else if (root) {
+		rc = eng_txn_abort(fs->eng, x->id);
+		if (rc == 0)
+			x->done = true;
+	} else if (x && (o->put || o->kind == OV_DIR)) {
+		/* (a file never handed over is unknown to the engine: its
+		 * staging file goes with the node, which frees the space a
+		 * full disk needs first) */
+		rc = eng_file_drop(fs->eng, x->id, o->path);
+	}
+	if (rc == 0 && o->shadows && !(x && x->sealed))
+		rc = eng_remote_delete(fs->eng, o->path, o->kind == OV_DIR);
+	if (rc < 0)
+		return rc;
+	char *path = strdup(o->path);
+	bool wo = o->shadows || (x && x->sealed);
+	ov_remove(&fs->ov, o);
+	if (wo && path) {
+		ov_node *w = ov_add(&fs->ov, path, OV_WHITEOUT, NULL);
+		if (w)
+			w->wo_time = wr_now_s();
+	}
+	free(path);
+	return 0;
+}
+
+/* Whether remote directory d (with children hidden by whiteouts) is
+ * empty.  Table locked. */
+int wr_remote_dir_empty(fs_ctx *fs, fs_inode *d, bool *empty)
+{
+	*empty = true;
+	int rc = fs_dir_load(fs, d);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; d->listing && i < d->listing->n; i++) {
+		char *cp = wr_child_path(d, d->listing->v[i].name);
+		ov_node *o = cp ? ov_get(&fs->ov, cp) : NULL;
+		free(cp);
+		if (!o || o->kind != OV_WHITEOUT) {
+			*empty = false;
+			return 0;
+		}
+	}
+	if (ov_has_children(&fs->ov, d->path))
+		*empty = false;
+	return 0;
+}
+
+static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     bool dir)
+{
+	fs_ctx *fs = fs_req_ctx(req);
+	int err;
+	fs_itable_lock(fs->it);
+	fs_inode *p = wr_parent_dir(fs, parent, &err);
+	if (!p) {
+		fs_itable_unlock(fs->it);
+		return -err;
+	}
+	char *path = wr_child_path(p, name);
+	ov_node *o = path ? ov_get(&fs->ov, path) : NULL;
+	int rc = 0;
+	if (!path) {
+		rc = -ENOMEM;
+	} else if (o && o->kind == OV_WHITEOUT) {
+		rc = -ENOENT;
+	} else if (o) {
+		if (dir && o->kind != OV_DIR)
+			rc = -ENOTDIR;
+		else if (!dir && o->kind == OV_DIR)
+			rc = -EISDIR;
+		else if (dir && ov_has_children(&fs->ov, path))
+			rc = -ENOTEMPTY;
+		else {
+			/* handles still open on it keep its size */
+			fs_inode *c = fs_itable_find(fs->it, path);
+			if (c && o->kind == OV_FILE) {
+				c->size = o->size;
+				c->mtime = o->mtime;
+			}
+			rc = wr_remove_local(fs, o);
+		}
+	} else {
+		/* a remote name */
+		bool remote, local;
+		rc = wr_name_state(fs, p, name, &remote, &local);
+		const ns_entry *e = rc == 0 && remote
+					    ? ns_dir_find(p->listing, name)
+					    : NULL;
+		if (rc == 0 && !e)
+			rc = -ENOENT;
+		else if (rc == 0 && dir && !e->is_dir)
+			rc = -ENOTDIR;
+		else if (rc == 0 && !dir && e->is_dir)
+			rc = -EISDIR;
+		if (rc == 0 && dir) {
+			fs_inode *c = fs_itable_child(fs->it, p, name, true);
+			bool empty = false;
+			if (!c)
+				rc = -ENOMEM;
+			else {
+				fs_inode_ref(c);
+				rc = wr_remote_dir_empty(fs, c, &empty);
+				fs_itable_unref(fs->it, c);
+			}
+			if (rc == 0 && !empty)
+				rc = -ENOTEMPTY;
+		}
+		if (rc == 0)
+			rc = wr_hold_delete(fs, path, dir);
+		if (rc == 0) {
+			ov_node *w = ov_add(&fs->ov, path, OV_WHITEOUT, NULL);
+			if (w)
+				w->wo_time = wr_now_s();
+			else
+				rc = -ENOMEM;
+		}
+	}
+	if (rc == 0) {
+		clock_gettime(CLOCK_REALTIME, &p->mtime);
+		ov_node *po = wr_local_of(fs, p);
+		if (po)
+			po->mtime = p->mtime;
+		fs_inode *c = fs_itable_find(fs->it, path);
+		if (c)
+			fs_itable_detach(fs->it, c);
+	}
+	free(path);
+	fs_itable_unlock(fs->it);
+	return rc;
+}
+
+void wr_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (!wr_require_engine(req))
+		return;
+	fuse_reply_err(req, -do_remove(req, parent, name, false));
+}
+
+void wr_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (!wr_require_engine(req))
+		return;
+	fuse_reply_err(req, -do_remove(req, parent, name, true));
+}
+
+/* ---- rename ------------------------------------------------------------ */
+
+typedef struct rn_ctx {
+	fs_ctx *fs;
+	const char *from;
+	size_t fl;
+	ov_txn *from_txn;
+	ov_txn *to_txn;
+} rn_ctx;
+
+static void retxn_one(void *arg, ov_node *o)
+{
+	rn_ctx *r = arg;
+	if (o->txn != r->from_txn || o->kind == OV_WHITEOUT)
+		return;
+	if (strcmp(o->path, r->from) &&
+	    !(!strncmp(o->path, r->from, r->fl) && o->path[r->fl] == '/'))
+		return;
+	o->txn->nodes--;
+	o->txn = r->to_txn;
+	r->to_txn->nodes++;
+}
+
+/*
+ * Rename of local node o (and what is under it) to path `to` whose parent
+ * directory inode is np.  Table locked.
+ */
+static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
+{
+	ov_txn *x = o->txn;
+	char *from = strdup(o->path);
+	if (!from)
+		return -ENOMEM;
+	bool root = !strcmp(x->root, from);
+	ov_node *npo = wr_local_of(fs, np);
+	ov_txn *dest = npo && npo->kind == OV_DIR && npo->txn &&
+				       !npo->txn->sealed
+			       ? npo->txn
+			       : NULL;
+	int rc = 0;
+	bool reseal = false;
+	if (x->sealed && !root) {
+		free(from);
+		return -EBUSY; /* being committed: not worth the complexity */
+	}
+	if (dest == x || (!dest && root)) {
+		/* within the transaction, or the whole transaction moves */
+		wr_ordered(fs);
+		fs_itable_unlock(fs->it);
+		rc = eng_file_move(fs->eng, x->id, from, x->id, to);
+		fs_itable_lock(fs->it);
+		if (rc == 0 && root) {
+			free(x->root);
+			x->root = strdup(to);
+			reseal = true; /* renaming a root commits it */
+			x->sealed = false;
+		}
+	} else {
+		/* into another transaction, or out into a remote directory
+		 * as a transaction of its own */
+		if (!dest) {
+			rc = wr_txn_for_new(fs, np, to, o->kind == OV_DIR, &dest);
+			if (rc == 0)
+				reseal = o->kind != OV_DIR || o->writers == 0;
+		}
+		if (rc == 0) {
+			wr_ordered(fs);
+			fs_itable_unlock(fs->it);
+			rc = eng_file_move(fs->eng, x->id, from, dest->id, to);
+			fs_itable_lock(fs->it);
+		}
+		if (rc == 0) {
+			rn_ctx r = {fs, from, strlen(from), x, dest};
+			ov_each(&fs->ov, retxn_one, &r);
+			wr_touch(x);
+		}
+	}
+	if (rc == 0 && o->shadows) {
+		/* the remote original of the old name goes */
+		rc = wr_hold_delete(fs, from, o->kind == OV_DIR);
+		o->shadows = false;
+		ov_node *w = ov_add(&fs->ov, from, OV_WHITEOUT, NULL);
+		if (w)
+			w->wo_time = wr_now_s();
+	}
+	if (rc == 0 && ov_move(&fs->ov, from, to) < 0)
+		rc = -ENOMEM;
+	if (rc == 0) {
+		ov_node *moved = ov_get(&fs->ov, to);
+		ov_txn *nx = moved ? moved->txn : NULL;
+		wr_touch(nx);
+		if (reseal && nx && nx->open == 0 &&
+		    (nx->is_dir || moved->writers == 0))
+			rc = wr_seal(fs, nx);
+	}
+	free(from);
+	return rc;
+}
+
+void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	if (!wr_require_engine(req))
+		return;
+	if (flags & RENAME_EXCHANGE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (!wr_name_ok(newname)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fs_ctx *fs = fs_req_ctx(req);
+	int err;
+	fs_itable_lock(fs->it);
+	fs_inode *p = wr_parent_dir(fs, parent, &err);
+	fs_inode *np = p ? wr_parent_dir(fs, newparent, &err) : NULL;
+	if (!np) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, err);
+		return;
+	}
+	fs_inode_ref(p);
+	fs_inode_ref(np);
+	char *from = wr_child_path(p, name), *to = wr_child_path(np, newname);
+	int rc = from && to ? 0 : -ENOMEM;
+	bool src_remote = false, src_local = false, dst_remote = false,
+	     dst_local = false;
+	if (rc == 0)
+		rc = wr_name_state(fs, p, name, &src_remote, &src_local);
+	if (rc == 0)
+		rc = wr_name_state(fs, np, newname, &dst_remote, &dst_local);
+	if (rc == 0 && !src_remote && !src_local)
+		rc = -ENOENT;
+	if (rc == 0 && (flags & RENAME_NOREPLACE) && (dst_remote || dst_local))
+		rc = -EEXIST;
+	if (rc == 0 && !strcmp(from, to))
+		goto out;
+	if (rc == 0 && !strncmp(to, from, strlen(from)) &&
+	    to[strlen(from)] == '/')
+		rc = -EINVAL;
+	bool src_dir = false;
+	if (rc == 0) {
+		ov_node *so = ov_get(&fs->ov, from);
+		const ns_entry *se = !so && p->listing
+					     ? ns_dir_find(p->listing, name)
+					     : NULL;
+		src_dir = so ? so->kind == OV_DIR : se && se->is_dir;
+	}
+	/* the target goes first (rename over an existing name) */
+	if (rc == 0 && (dst_local || dst_remote)) {
+		ov_node *dobj = ov_get(&fs->ov, to);
+		const ns_entry *de = !dobj && np->listing
+					     ? ns_dir_find(np->listing, newname)
+					     : NULL;
+		bool dst_dir = dobj ? dobj->kind == OV_DIR : de && de->is_dir;
+		if (dst_dir && !src_dir)
+			rc = -EISDIR;
+		else if (!dst_dir && src_dir)
+			rc = -ENOTDIR;
+		else if (dst_dir && dobj && ov_has_children(&fs->ov, to))
+			rc = -ENOTEMPTY;
+		else if (dst_dir && !dobj) {
+			fs_inode *c = fs_itable_child(fs->it, np, newname, true);
+			bool empty = false;
+			if (c) {
+				fs_inode_ref(c);
+				rc = wr_remote_dir_empty(fs, c, &empty);
+				fs_itable_unref(fs->it, c);
+			}
+			if (rc == 0 && !empty)
+				rc = -ENOTEMPTY;
+		}
+		if (rc == 0 && dobj) {
+			/* a remote original under the local target is
+			 * replaced by what moves in: no delete needed for a
+			 * file (the PUT replaces it) */
+			bool shadows = dobj->shadows;
+			dobj->shadows = false;
+			if (!dst_dir && dobj->txn && dobj->txn->sealed)
+				/* committing: the file moving in replaces its
+				 * object, in order (a delete now would be
+				 * queued behind the newer transaction) */
+				ov_remove(&fs->ov, dobj);
+			else
+				rc = wr_remove_local(fs, dobj);
+			ov_node *w = ov_get(&fs->ov, to);
+			if (w && w->kind == OV_WHITEOUT)
+				ov_remove(&fs->ov, w);
+			(void)shadows;
+		}
+	}
+	if (rc == 0) {
+		ov_node *so = ov_get(&fs->ov, from);
+		if (so && so->kind != OV_WHITEOUT) {
+			rc = rename_local(fs, so, np, to);
+		} else if (wr_is_local_dir(fs, np) && !src_dir) {
+			/* a remote file into a local directory: copy it in
+			 * (copy-on-write), then the old name goes */
+			fs_inode *sc = fs_itable_child(fs->it, p, name, false);
+			ov_node *o = NULL;
+			if (!sc)
+				rc = -ENOMEM;
+			if (rc == 0) {
+				fs_inode_ref(sc);
+				rc = wr_make_local_file(fs, sc, false, &o);
+				fs_itable_unref(fs->it, sc);
+			}
+			if (rc == 0) {
+				o->dirty = true;
+				rc = rename_local(fs, o, np, to);
+			}
+		} else if (wr_is_local_dir(fs, np)) {
+			rc = -EXDEV; /* mv copies it */
+		} else {
+			/* remote to remote: server-side, in order */
+			wr_ordered(fs);
+			char *mroot = wr_manifest_root(fs, np);
+			rc = eng_remote_rename(fs->eng, from, to, src_dir,
+					       mroot);
+			free(mroot);
+			if (rc == 0) {
+				fs_itable_unlock(fs->it);
+				rc = eng_sync(fs->eng, NULL, NULL);
+				fs_itable_lock(fs->it);
+				fs->listing_gen++;
+			}
+		}
+	}
+	if (rc == 0) {
+		fs_inode *c = fs_itable_find(fs->it, from);
+		if (c)
+			fs_itable_move(fs->it, c, np, newname);
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		p->mtime = np->mtime = t;
+	}
+out:
+	free(from);
+	free(to);
+	fs_itable_unref(fs->it, p);
+	fs_itable_unref(fs->it, np);
+	fs_itable_unlock(fs->it);
+	fuse_reply_err(req, -rc);
+}
+
