@@ -272,24 +272,68 @@ void proto_meta_free(proto_meta *m)
 	memset(m, 0, sizeof *m);
 }
 
-size_t proto_object_meta(const proto_meta *m, s3_meta out[5], buf *store)
+/* user xattrs as {"name":"base64",...} (the manifest's form), or nothing
+ * when there are none or they would not fit in object metadata. */
+static void xattrs_json(const proto_meta *m, buf *store)
+{
+	size_t pos = 0, start = store->len;
+	const char *name, *val;
+	uint32_t vlen;
+	bool first = true;
+	while (m->xattrs &&
+	       proto_xattr_next(m->xattrs, m->xattrs_len, &pos, &name, &val,
+				&vlen)) {
+		for (const char *c = name; *c; c++) {
+			if (*c < 0x21 || *c > 0x7e || *c == '"' || *c == '\\') {
+				store->len = start; /* not printable: skip all */
+				return;
+			}
+		}
+		buf_printf(store, "%s\"%s\":\"", first ? "{" : ",", name);
+		first = false;
+		size_t need = 4 * ((vlen + 2) / 3) + 1;
+		if (buf_reserve(store, need) < 0) {
+			store->len = start;
+			return;
+		}
+		int n = EVP_EncodeBlock((unsigned char *)store->data + store->len,
+					(const unsigned char *)val, (int)vlen);
+		store->len += (size_t)n;
+		buf_putc(store, '"');
+		if (store->len - start > PROTO_META_XATTRS_MAX) {
+			store->len = start;
+			return;
+		}
+	}
+	if (!first)
+		buf_putc(store, '}');
+}
+
+size_t proto_object_meta(const proto_meta *m, s3_meta out[PROTO_META_N],
+			 buf *store)
 {
 	/* offsets first: store may move while it grows */
-	size_t off[5], n = 0;
+	size_t off[PROTO_META_N], n = 0;
+	const char *names[PROTO_META_N];
 	buf_reset(store);
+	names[n] = "mode";
 	off[n++] = store->len;
 	buf_printf(store, "%o", (unsigned)m->mode);
 	buf_putc(store, '\0');
+	names[n] = "uid";
 	off[n++] = store->len;
 	buf_printf(store, "%u", (unsigned)m->uid);
 	buf_putc(store, '\0');
+	names[n] = "gid";
 	off[n++] = store->len;
 	buf_printf(store, "%u", (unsigned)m->gid);
 	buf_putc(store, '\0');
+	names[n] = "mtime";
 	off[n++] = store->len;
 	buf_printf(store, "%" PRId64, m->mtime_ns);
 	buf_putc(store, '\0');
 	if (m->symlink) {
+		names[n] = "symlink";
 		off[n++] = store->len;
 		size_t len = strlen(m->symlink);
 		for (size_t i = 0; i < len; i++) {
@@ -302,8 +346,13 @@ size_t proto_object_meta(const proto_meta *m, s3_meta out[5], buf *store)
 		}
 		buf_putc(store, '\0');
 	}
-	static const char *const names[5] = {"mode", "uid", "gid", "mtime",
-					      "symlink"};
+	size_t before = store->len;
+	xattrs_json(m, store);
+	if (store->len > before) {
+		names[n] = "xattrs";
+		off[n++] = before;
+		buf_putc(store, '\0');
+	}
 	for (size_t i = 0; i < n; i++) {
 		out[i].name = names[i];
 		out[i].value = store->data + off[i];

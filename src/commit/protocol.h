@@ -85,10 +85,14 @@ void proto_meta_free(proto_meta *m);
 /*
  * x-amz-meta-* pairs for an object: mode (octal), uid, gid, mtime (ns),
  * symlink (target percent-encoded outside printable ASCII, '%' and
- * leading/trailing spaces).  Strings live in store (freed by the caller).
- * Returns the number of pairs written to out (at most 5).
+ * leading/trailing spaces), xattrs ({"name":"base64"} as in manifests,
+ * when they fit in PROTO_META_XATTRS_MAX).  Strings live in store (freed
+ * by the caller).  Returns the number of pairs written to out.
  */
-size_t proto_object_meta(const proto_meta *m, s3_meta out[5], buf *store);
+#define PROTO_META_N 6
+#define PROTO_META_XATTRS_MAX 1024 /* larger xattrs: manifest only */
+size_t proto_object_meta(const proto_meta *m, s3_meta out[PROTO_META_N],
+			 buf *store);
 
 /* xattr blob: records "name\0" + 4-byte little-endian length + value. */
 int proto_xattr_append(buf *b, const char *name, const void *val,

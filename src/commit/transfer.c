@@ -232,7 +232,7 @@ int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
 		close(fd);
 		return -1;
 	}
-	s3_meta meta[5];
+	s3_meta meta[PROTO_META_N];
 	buf store = BUF_INIT;
 	size_t nm = proto_object_meta(m, meta, &store);
 	s3_put_opts po = {.meta = meta, .n_meta = nm, .content_md5 = md5};
@@ -333,7 +333,7 @@ static void run_create(eng *e, job *j)
 	char *key = proto_key(e->prefix, f->path);
 	uint64_t ps = s3_part_size(f->size, e->o.part_size);
 	buf store = BUF_INIT;
-	s3_meta meta[5];
+	s3_meta meta[PROTO_META_N];
 	size_t nm = proto_object_meta(&f->m, meta, &store);
 	s3_put_opts po = {.meta = meta, .n_meta = nm};
 	pthread_mutex_unlock(&e->mu);

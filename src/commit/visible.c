@@ -441,7 +441,7 @@ static int commit_dir(eng *e, snap *sn, s3_err *x)
 			continue;
 		buf k = BUF_INIT;
 		buf_printf(&k, "%s%s/", e->prefix, sn->dpath[i]);
-		s3_meta meta[5];
+		s3_meta meta[PROTO_META_N];
 		size_t nm = proto_object_meta(&sn->dm[i], meta, &store);
 		rc = put_mem(e, buf_cstr(&k), "", NULL, meta, nm, x);
 		buf_free(&k);

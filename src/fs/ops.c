@@ -382,6 +382,9 @@ void fs_check_meta(fs_ctx *fs, fs_inode *n)
 					n->mtime.tv_sec = (time_t)(ns / 1000000000);
 					n->mtime.tv_nsec = (long)(ns % 1000000000);
 				}
+			} else if (!strcmp(k, "xattrs")) {
+				free(n->xattrs_json);
+				n->xattrs_json = strdup(v);
 			} else if (!strcmp(k, "symlink")) {
 				sl = malloc(strlen(v) + 1);
 				char *o = sl;

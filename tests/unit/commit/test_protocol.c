@@ -122,7 +122,7 @@ Test(proto, object_meta)
 	proto_meta m = {.mode = 0640, .uid = 10, .gid = 20,
 			.mtime_ns = 1700000000123456789LL,
 			.symlink = (char *)" ../t%\xc3\xbc"};
-	s3_meta out[5];
+	s3_meta out[PROTO_META_N];
 	buf store = BUF_INIT;
 	size_t n = proto_object_meta(&m, out, &store);
 	cr_assert_eq(n, 5);
@@ -141,6 +141,36 @@ Test(proto, object_meta)
 		     "%s", err);
 	buf_free(&names);
 	buf_free(&store);
+}
+
+Test(proto, object_meta_xattrs)
+{
+	buf blob = BUF_INIT;
+	cr_assert_eq(proto_xattr_append(&blob, "user.k", "v\0w", 3), 0);
+	cr_assert_eq(proto_xattr_append(&blob, "user.e", "", 0), 0);
+	proto_meta m = {.mode = 0644, .xattrs = blob.data,
+			.xattrs_len = blob.len};
+	s3_meta out[PROTO_META_N];
+	buf store = BUF_INIT;
+	size_t n = proto_object_meta(&m, out, &store);
+	cr_assert_eq(n, 5);
+	cr_assert_str_eq(out[4].name, "xattrs");
+	cr_assert_str_eq(out[4].value, "{\"user.k\":\"dgB3\",\"user.e\":\"\"}");
+	s3_request r = {0};
+	buf names = BUF_INIT;
+	char err[128];
+	cr_assert_eq(s3_meta_headers(&r, out, n, &names, err, sizeof err), 0,
+		     "%s", err);
+	buf_free(&names);
+	/* too large for object metadata: left to the manifest */
+	char big[2000];
+	memset(big, 'a', sizeof big);
+	cr_assert_eq(proto_xattr_append(&blob, "user.big", big, sizeof big), 0);
+	m.xattrs = blob.data;
+	m.xattrs_len = blob.len;
+	cr_assert_eq(proto_object_meta(&m, out, &store), 4);
+	buf_free(&store);
+	buf_free(&blob);
 }
 
 Test(proto, xattr_blob)
