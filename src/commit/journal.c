@@ -120,6 +120,13 @@ int jr_open(const char *dir, jr **out, char **err)
 	buf_printf(&p, "%s/journal.db", dir);
 	j->path = buf_steal(&p);
 	if (!rc) {
+		/* private like the rest of the cache: SQLite gives the -wal
+		 * and -shm files the database file's permissions */
+		int fd = open(j->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			fchmod(fd, 0600);
+			close(fd);
+		}
 		int src = sqlite3_open_v2(j->path, &j->db,
 					  SQLITE_OPEN_READWRITE |
 					      SQLITE_OPEN_CREATE |
