@@ -52,8 +52,9 @@ uint32_t proto_crc32c_combine(uint32_t a, uint32_t b, uint64_t len_b)
 	if (len_b == 0)
 		return a;
 	odd[0] = 0x82F63B78u; /* reflected Castagnoli polynomial */
-	for (int i = 1, row = 1; i < 32; i++, row <<= 1)
-		odd[i] = (uint32_t)row;
+	uint32_t row = 1;
+	for (int i = 1; i < 32; i++, row <<= 1)
+		odd[i] = row;
 	gf2_square(even, odd); /* 2 zero bits */
 	gf2_square(odd, even); /* 4 zero bits */
 	do {

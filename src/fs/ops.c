@@ -281,16 +281,19 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 }
 
 /* An inode bound to a passthrough backing file of another version of its
- * object, or with handles open on another version (whose reads are bounded
- * by the inode's size), cannot serve the new one: the path gets a new
- * inode, so old handles keep the old size and bytes. */
+ * object, or whose pages the kernel may hold for another version, cannot
+ * serve the new one: the path gets a new inode, so old handles keep the
+ * old size and bytes, as a file replaced by rename keeps them on a disk
+ * filesystem.  Open handles are not the only holders: a mapping outlives
+ * its file's close (safetensors keeps its mmap), and the new, maybe
+ * shorter, size on the same inode would SIGBUS it. */
 static bool bound_to_other_version(const fs_inode *n, const char *etag)
 {
 	if (!etag)
 		return false;
 	if (n->pt_backing_id > 0 && n->pt_etag && strcmp(n->pt_etag, etag))
 		return true;
-	return n->open_handles > 0 && n->kc_etag && strcmp(n->kc_etag, etag);
+	return n->kc_etag && strcmp(n->kc_etag, etag);
 }
 
 /* Attributes of file c from the manifests of its transaction root, when
@@ -954,8 +957,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	fs_itable_lock(fs->it);
 	if (bound_to_other_version(n, hr.etag)) {
-		/* the VFS retries the path walk, whose lookup gets a new inode */
+		/* the VFS retries the path walk, whose lookup gets a new inode
+		 * (from a fresh listing: the cached one may still name the
+		 * old version) */
 		fs_itable_detach(fs->it, n);
+		if (n->parent)
+			n->parent->listing_time = -1e9;
 		fs_itable_unlock(fs->it);
 		handle_free(fs, h, false);
 		fuse_reply_err(req, ESTALE);
