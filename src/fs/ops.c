@@ -191,7 +191,10 @@ static void fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 static void set_file_attrs(fs_inode *n, const ns_entry *e)
 {
 	n->size = e->size;
-	n->mtime = e->mtime;
+	/* the writer's mtime, read from this version's metadata, stays */
+	if (!(n->has_attrs && n->meta_etag && e->etag &&
+	      !strcmp(n->meta_etag, e->etag)))
+		n->mtime = e->mtime;
 	if (!n->etag || !e->etag || strcmp(n->etag, e->etag) != 0) {
 		free(n->etag);
 		n->etag = e->etag ? strdup(e->etag) : NULL;
