@@ -286,6 +286,14 @@ int main(int argc, char **argv)
 		       r ? "" : eng_writer(e)));
 	if (r) {
 		fprintf(stderr, "eng-tool: %s\n", err ? err : strerror(-r));
+		free(err); /* everything freed: LeakSanitizer runs at exit */
+		cache_shutdown(rc);
+		s3_client_free(C);
+		http_loop_free(L);
+		cache_free(rc);
+		creds_chain_free(creds);
+		s3_settings_free(&s);
+		curl_global_cleanup();
 		return 1;
 	}
 	char line[4096];
