@@ -15,35 +15,6 @@
 #include "cli/cli.h"
 #include "ctl/ctl.h"
 
-/* The mountpoint containing path: the last ancestor whose device differs
- * from its parent's.  Sets *rel to path relative to it. */
-static char *find_mount(const char *path, char **rel)
-{
-	char *real = realpath(path, NULL);
-	if (!real)
-		return NULL;
-	char *cur = strdup(real);
-	struct stat st, pst;
-	while (cur && strcmp(cur, "/") != 0 && stat(cur, &st) == 0) {
-		char *slash = strrchr(cur, '/');
-		char parent[PATH_MAX];
-		snprintf(parent, sizeof parent, "%.*s",
-			 slash == cur ? 1 : (int)(slash - cur), cur);
-		if (stat(parent, &pst) < 0 || pst.st_dev != st.st_dev) {
-			size_t n = strlen(cur);
-			*rel = strdup(real[n] == '/' ? real + n + 1 : real + n);
-			free(real);
-			return cur;
-		}
-		*slash = '\0';
-		if (!cur[0])
-			break;
-	}
-	free(cur);
-	free(real);
-	return NULL;
-}
-
 static void on_progress(json_t *line, void *arg)
 {
 	const char *label = arg;
@@ -74,7 +45,7 @@ static int prefetch_one(const char *path)
 			strerror(errno));
 		return 1;
 	}
-	char *mnt = find_mount(path, &rel);
+	char *mnt = cli_find_mount(path, &rel);
 	if (!mnt) {
 		fprintf(stderr, "ckptfs: %s: not inside a mounted filesystem\n",
 			path);
