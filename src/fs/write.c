@@ -672,8 +672,10 @@ static int remote_xattrs(const fs_inode *n, ov_node *tmp)
 	return 0;
 }
 
-void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		 size_t size)
+/* getxattr (name) or listxattr (name NULL): the overlay node's xattrs, or
+ * what the manifest or object metadata recorded for a remote file. */
+static void xattr_query(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
 {
 	fs_ctx *fs = fs_req_ctx(req);
 	fs_itable_lock(fs->it);
@@ -685,8 +687,10 @@ void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		o = &tmp;
 	}
 	char *v = size ? malloc(size) : NULL;
-	int rc = !o ? -ENODATA : size && !v ? -ENOMEM
-					    : ov_xattr_get(o, name, v, size);
+	int rc = !o ? (name ? -ENODATA : 0)
+	       : size && !v ? -ENOMEM
+	       : name	    ? ov_xattr_get(o, name, v, size)
+			    : ov_xattr_list(o, v, size);
 	if (o == &tmp)
 		buf_free(&tmp.xattrs);
 	fs_itable_unlock(fs->it);
@@ -699,29 +703,15 @@ void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	free(v);
 }
 
+void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 size_t size)
+{
+	xattr_query(req, ino, name, size);
+}
+
 void wr_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	fs_ctx *fs = fs_req_ctx(req);
-	fs_itable_lock(fs->it);
-	fs_inode *n = fs_itable_get(fs->it, ino);
-	ov_node *o = n ? wr_local_of(fs, n) : NULL;
-	ov_node tmp;
-	if (!o && n && n->xattrs_json) {
-		remote_xattrs(n, &tmp);
-		o = &tmp;
-	}
-	char *v = size ? malloc(size) : NULL;
-	int rc = !o ? 0 : size && !v ? -ENOMEM : ov_xattr_list(o, v, size);
-	if (o == &tmp)
-		buf_free(&tmp.xattrs);
-	fs_itable_unlock(fs->it);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)rc);
-	else
-		fuse_reply_buf(req, v, (size_t)rc);
-	free(v);
+	xattr_query(req, ino, NULL, size);
 }
 
 static void xattr_changed(fs_ctx *fs, ov_node *o)
