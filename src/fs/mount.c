@@ -105,16 +105,7 @@ static int check_mountpoint(const mount_args *a)
 
 static void explain_access_error(const s3_settings *s, const s3_err *e)
 {
-	const char *hint = "";
-	if (strcmp(e->code, "NoSuchBucket") == 0)
-		hint = "the bucket does not exist";
-	else if (strcmp(e->code, "InvalidAccessKeyId") == 0 ||
-		 strcmp(e->code, "SignatureDoesNotMatch") == 0 ||
-		 e->http_status == 403)
-		hint = "the credentials were refused; check the access key, "
-		       "secret and profile";
-	else if (e->curl_code)
-		hint = "the endpoint cannot be reached";
+	const char *hint = s3_access_hint(e);
 	fprintf(stderr, "ckptfs: cannot mount s3://%s/%s from %s: %s%s%s\n",
 		s->bucket, s->prefix, s->endpoint, hint, hint[0] ? ": " : "",
 		e->msg);

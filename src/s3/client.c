@@ -781,3 +781,17 @@ void s3_client_add_quirks(s3_client *c, unsigned quirks)
 {
 	atomic_fetch_or(&c->quirks, quirks);
 }
+
+const char *s3_access_hint(const s3_err *e)
+{
+	if (strcmp(e->code, "NoSuchBucket") == 0)
+		return "the bucket does not exist";
+	if (strcmp(e->code, "InvalidAccessKeyId") == 0 ||
+	    strcmp(e->code, "SignatureDoesNotMatch") == 0 ||
+	    e->http_status == 403)
+		return "the credentials were refused; check the access key, "
+		       "secret and profile";
+	if (e->curl_code)
+		return "the endpoint cannot be reached";
+	return "";
+}

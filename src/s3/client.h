@@ -78,6 +78,11 @@ typedef struct s3_head_ext_result {
 int s3_head_ext(s3_client *c, const char *key, s3_head_ext_result *out,
 		s3_err *e);
 void s3_head_ext_result_free(s3_head_ext_result *r);
+
+/* What a failed access check most likely means, for the user ("the bucket
+ * does not exist", "the credentials were refused...", "the endpoint cannot
+ * be reached"), or "" when nothing more can be said. */
+const char *s3_access_hint(const s3_err *e);
 /* The value of metadata `name` (lower case, no prefix), or NULL. */
 const char *s3_head_ext_meta(const s3_head_ext_result *r, const char *name);
 
