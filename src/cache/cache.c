@@ -568,6 +568,11 @@ int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
 	return rc;
 }
 
+int cache_free_disk(cache *c, uint64_t size)
+{
+	return cidx_free_disk(c->idx, size);
+}
+
 void cache_count_uncached(cache *c)
 {
 	pthread_mutex_lock(&c->mu);

@@ -83,6 +83,13 @@ typedef struct cache_stats {
 	uint64_t evictions, verify_failures;
 } cache_stats;
 
+/*
+ * Evicts cached files nobody reads until the cache's disk has size bytes
+ * free beyond min_free: staged writes share the disk and call this when
+ * it is full.  0, or -ENOSPC when nothing evictable is left.
+ */
+int cache_free_disk(cache *c, uint64_t size);
+
 void cache_get_stats(cache *c, cache_stats *st);
 void cache_count_uncached(cache *c);
 const char *cache_dir(const cache *c);

@@ -531,11 +531,24 @@ static int free_bytes(const cidx *x, uint64_t *avail)
 	return 0;
 }
 
+/* Whether size more bytes on the disk would leave less than min_free free
+ * (counting what downloads in progress still have to write). */
+static int over_disk(cidx *x, uint64_t size, bool *over)
+{
+	int64_t owed = 0;
+	uint64_t avail = 0;
+	int rc = free_bytes(x, &avail);
+	if (!rc)
+		rc = query_i64(x, S_OUTSTANDING, NULL, NULL, &owed, NULL);
+	avail = avail > (uint64_t)owed ? avail - (uint64_t)owed : 0;
+	*over = !rc && avail < sat_add(size, x->lim.min_free);
+	return rc;
+}
+
 /* Whether a new entry of size would break the cap or min_free. */
 static int over_limits(cidx *x, uint64_t size, bool *over)
 {
-	int64_t used = 0, owed = 0;
-	uint64_t avail = 0;
+	int64_t used = 0;
 	int rc = 0;
 	*over = false;
 	if (x->lim.cap) {
@@ -544,12 +557,7 @@ static int over_limits(cidx *x, uint64_t size, bool *over)
 	}
 	if (rc || *over || !x->lim.min_free)
 		return rc;
-	rc = free_bytes(x, &avail);
-	if (!rc)
-		rc = query_i64(x, S_OUTSTANDING, NULL, NULL, &owed, NULL);
-	avail = avail > (uint64_t)owed ? avail - (uint64_t)owed : 0;
-	*over = !rc && avail < sat_add(size, x->lim.min_free);
-	return rc;
+	return over_disk(x, size, over);
 }
 
 /* -ENOSPC when evicting everything evictable could not make room under the
@@ -595,6 +603,20 @@ static int reserve(cidx *x, uint64_t size)
 	while (!rc && !(rc = over_limits(x, size, &over)) && over)
 		rc = evict_one(x);
 	return rc;
+}
+
+int cidx_free_disk(cidx *x, uint64_t size)
+{
+	int rc = cidx_enter(x, true);
+	if (rc)
+		return rc;
+	bool over;
+	rc = over_disk(x, size, &over);
+	if (!rc && over)
+		rc = cidx_reap_locked(x);
+	while (!rc && !(rc = over_disk(x, size, &over)) && over)
+		rc = evict_one(x);
+	return cidx_leave(x, rc, true);
 }
 
 /* ---- acquire and friends --------------------------------------------- */

@@ -130,6 +130,13 @@ typedef struct cidx_stats {
 
 int cidx_get_stats(cidx *x, cidx_stats *st);
 
+/*
+ * Evicts unpinned entries (least recently used first) until the cache's
+ * disk has size bytes free beyond min_free, for data stored beside the
+ * cache (staged writes).  -ENOSPC when nothing evictable is left.
+ */
+int cidx_free_disk(cidx *x, uint64_t size);
+
 /* Reaps dead owners (pins, orphaned fills, lock files). */
 int cidx_reap(cidx *x);
 

@@ -739,6 +739,14 @@ int eng_stage_reserve(eng *e, uint64_t n)
 	return rc;
 }
 
+bool eng_space_pending(eng *e)
+{
+	pthread_mutex_lock(&e->mu);
+	bool any = e->releasing > 0;
+	pthread_mutex_unlock(&e->mu);
+	return any;
+}
+
 void eng_stage_discard(eng *e, uint64_t sid)
 {
 	char *p = eng_staging_path(e, sid);
@@ -967,6 +975,10 @@ static void drop_file(eng *e, etxn *t, efile *f)
 	unlink(p);
 	free(p);
 	unlink_file(t, f);
+	if (f->jobs && !f->releasing) {
+		f->releasing = true;
+		e->releasing++;
+	}
 	eng_file_unref(e, f);
 }
 

@@ -63,6 +63,9 @@ typedef struct efile {
 	/* fsync'd before its single-file transaction was sealed: upload it as
 	 * a (one-part) multipart upload now, complete it at its turn */
 	bool want_durable;
+	/* dropped while an upload job still holds it (and its staging fd):
+	 * counted in eng.releasing until the last job is done */
+	bool releasing;
 	struct efile *next;
 } efile;
 
@@ -127,6 +130,7 @@ struct eng {
 	uint64_t next_sid;
 	uint64_t staged; /* bytes staged, not yet stored, uploadable */
 	bool staged_dirty; /* staged needs recomputing */
+	unsigned releasing; /* dropped files whose space jobs still hold */
 	bool stopping;
 	char *vis_marker; /* held by a running delete/rename step */
 	double last_err_log;

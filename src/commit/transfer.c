@@ -112,6 +112,10 @@ static void job_done(eng *e, job *j)
 		f->jobs--;
 		if (!f->jobs && f->t)
 			eng_sched_file(e, f);
+		if (!f->jobs && f->releasing) {
+			f->releasing = false;
+			e->releasing--;
+		}
 		eng_file_unref(e, f);
 	}
 	free(j->key);

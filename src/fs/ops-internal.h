@@ -102,6 +102,9 @@ char *fs_object_key(fs_ctx *fs, const fs_inode *n);
 void fs_check_meta(fs_ctx *fs, fs_inode *n);
 void fs_handle_link(fs_ctx *fs, fs_handle *h);     /* table locked */
 void fs_handle_free(fs_ctx *fs, fs_handle *h, bool counted);
+/* Whether a handle was closed (flushed) and its release is still to come:
+ * the space it holds is about to be freed. */
+bool fs_closing_handles(fs_ctx *fs);
 
 /* The write path (fs/write.c), called by ops.c. */
 void wr_init(fs_ctx *fs);

@@ -800,7 +800,7 @@ static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
 	free(h);
 }
 
-static bool closing_handles(fs_ctx *fs)
+bool fs_closing_handles(fs_ctx *fs)
 {
 	fs_itable_lock(fs->it);
 	bool any = fs->closing > 0;
@@ -817,7 +817,7 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 	for (int attempt = 1;; attempt++) {
 		rc = cache_file_open(fs->cache, h->key, h->etag, h->size,
 				     &h->cf, &h->hit);
-		if (rc != -ENOSPC || attempt > 10 || !closing_handles(fs))
+		if (rc != -ENOSPC || attempt > 10 || !fs_closing_handles(fs))
 			break;
 		/* FUSE sends release after close() returns: a file just
 		 * closed may still hold the space this open needs */
@@ -1117,17 +1117,14 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 {
 	fs_ctx *fs = ctx(req);
 	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
-	if (h->ov) {
-		wr_flush(fs, h);
-		fuse_reply_err(req, 0);
-		return;
-	}
 	fs_itable_lock(fs->it);
 	if (!h->flushed) {
 		h->flushed = true;
 		fs->closing++;
 	}
 	fs_itable_unlock(fs->it);
+	if (h->ov)
+		wr_flush(fs, h);
 	fuse_reply_err(req, 0);
 }
 

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -346,6 +347,25 @@ bool wr_read(fuse_req_t req, fs_handle *h, size_t size, off_t off)
 	return true;
 }
 
+/*
+ * A full staging disk is often full only for a moment: the kernel sends
+ * release after close() returns, so a file just closed and unlinked still
+ * holds its staging space, and committed files adopted into the read
+ * cache can be evicted.  Makes what room it can; whether to try again.
+ */
+static bool wait_for_space(fs_ctx *fs, size_t len, int attempt)
+{
+	if (attempt > 250) /* 5 s */
+		return false;
+	if (fs->cache && cache_free_disk(fs->cache, len) == 0)
+		return true;
+	if (!fs_closing_handles(fs) && !eng_space_pending(fs->eng))
+		return false;
+	struct timespec ts = {0, 20 * 1000000L};
+	nanosleep(&ts, NULL);
+	return true;
+}
+
 void wr_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		  off_t off, struct fuse_file_info *fi)
 {
@@ -376,6 +396,10 @@ void wr_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		dst.buf[0].fd = s->fd;
 		dst.buf[0].pos = off;
 		n = fuse_buf_copy(&dst, bufv, FUSE_BUF_SPLICE_NONBLOCK);
+		for (int attempt = 1; (n == -ENOSPC || n == -EDQUOT) &&
+				      wait_for_space(fs, len, attempt);
+		     attempt++)
+			n = fuse_buf_copy(&dst, bufv, FUSE_BUF_SPLICE_NONBLOCK);
 	}
 	fs_itable_lock(fs->it);
 	if (n > 0) {
