@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cache/internal.h"
+#include "commit/protocol.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -84,6 +85,8 @@ static void centry_free_mem(centry *e)
 	free(e->attempts);
 	free(e->crc);
 	free(e->not_before);
+	free(e->expect);
+	free(e->mismatches);
 	free(e);
 }
 
@@ -231,15 +234,16 @@ static centry *centry_new(cache *c, const char *key, const char *etag,
 	return e;
 }
 
-/* Acquires the entry in the index and builds the centry.  mu not held. */
+/* Acquires the entry in the index and builds the centry; a new entry gets
+ * chunks of chunk_size bytes.  mu not held. */
 static int entry_create(cache *c, const char *key, const char *etag,
-			uint64_t size, centry **out)
+			uint64_t size, uint32_t chunk_size, centry **out)
 {
 	cidx_entry ie;
 	memset(&ie, 0, sizeof ie);
 	enum cidx_role role;
 	int rc = cidx_acquire(c->idx, c->bucket, key, strlen(key), etag, size,
-			      c->o.chunk_size, &ie, &role);
+			      chunk_size, &ie, &role);
 	if (rc < 0)
 		return rc;
 	char *path = cidx_path(c->idx, ie.name);
@@ -261,8 +265,145 @@ static int entry_create(cache *c, const char *key, const char *etag,
 	return e ? 0 : (rc ? rc : -EIO);
 }
 
+/* ---- checking downloads against a manifest ----------------------------- */
+
+/*
+ * The CRC each chunk of e must have (cache convention: ~standard), from
+ * the manifest's block CRCs: one block per chunk, or several combined when
+ * the entry's chunks are a multiple of the block size.  NULL when x does
+ * not describe e's bytes or cannot be mapped onto its chunks.  e's size,
+ * chunk size and count never change: mu not held.
+ */
+uint32_t *chunk_expect_map(const centry *e, const cache_expect *x)
+{
+	if (!x || !x->crc || !x->block ||
+	    x->n != proto_block_count(e->size, x->block)) {
+		if (x)
+			log_warn("cache: %s: the manifest's block checksums do "
+				 "not fit its size; not checked",
+				 e->key);
+		return NULL;
+	}
+	if (e->chunk_size % x->block) {
+		log_debug("cache: %s is cached in chunks of %u bytes, not a "
+			  "multiple of the manifest's %u-byte blocks: not "
+			  "checked against the manifest",
+			  e->key, e->chunk_size, x->block);
+		return NULL;
+	}
+	uint32_t *m = calloc(e->n_chunks + 1, sizeof *m);
+	if (!m)
+		return NULL;
+	uint64_t per = e->chunk_size / x->block;
+	for (uint32_t i = 0; i < e->n_chunks; i++) {
+		uint64_t b = (uint64_t)i * per, end = b + per;
+		if (end > x->n)
+			end = x->n;
+		uint32_t crc = x->crc[b];
+		for (uint64_t k = b + 1; k < end; k++) {
+			uint64_t len = e->size - k * x->block < x->block
+					   ? e->size - k * x->block
+					   : x->block;
+			crc = proto_crc32c_combine(crc, x->crc[k], len);
+		}
+		m[i] = ~crc;
+	}
+	return m;
+}
+
+/* Forgets chunk i of e (its bytes are not the right ones): missing again,
+ * fetched again by this process.  mu */
+static void chunk_drop(cache *c, centry *e, uint32_t i)
+{
+	c->verify_failures++;
+	e->state[i] = CH_MISSING;
+	e->verified[i] = 0;
+	e->n_done--;
+	if (cidx_chunk_forget(c->idx, e->name, i) == 0)
+		e->role = CIDX_FILLER;
+}
+
+/* Drops done chunks of e whose recorded CRC is not the manifest's (filled
+ * by an open that had no manifest, or a writer that did not check).  mu */
+static void drop_unexpected(cache *c, centry *e)
+{
+	if (!e->expect)
+		return;
+	uint32_t dropped = 0;
+	for (uint32_t i = 0; i < e->n_chunks; i++) {
+		if (e->state[i] != CH_DONE || e->crc[i] == e->expect[i])
+			continue;
+		if (!dropped++)
+			log_warn("cache file of %s: chunk %u (offset %llu) has "
+				 "CRC-32C %08x, the manifest says %08x; "
+				 "fetching it again",
+				 e->key, i,
+				 (unsigned long long)i * e->chunk_size,
+				 ~e->crc[i], ~e->expect[i]);
+		chunk_drop(c, e, i);
+	}
+	if (dropped > 1)
+		log_warn("cache file of %s: %u chunks differ from the manifest",
+			 e->key, dropped);
+}
+
+/* Installs the expected CRCs m (taken) on e unless it has some.  mu */
+static void set_expect(cache *c, centry *e, uint32_t *m)
+{
+	if (!m || e->expect || e->failed) {
+		free(m);
+		return;
+	}
+	uint8_t *mm = calloc(e->n_chunks + 1, 1);
+	if (!mm) {
+		free(m);
+		return;
+	}
+	e->expect = m;
+	e->mismatches = mm;
+	drop_unexpected(c, e);
+	if (e->role == CIDX_FILLER && e->n_done < e->n_chunks) {
+		fetch_activate(c, e);
+		fetch_schedule(c);
+	}
+}
+
+bool chunk_expected(cache *c, centry *e, uint32_t i, uint32_t crc)
+{
+	if (!e->expect || e->expect[i] == crc)
+		return true;
+	c->verify_failures++;
+	unsigned long long off = (unsigned long long)i * e->chunk_size;
+	unsigned long long len = chunk_len(e, i);
+	if (e->mismatches[i] < CACHE_VERIFY_RETRIES) {
+		e->mismatches[i]++;
+		log_warn("download of %s at offset %llu (%llu bytes): CRC-32C "
+			 "%08x, the manifest says %08x; downloading it again",
+			 e->key, off, len, ~crc, ~e->expect[i]);
+		e->state[i] = CH_MISSING;
+		e->not_before[i] = 0;
+		return false;
+	}
+	log_error("download of %s at offset %llu (%llu bytes) does not match "
+		  "its manifest after %u attempts (CRC-32C %08x, the manifest "
+		  "says %08x): reads there fail with EIO",
+		  e->key, off, len, CACHE_VERIFY_RETRIES + 1, ~crc,
+		  ~e->expect[i]);
+	e->state[i] = CH_FAILED;
+	e->failed = true;
+	e->err = EIO;
+	return false;
+}
+
 int cache_file_open(cache *c, const char *key, const char *etag,
 		    uint64_t size, cache_file **out, bool *hit)
+{
+	return cache_file_open_expect(c, key, etag, size, NULL, out, hit);
+}
+
+int cache_file_open_expect(cache *c, const char *key, const char *etag,
+			   uint64_t size, const cache_expect *x,
+			   cache_file **out, bool *hit)
 {
 	char name[CIDX_NAME_LEN];
 	cidx_name(c->bucket, key, strlen(key), etag, name);
@@ -278,22 +419,31 @@ int cache_file_open(cache *c, const char *key, const char *etag,
 	pthread_mutex_unlock(&c->mu);
 	if (!e) {
 		centry *ne;
-		int rc = entry_create(c, key, etag, size, &ne);
+		/* a new entry: one chunk per manifest block */
+		uint32_t cs = x && x->block ? x->block : c->o.chunk_size;
+		int rc = entry_create(c, key, etag, size, cs, &ne);
 		if (rc < 0) {
 			free(f);
 			return rc;
 		}
+		/* known before any of its chunks can land */
+		uint32_t *m = x ? chunk_expect_map(ne, x) : NULL;
 		pthread_mutex_lock(&c->mu);
 		e = find_entry(c, name);
 		if (e && !e->failed) { /* another thread won the race */
+			bool same = e->chunk_size == ne->chunk_size;
 			e->refs++;
 			ne->refs = 1;
 			centry_free(c, ne);
+			set_expect(c, e, same ? m : NULL);
+			m = NULL;
 		} else {
 			e = ne;
 			e->refs = 1;
 			e->next = c->entries;
 			c->entries = e;
+			set_expect(c, e, m);
+			m = NULL;
 			if (c->o.verify)
 				recall_verified(c, e);
 			if (e->role == CIDX_FILLER && e->n_done < e->n_chunks) {
@@ -301,6 +451,17 @@ int cache_file_open(cache *c, const char *key, const char *etag,
 				fetch_schedule(c);
 			}
 		}
+		pthread_mutex_unlock(&c->mu);
+		free(m);
+		x = NULL; /* done */
+	}
+	if (x) { /* an entry this process already had open */
+		pthread_mutex_lock(&c->mu);
+		bool want = !e->expect;
+		pthread_mutex_unlock(&c->mu);
+		uint32_t *m = want ? chunk_expect_map(e, x) : NULL;
+		pthread_mutex_lock(&c->mu);
+		set_expect(c, e, m);
 		pthread_mutex_unlock(&c->mu);
 	}
 	pthread_mutex_lock(&c->mu);
@@ -374,14 +535,20 @@ static void follow(cache *c, centry *e)
 		cidx_entry_free(&ie);
 		return;
 	}
+	bool unexpected = false;
 	for (uint32_t i = 0; i < e->n_chunks && ie.done; i++) {
 		if (ie.done[i] && e->state[i] != CH_DONE) {
 			e->state[i] = CH_DONE;
 			e->crc[i] = ie.crc[i];
 			e->verified[i] = !c->o.verify;
 			e->n_done++;
+			unexpected |= e->expect && e->crc[i] != e->expect[i];
 		}
 	}
+	/* the filler checks what it downloads against the manifest; one
+	 * that had none (a prefetch) is caught here */
+	if (unexpected)
+		drop_unexpected(c, e);
 	if (e->role == CIDX_FOLLOWER && role != CIDX_FOLLOWER) {
 		e->role = role;
 		if (role == CIDX_FILLER) { /* the filler died: take over */
@@ -471,12 +638,8 @@ static bool verify_range(cache *c, centry *e, uint32_t first, uint32_t last)
 		log_warn("cache file of %s: chunk %u is corrupt; fetching it "
 			 "again",
 			 e->key, i);
-		c->verify_failures++;
-		e->state[i] = CH_MISSING;
-		e->n_done--;
+		chunk_drop(c, e, i);
 		ok = false;
-		if (cidx_chunk_forget(c->idx, e->name, i) == 0)
-			e->role = CIDX_FILLER;
 	}
 	return ok;
 }

@@ -13,6 +13,13 @@
  * Chunks read from disk that this process did not write itself are checked
  * against their CRC32C the first time they are served; a mismatch drops the
  * chunk and fetches it again, so corrupted cache files are never served.
+ *
+ * Opened with the checksums a manifest recorded (cache_file_open_expect),
+ * the bytes themselves are checked too: a downloaded chunk whose CRC
+ * differs from the manifest's is never marked done nor served; it is
+ * downloaded again (CACHE_VERIFY_RETRIES more times) and then fails with
+ * EIO.  Chunks recorded earlier whose CRC differs are dropped and fetched
+ * again.  Design: doc/cache.md, "Checking downloads against manifests".
  */
 #ifndef CKPTFS_CACHE_CACHE_H
 #define CKPTFS_CACHE_CACHE_H
@@ -51,6 +58,31 @@ void cache_free(cache *c);
  */
 int cache_file_open(cache *c, const char *key, const char *etag,
 		    uint64_t size, cache_file **out, bool *hit);
+
+/* Downloads of a chunk that mismatches the manifest after the first. */
+#define CACHE_VERIFY_RETRIES 2
+
+/*
+ * What a manifest says the object's bytes are: crc[i] is the standard
+ * CRC-32C (RFC 3720) of bytes [i*block, (i+1)*block) (the last block
+ * short), n of them.
+ */
+typedef struct cache_expect {
+	uint32_t block;
+	size_t n;
+	const uint32_t *crc;
+} cache_expect;
+
+/*
+ * cache_file_open checking downloads against x (NULL: no check).  A new
+ * entry gets chunks of x->block bytes (one block each); an existing entry
+ * whose chunk size is a multiple of the block size is checked with the
+ * blocks' CRCs combined; any other is not checked against x (its chunk
+ * CRCs still guard the local copy).  x is copied.
+ */
+int cache_file_open_expect(cache *c, const char *key, const char *etag,
+			   uint64_t size, const cache_expect *x,
+			   cache_file **out, bool *hit);
 
 /* Waits until [off, off+len) is in the cache file; returns an fd to pread
  * or splice from, or a negative errno (EIO when the download failed). */

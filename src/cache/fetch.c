@@ -8,7 +8,9 @@
  * entry's sequential sweep, round-robin between entries.  Transfers run on
  * the http loop; their sinks pwrite straight into the cache file at the
  * chunk's offset and fold the bytes into the chunk's CRC32C as they arrive,
- * so no chunk is ever buffered in memory.
+ * so no chunk is ever buffered in memory.  A chunk whose CRC is not the
+ * one its manifest recorded is not marked done (chunk_expected, cache.c):
+ * it goes back to missing and is fetched again, or fails with EIO.
  *
  * Completions are recorded in the SQLite index by a writer thread in
  * batches (the loop thread never touches SQLite).  Failed chunks are retried
@@ -105,7 +107,10 @@ static void chunk_landed(struct chunk_xfer *t)
 		return;
 	cache *c = t->c;
 	pthread_mutex_lock(&c->mu);
-	chunk_succeeded(c, t->e, t->idx + t->cur, t->crc);
+	/* bytes that are not the manifest's are never done: fetched again
+	 * (chunk_expected), the rest of the range lands meanwhile */
+	if (chunk_expected(c, t->e, t->idx + t->cur, t->crc))
+		chunk_succeeded(c, t->e, t->idx + t->cur, t->crc);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	t->cur++;

@@ -37,6 +37,10 @@ struct centry {
 	uint8_t *verified;     /* [mu] bytes known good to this process */
 	uint8_t *attempts;     /* [mu] */
 	uint32_t *crc;         /* [mu] */
+	/* [mu] the CRC each chunk must have (cache convention), from the
+	 * manifest (cache_file_open_expect); NULL: not checked */
+	uint32_t *expect;
+	uint8_t *mismatches;   /* [mu] downloads that did not match expect */
 	double *not_before;    /* [mu] retry time per chunk, monotonic s */
 	uint32_t cursor;       /* [mu] next chunk for the sequential sweep */
 	uint32_t n_done;       /* [mu] */
@@ -98,6 +102,14 @@ void fetch_drain(cache *c); /* records what the writer left */
 
 /* cache.c */
 void stamp_good(cache *c, centry *e); /* fsync, then stamp (mu not held) */
+/* Chunk i landed with this CRC (cache convention): false when it does not
+ * match the manifest (the chunk is then missing again, or failed after
+ * CACHE_VERIFY_RETRIES).  mu */
+bool chunk_expected(cache *c, centry *e, uint32_t i, uint32_t crc);
+/* The CRC (cache convention) each chunk of e must have according to x's
+ * blocks, combined when a chunk holds several; NULL when x does not fit
+ * e or its chunks are not a multiple of the blocks.  Malloc'd. */
+uint32_t *chunk_expect_map(const centry *e, const cache_expect *x);
 void centry_put(cache *c, centry *e); /* mu held: drop a ref */
 uint64_t chunk_len(const centry *e, uint32_t idx);
 

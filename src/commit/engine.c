@@ -74,9 +74,8 @@ static void file_free(efile *f)
 	proto_meta_free(&f->m);
 	free(f->key);
 	free(f->upload_id);
-	free(f->pst);
-	free(f->petag);
-	free(f->pcrc);
+	eng_free_parts(f);
+	free(f->blocks);
 	free(f);
 }
 
@@ -353,7 +352,8 @@ static int alloc_parts(efile *f)
 	f->pst = calloc(n, 1);
 	f->petag = calloc(n, sizeof *f->petag);
 	f->pcrc = calloc(n, sizeof *f->pcrc);
-	return f->pst && f->petag && f->pcrc ? 0 : -ENOMEM;
+	f->pseg = calloc(n, sizeof *f->pseg);
+	return f->pst && f->petag && f->pcrc && f->pseg ? 0 : -ENOMEM;
 }
 
 static int load_part_row(void *arg, sqlite3_stmt *s)
@@ -365,6 +365,9 @@ static int load_part_row(void *arg, sqlite3_stmt *s)
 	f->pst[n] = P_DONE;
 	snprintf(f->petag[n], S3_ETAG_MAX, "%s", col_text(s, 1));
 	f->pcrc[n] = (uint32_t)sqlite3_column_int64(s, 2);
+	/* NULL when journaled by a version without block checksums: the
+	 * manifest then records none for the file */
+	f->pseg[n] = col_text(s, 4) ? strdup(col_text(s, 4)) : NULL;
 	f->parts_done++;
 	uint64_t len = (uint64_t)sqlite3_column_int64(s, 3);
 	f->bytes_done += len;
@@ -399,6 +402,7 @@ static int load_file_row(void *arg, sqlite3_stmt *s)
 	if (col_text(s, 15))
 		snprintf(f->etag, sizeof f->etag, "%s", col_text(s, 15));
 	f->crc = (uint32_t)sqlite3_column_int64(s, 16);
+	f->blocks = col_text(s, 17) ? strdup(col_text(s, 17)) : NULL;
 	f->refs = 1;
 	link_file(t, f);
 	if (f->state == F_STORED) {
@@ -410,7 +414,8 @@ static int load_file_row(void *arg, sqlite3_stmt *s)
 		if (alloc_parts(f) < 0)
 			return -ENOMEM;
 		jr_exec(e->j, load_part_row, f,
-			"SELECT n, etag, crc32c, len FROM parts WHERE file = ?",
+			"SELECT n, etag, crc32c, len, segs FROM parts "
+			"WHERE file = ?",
 			"i", f->id);
 	}
 	return 0;
@@ -441,7 +446,8 @@ static int load_journal(eng *e)
 		rc = jr_exec(e->j, load_file_row, &l,
 			     "SELECT id, txn, path, sid, size, mode, uid, gid, "
 			     "mtime_ns, xattrs, symlink, state, key, upload_id, "
-			     "part_size, etag, crc32c FROM files ORDER BY id",
+			     "part_size, etag, crc32c, blocks FROM files "
+			     "ORDER BY id",
 			     "");
 	if (!rc)
 		rc = jr_exec(e->j, load_dir_row, &l,
@@ -844,13 +850,9 @@ static void reset_upload(eng *e, etxn *garbage_txn, efile *f,
 		eng_push_abort(e, f->key, f->upload_id);
 	free(f->upload_id);
 	free(f->key);
-	free(f->pst);
-	free(f->petag);
-	free(f->pcrc);
-	f->upload_id = f->key = NULL;
-	f->pst = NULL;
-	f->petag = NULL;
-	f->pcrc = NULL;
+	free(f->blocks);
+	eng_free_parts(f);
+	f->upload_id = f->key = f->blocks = NULL;
 	f->n_parts = f->parts_done = 0;
 	f->part_size = 0;
 	f->bytes_done = 0;
@@ -868,13 +870,15 @@ static int journal_file(eng *e, efile *f)
 		       "UPDATE files SET txn = ?, path = ?, sid = ?, size = ?, "
 		       "mode = ?, uid = ?, gid = ?, mtime_ns = ?, xattrs = ?, "
 		       "symlink = ?, state = ?, key = ?, upload_id = ?, "
-		       "part_size = ?, etag = ?, crc32c = ? WHERE id = ?",
-		       "itiiiiiibtittitii", f->t->id, f->path, (int64_t)f->sid,
+		       "part_size = ?, etag = ?, crc32c = ?, blocks = ? "
+		       "WHERE id = ?",
+		       "itiiiiiibtittititi", f->t->id, f->path, (int64_t)f->sid,
 		       (int64_t)f->size, (int64_t)f->m.mode, (int64_t)f->m.uid,
 		       (int64_t)f->m.gid, f->m.mtime_ns, f->m.xattrs,
 		       f->m.xattrs_len, f->m.symlink, (int64_t)f->state, f->key,
 		       f->upload_id, (int64_t)f->part_size,
-		       f->etag[0] ? f->etag : NULL, (int64_t)f->crc, f->id);
+		       f->etag[0] ? f->etag : NULL, (int64_t)f->crc, f->blocks,
+		       f->id);
 }
 
 int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,

@@ -56,8 +56,10 @@ typedef struct efile {
 	uint8_t *pst;
 	char (*petag)[S3_ETAG_MAX];
 	uint32_t *pcrc;
+	char **pseg; /* per part: its segments' CRCs (protocol.h), or NULL */
 	char etag[S3_ETAG_MAX];
 	uint32_t crc;
+	char *blocks; /* stored: CRCs of its PROTO_BLOCK blocks, or NULL */
 	uint64_t bytes_done; /* progress of the current upload */
 	bool failed;
 	/* fsync'd before its single-file transaction was sealed: upload it as
@@ -163,20 +165,30 @@ void eng_sleep(eng *e, double seconds);         /* mu; wakes on stop */
 void *eng_worker_main(void *arg);
 void eng_push_job(eng *e, jkind k, efile *f, unsigned part); /* mu */
 void eng_push_abort(eng *e, const char *key, const char *upload_id); /* mu */
-/* Reads [off, off+len) of fd computing Content-MD5 and CRC32C. */
+/* Reads [off, off+len) of fd computing Content-MD5 and CRC32C, and when
+ * segs is not NULL appends the CRC of each piece of the range within one
+ * PROTO_BLOCK block (proto_segment_count of them) as hex. */
 int eng_digest(int fd, uint64_t off, uint64_t len, char md5[25],
-	       uint32_t *crc);
+	       uint32_t *crc, buf *segs);
+/* The block list of f's multipart upload from its parts (malloc'd), or
+ * NULL when a part's segments are not known (journaled by an older
+ * version).  mu */
+char *eng_parts_blocks(const efile *f);
+/* Frees f's per-part arrays.  mu */
+void eng_free_parts(efile *f);
 /* Completes f's multipart upload (blocking; mu not held). */
 int eng_complete_mpu(eng *e, const char *key, const char *upload_id,
 		     const s3_part *parts, size_t n, char etag[S3_ETAG_MAX],
 		     s3_err *x);
-/* Single PUT of f from its staging file (blocking; mu not held). */
+/* Single PUT of f from its staging file (blocking; mu not held); *blocks
+ * gets its block list (malloc'd, NULL when out of memory). */
 int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
 		 const proto_meta *m, char etag[S3_ETAG_MAX], uint32_t *crc,
-		 s3_err *x);
-/* Marks f stored with etag/crc (journal too).  mu */
+		 char **blocks, s3_err *x);
+/* Marks f stored with etag/crc/blocks (journal too; blocks may be NULL).
+ * mu */
 void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
-		     uint32_t crc);
+		     uint32_t crc, const char *blocks);
 
 /* visible.c */
 void *eng_vis_main(void *arg);

@@ -17,7 +17,10 @@
 #include "util/buf.h"
 #include "util/log.h"
 
-#define JR_VERSION "1"
+/* 2: files.blocks and parts.segs (block checksums of manifests); a
+ * version 1 journal is upgraded in place (its rows get NULL: no block
+ * checksums for the files it had already uploaded) */
+#define JR_VERSION "2"
 
 struct jr {
 	sqlite3 *db;
@@ -36,11 +39,11 @@ static const char schema_sql[] =
     " size INTEGER NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
     " mtime_ns INTEGER, xattrs BLOB, symlink TEXT, state INTEGER NOT NULL, "
     " key TEXT, upload_id TEXT, part_size INTEGER, etag TEXT, "
-    " crc32c INTEGER);"
+    " crc32c INTEGER, blocks TEXT);"
     "CREATE INDEX IF NOT EXISTS files_txn ON files(txn);"
     "CREATE TABLE IF NOT EXISTS parts(file INTEGER NOT NULL, "
     " n INTEGER NOT NULL, etag TEXT NOT NULL, crc32c INTEGER NOT NULL, "
-    " len INTEGER NOT NULL, PRIMARY KEY(file, n)) WITHOUT ROWID;"
+    " len INTEGER NOT NULL, segs TEXT, PRIMARY KEY(file, n)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS dirs(txn INTEGER NOT NULL, "
     " path TEXT NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
     " mtime_ns INTEGER, PRIMARY KEY(txn, path)) WITHOUT ROWID;"
@@ -150,9 +153,31 @@ int jr_open(const char *dir, jr **out, char **err)
 	}
 	if (!rc) {
 		char *v = jr_meta_get(j, "version");
-		if (!v)
+		if (v && !strcmp(v, "1")) {
+			int src = sqlite3_exec(
+			    j->db,
+			    "BEGIN IMMEDIATE;"
+			    "ALTER TABLE files ADD COLUMN blocks TEXT;"
+			    "ALTER TABLE parts ADD COLUMN segs TEXT;"
+			    "UPDATE meta SET v = '2' WHERE k = 'version';"
+			    "COMMIT;",
+			    NULL, NULL, NULL);
+			if (src != SQLITE_OK) {
+				set_err(err, "%s: upgrading the journal: %s",
+					j->path, sqlite3_errmsg(j->db));
+				sqlite3_exec(j->db, "ROLLBACK;", NULL, NULL,
+					     NULL);
+				rc = sql_errno(src);
+			} else {
+				log_info("journal %s upgraded to version %s",
+					 j->path, JR_VERSION);
+				free(v);
+				v = strdup(JR_VERSION);
+			}
+		}
+		if (!rc && !v)
 			rc = jr_meta_set(j, "version", JR_VERSION);
-		else if (strcmp(v, JR_VERSION)) {
+		else if (!rc && strcmp(v, JR_VERSION)) {
 			set_err(err, "%s: journal version %s, expected %s",
 				j->path, v, JR_VERSION);
 			rc = -EPROTO;

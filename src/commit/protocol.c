@@ -72,6 +72,105 @@ uint32_t proto_crc32c_combine(uint32_t a, uint32_t b, uint64_t len_b)
 	return a ^ b;
 }
 
+/* ---- block checksums ---------------------------------------------------- */
+
+uint64_t proto_block_count(uint64_t size, uint32_t block)
+{
+	return block ? (size + block - 1) / block : 0;
+}
+
+static int hexdigit(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
+}
+
+bool proto_blocks_valid(const char *hex, uint64_t size, uint32_t block)
+{
+	if (!hex || block < PROTO_BLOCK_MIN || block > PROTO_BLOCK_MAX)
+		return false;
+	uint64_t n = proto_block_count(size, block);
+	size_t len = strlen(hex);
+	if (n > SIZE_MAX / 8 || len != n * 8)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (hexdigit(hex[i]) < 0)
+			return false;
+	return true;
+}
+
+int proto_blocks_decode(const char *hex, size_t n, uint32_t *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t v = 0;
+		for (size_t k = 0; k < 8; k++) {
+			int d = hexdigit(hex[i * 8 + k]);
+			if (d < 0)
+				return -1;
+			v = v << 4 | (uint32_t)d;
+		}
+		out[i] = v;
+	}
+	return 0;
+}
+
+int proto_blocks_append(buf *hex, uint32_t crc)
+{
+	return buf_printf(hex, "%08" PRIx32, crc) < 0 ? -1 : 0;
+}
+
+uint64_t proto_segment_count(uint64_t off, uint64_t len, uint32_t block)
+{
+	if (!len || !block)
+		return 0;
+	return (off + len - 1) / block - off / block + 1;
+}
+
+char *proto_blocks_from_parts(uint64_t size, uint64_t part_size,
+			      unsigned n_parts, char *const *segs,
+			      uint32_t block)
+{
+	if (!block || !part_size || !segs)
+		return NULL;
+	buf out = BUF_INIT;
+	uint64_t pos = 0; /* bytes combined so far */
+	uint32_t cur = 0; /* CRC of the current block so far */
+	bool ok = buf_reserve(&out, 8 * proto_block_count(size, block) + 1) == 0;
+	for (unsigned i = 0; ok && i < n_parts; i++) {
+		uint64_t off = (uint64_t)i * part_size;
+		if (off >= size && size) {
+			ok = false;
+			break;
+		}
+		uint64_t len = size - off < part_size ? size - off : part_size;
+		uint64_t ns = proto_segment_count(off, len, block);
+		if (!segs[i] || strlen(segs[i]) != ns * 8) {
+			ok = false;
+			break;
+		}
+		for (uint64_t k = 0; ok && k < ns; k++) {
+			uint32_t crc = 0;
+			ok = proto_blocks_decode(segs[i] + k * 8, 1, &crc) == 0;
+			uint64_t end = (pos / block + 1) * block;
+			if (end > off + len)
+				end = off + len;
+			uint64_t slen = end - pos;
+			cur = pos % block ? proto_crc32c_combine(cur, crc, slen)
+					  : crc;
+			pos = end;
+			if (ok && (pos % block == 0 || pos == size))
+				ok = proto_blocks_append(&out, cur) == 0;
+		}
+	}
+	if (!ok || pos != size) {
+		buf_free(&out);
+		return NULL;
+	}
+	return buf_steal(&out); /* "" for an empty file */
+}
+
 /* ---- writer ids, temp names, paths ------------------------------------- */
 
 void proto_writer_id(char out[PROTO_WRITER_MAX])
@@ -462,6 +561,11 @@ char *proto_manifest_json(const char *writer, uint64_t txn, int64_t time_ns,
 		if (o && f[i].has_crc) {
 			snprintf(crc, sizeof crc, "%08" PRIx32, f[i].crc32c);
 			json_object_set_new(o, "crc32c", json_string(crc));
+		}
+		if (o && proto_blocks_valid(f[i].blocks, f[i].size, f[i].block)) {
+			json_object_set_new(o, "block", json_integer(f[i].block));
+			json_object_set_new(o, "blocks",
+					    json_string(f[i].blocks));
 		}
 		ok = o && !put_attrs(o, f[i].m) && !json_array_append_new(files, o);
 	}

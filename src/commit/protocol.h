@@ -35,6 +35,40 @@ uint32_t proto_crc32c(uint32_t crc, const void *data, size_t n);
 /* CRC-32C of A||B from crc(A), crc(B) and len(B) (zlib's method). */
 uint32_t proto_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
+/*
+ * Block checksums (doc/commit.md, "Block checksums"): besides the whole
+ * file's "crc32c", a manifest entry records the standard CRC-32C of each
+ * PROTO_BLOCK-byte block of the file (aligned offsets 0, block, 2 block,
+ * ...; the last block short), as "block": size and "blocks": 8 lowercase
+ * hex digits per block, so a reader can check each downloaded piece.
+ */
+#define PROTO_BLOCK (8u << 20)
+/* Blocks a reader accepts: between 64 KiB and 1 GiB (cache chunk sizes). */
+#define PROTO_BLOCK_MIN (64u << 10)
+#define PROTO_BLOCK_MAX (1u << 30)
+
+/* Number of blocks of a size-byte file (0 for an empty one). */
+uint64_t proto_block_count(uint64_t size, uint32_t block);
+/* Whether hex is a well-formed block list of a size-byte file: exactly
+ * 8 hex digits per block, block within [PROTO_BLOCK_MIN, PROTO_BLOCK_MAX]. */
+bool proto_blocks_valid(const char *hex, uint64_t size, uint32_t block);
+/* Decodes n 8-digit CRCs of a valid list; -1 on a bad digit. */
+int proto_blocks_decode(const char *hex, size_t n, uint32_t *out);
+/* Appends one CRC as 8 lowercase hex digits. */
+int proto_blocks_append(buf *hex, uint32_t crc);
+/* Number of pieces [off, off+len) splits into at multiples of block (a
+ * multipart part's "segments": each lies within one block). */
+uint64_t proto_segment_count(uint64_t off, uint64_t len, uint32_t block);
+/*
+ * Block list of a multipart upload from its parts' segment CRCs: part i
+ * covers [i*part_size, ...), segs[i] is the hex list of its segments'
+ * standard CRC-32Cs (proto_segment_count of them).  Returns the malloc'd
+ * hex block list, or NULL when a part's list is missing or malformed.
+ */
+char *proto_blocks_from_parts(uint64_t size, uint64_t part_size,
+			      unsigned n_parts, char *const *segs,
+			      uint32_t block);
+
 /* Writer id: hostname reduced to [A-Za-z0-9-] (at most 40 characters,
  * "host" when nothing is left) + '-' + 8 random hex digits. */
 void proto_writer_id(char out[PROTO_WRITER_MAX]);
@@ -109,6 +143,10 @@ typedef struct proto_mfile {
 	uint32_t crc32c;
 	bool has_crc;
 	const proto_meta *m; /* NULL: no attributes */
+	/* block checksums: hex list (8 digits per block), NULL for none; a
+	 * list that does not fit size and block is left out */
+	uint32_t block;
+	const char *blocks;
 } proto_mfile;
 
 typedef struct proto_mdir {
@@ -119,8 +157,8 @@ typedef struct proto_mdir {
 /*
  * The committed manifest (malloc'd JSON text):
  * {"version":1,"writer":W,"state":"committed","txn":N,"time":NS,
- *  "files":[{"path","size","etag","crc32c","mode","uid","gid","mtime",
- *            "xattrs":{name:base64},"symlink"}...],
+ *  "files":[{"path","size","etag","crc32c","block","blocks","mode","uid",
+ *            "gid","mtime","xattrs":{name:base64},"symlink"}...],
  *  "dirs":[{"path","mode","uid","gid","mtime"}...]}
  * time_ns: the writer's wall clock at commit (the "time" rule of
  * fs/visibility.h).  NULL on a path that is not UTF-8 (cannot be JSON).

@@ -164,14 +164,18 @@ static void job_failed(eng *e, job *j, const s3_err *x)
 /* ---- blocking helpers (mu not held) -------------------------------------- */
 
 int eng_digest(int fd, uint64_t off, uint64_t len, char md5[25],
-	       uint32_t *crc)
+	       uint32_t *crc, buf *segs)
 {
 	unsigned char *b = malloc(DIGEST_BLOCK);
 	EVP_MD_CTX *c = EVP_MD_CTX_new();
 	int rc = b && c && EVP_DigestInit_ex(c, EVP_md5(), NULL) ? 0 : -ENOMEM;
-	uint32_t cr = 0;
+	uint32_t cr = 0, seg = 0; /* whole range; current segment */
 	while (!rc && len > 0) {
 		size_t want = len < DIGEST_BLOCK ? (size_t)len : DIGEST_BLOCK;
+		/* reads never cross a block boundary: segments end there */
+		uint64_t to_edge = PROTO_BLOCK - off % PROTO_BLOCK;
+		if (want > to_edge)
+			want = (size_t)to_edge;
 		ssize_t n = pread(fd, b, want, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -181,8 +185,15 @@ int eng_digest(int fd, uint64_t off, uint64_t len, char md5[25],
 		}
 		EVP_DigestUpdate(c, b, (size_t)n);
 		cr = proto_crc32c(cr, b, (size_t)n);
+		if (segs)
+			seg = proto_crc32c(seg, b, (size_t)n);
 		off += (uint64_t)n;
 		len -= (uint64_t)n;
+		if (segs && (off % PROTO_BLOCK == 0 || len == 0)) {
+			if (proto_blocks_append(segs, seg) < 0)
+				rc = -ENOMEM;
+			seg = 0;
+		}
 	}
 	unsigned char d[EVP_MAX_MD_SIZE];
 	unsigned dl = 0;
@@ -224,18 +235,23 @@ static int open_staging(eng *e, uint64_t sid, uint64_t size, s3_err *x)
 
 int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
 		 const proto_meta *m, char etag[S3_ETAG_MAX], uint32_t *crc,
-		 s3_err *x)
+		 char **blocks, s3_err *x)
 {
+	*blocks = NULL;
 	int fd = open_staging(e, sid, size, x);
 	if (fd < 0)
 		return -1;
 	char md5[25];
-	int rc = eng_digest(fd, 0, size, md5, crc);
+	buf segs = BUF_INIT; /* one part from offset 0: its segments are the
+				blocks */
+	int rc = eng_digest(fd, 0, size, md5, crc, &segs);
 	if (rc) {
 		local_err(x, -rc, "reading staging file of", key);
+		buf_free(&segs);
 		close(fd);
 		return -1;
 	}
+	*blocks = buf_steal(&segs);
 	s3_meta meta[PROTO_META_N];
 	buf store = BUF_INIT;
 	size_t nm = proto_object_meta(m, meta, &store);
@@ -255,7 +271,7 @@ int eng_complete_mpu(eng *e, const char *key, const char *upload_id,
 }
 
 void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
-		     uint32_t crc)
+		     uint32_t crc, const char *blocks)
 {
 	if (key != f->key) {
 		free(f->key);
@@ -263,6 +279,10 @@ void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
 	}
 	snprintf(f->etag, sizeof f->etag, "%s", etag);
 	f->crc = crc;
+	if (blocks != f->blocks) {
+		free(f->blocks);
+		f->blocks = blocks ? strdup(blocks) : NULL;
+	}
 	f->state = F_STORED;
 	f->bytes_done = f->size;
 	free(f->upload_id);
@@ -270,8 +290,8 @@ void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
 	e->staged_dirty = true;
 	jr_exec(e->j, NULL, NULL,
 		"UPDATE files SET state = 2, key = ?, etag = ?, crc32c = ?, "
-		"upload_id = NULL WHERE id = ?",
-		"ttii", f->key, f->etag, (int64_t)crc, f->id);
+		"blocks = ?, upload_id = NULL WHERE id = ?",
+		"ttiti", f->key, f->etag, (int64_t)crc, f->blocks, f->id);
 	jr_exec(e->j, NULL, NULL, "DELETE FROM parts WHERE file = ?", "i",
 		f->id);
 	pthread_cond_broadcast(&e->cv);
@@ -316,14 +336,16 @@ static void run_put(eng *e, job *j)
 	pthread_mutex_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	uint32_t crc = 0;
+	char *blocks = NULL;
 	s3_err x = {0};
-	int rc = eng_put_file(e, key, sid, size, &m, etag, &crc, &x);
+	int rc = eng_put_file(e, key, sid, size, &m, etag, &crc, &blocks, &x);
 	proto_meta_free(&m);
 	pthread_mutex_lock(&e->mu);
 	if (rc == 0 && stale(j))
 		stale_object(e, j, key);
 	else if (rc == 0)
-		eng_file_stored(e, f, key, etag, crc);
+		eng_file_stored(e, f, key, etag, crc, blocks);
+	free(blocks);
 	free(key);
 	if (rc == 0 || stale(j))
 		job_done(e, j);
@@ -359,15 +381,14 @@ static void run_create(eng *e, job *j)
 		f->upload_id = id;
 		id = NULL;
 		f->part_size = ps;
-		f->n_parts = (unsigned)s3_part_count(f->size, ps);
 		f->parts_done = 0;
 		f->bytes_done = 0;
-		free(f->pst);
-		free(f->petag);
-		free(f->pcrc);
+		eng_free_parts(f); /* frees as many as it had */
+		f->n_parts = (unsigned)s3_part_count(f->size, ps);
 		f->pst = calloc(f->n_parts, 1);
 		f->petag = calloc(f->n_parts, sizeof *f->petag);
 		f->pcrc = calloc(f->n_parts, sizeof *f->pcrc);
+		f->pseg = calloc(f->n_parts, sizeof *f->pseg);
 		jr_exec(e->j, NULL, NULL,
 			"UPDATE files SET key = ?, upload_id = ?, part_size = ? "
 			"WHERE id = ?",
@@ -402,18 +423,25 @@ static void restart_upload(eng *e, efile *f)
 }
 
 static void part_done(eng *e, efile *f, unsigned n, const char *etag,
-		      uint32_t crc, uint64_t len)
+		      uint32_t crc, uint64_t len, char *segs)
 {
 	f->pst[n] = P_DONE;
 	snprintf(f->petag[n], S3_ETAG_MAX, "%s", etag);
 	f->pcrc[n] = crc;
+	if (f->pseg) {
+		free(f->pseg[n]);
+		f->pseg[n] = segs; /* taken */
+	} else {
+		free(segs);
+	}
 	f->parts_done++;
 	f->bytes_done += len;
 	e->staged_dirty = true;
 	jr_exec(e->j, NULL, NULL,
-		"INSERT OR REPLACE INTO parts(file, n, etag, crc32c, len) "
-		"VALUES(?, ?, ?, ?, ?)",
-		"iitii", f->id, (int64_t)n, etag, (int64_t)crc, (int64_t)len);
+		"INSERT OR REPLACE INTO parts(file, n, etag, crc32c, len, segs) "
+		"VALUES(?, ?, ?, ?, ?, ?)",
+		"iitiit", f->id, (int64_t)n, etag, (int64_t)crc, (int64_t)len,
+		f->pseg ? f->pseg[n] : NULL);
 	if (f->parts_done == f->n_parts && f->t && f->t->kind == T_FILE) {
 		f->state = F_PARTS;
 		jr_exec(e->j, NULL, NULL,
@@ -434,9 +462,10 @@ static void run_part(eng *e, job *j)
 	char etag[S3_ETAG_MAX] = "", md5[25];
 	uint32_t crc = 0;
 	int rc = -1;
+	buf segs = BUF_INIT;
 	int fd = open_staging(e, sid, size, &x);
 	if (fd >= 0) {
-		int d = eng_digest(fd, off, len, md5, &crc);
+		int d = eng_digest(fd, off, len, md5, &crc, &segs);
 		if (d)
 			local_err(&x, -d, "reading staging file of", key);
 		http_upload body = http_upload_fd(fd, off, len);
@@ -449,10 +478,11 @@ static void run_part(eng *e, job *j)
 	bool gone = rc < 0 && (!strcmp(x.code, "NoSuchUpload") ||
 			       x.http_status == 404);
 	if (!stale(j) && rc == 0)
-		part_done(e, f, j->part, etag, crc, len);
+		part_done(e, f, j->part, etag, crc, len, buf_steal(&segs));
 	else if (!stale(j) && gone && f->upload_id &&
 		 !strcmp(f->upload_id, id))
 		restart_upload(e, f);
+	buf_free(&segs);
 	free(key);
 	free(id);
 	if (rc == 0 || stale(j))
@@ -475,6 +505,26 @@ static uint32_t parts_crc(const efile *f)
 	return crc;
 }
 
+char *eng_parts_blocks(const efile *f)
+{
+	return proto_blocks_from_parts(f->size, f->part_size, f->n_parts,
+				       f->pseg, PROTO_BLOCK);
+}
+
+void eng_free_parts(efile *f)
+{
+	for (unsigned i = 0; f->pseg && i < f->n_parts; i++)
+		free(f->pseg[i]);
+	free(f->pseg);
+	free(f->pst);
+	free(f->petag);
+	free(f->pcrc);
+	f->pseg = NULL;
+	f->pst = NULL;
+	f->petag = NULL;
+	f->pcrc = NULL;
+}
+
 static s3_part *parts_list(const efile *f)
 {
 	s3_part *p = calloc(f->n_parts ? f->n_parts : 1, sizeof *p);
@@ -492,6 +542,7 @@ static void run_complete(eng *e, job *j)
 	s3_part *parts = parts_list(f);
 	size_t n = f->n_parts;
 	uint32_t crc = parts_crc(f);
+	char *blocks = eng_parts_blocks(f);
 	pthread_mutex_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	s3_err x = {0};
@@ -501,7 +552,8 @@ static void run_complete(eng *e, job *j)
 	if (rc == 0 && stale(j))
 		stale_object(e, j, key);
 	else if (rc == 0)
-		eng_file_stored(e, f, key, etag, crc);
+		eng_file_stored(e, f, key, etag, crc, blocks);
+	free(blocks);
 	free(key);
 	free(id);
 	if (rc == 0 || stale(j))

@@ -31,6 +31,7 @@ typedef struct snap_file {
 	char *path, *key, *etag;
 	uint64_t sid, size;
 	uint32_t crc;
+	char *blocks; /* block checksums (protocol.h), or NULL */
 	proto_meta m;
 } snap_file;
 
@@ -94,6 +95,7 @@ static void snap_take(eng *e, etxn *t, snap *sn)
 		s->sid = f->sid;
 		s->size = f->size;
 		s->crc = f->crc;
+		s->blocks = f->blocks ? strdup(f->blocks) : NULL;
 		copy_meta(&s->m, &f->m);
 	}
 	for (edir *d = t->dirs; d && sn->dm && sn->dpath; d = d->next) {
@@ -110,6 +112,7 @@ static void snap_free(snap *sn)
 		free(sn->f[i].path);
 		free(sn->f[i].key);
 		free(sn->f[i].etag);
+		free(sn->f[i].blocks);
 		proto_meta_free(&sn->f[i].m);
 	}
 	for (size_t i = 0; i < sn->nd; i++) {
@@ -352,7 +355,9 @@ static int put_addendum(eng *e, snap *sn, const char *root, s3_err *x)
 				      sn->f[i].etag,
 				      sn->f[i].crc,
 				      true,
-				      &sn->f[i].m};
+				      &sn->f[i].m,
+				      PROTO_BLOCK,
+				      sn->f[i].blocks};
 	}
 	if (!rc && sn->is_dir)
 		md[nd++] = (proto_mdir){paths[np++] = strdup(base), NULL};
@@ -455,7 +460,8 @@ static int commit_dir(eng *e, snap *sn, s3_err *x)
 		const char *r = rel_to(sn->f[i].path, sn->root);
 		mf[i] = (proto_mfile){r ? r : sn->f[i].path, sn->f[i].size,
 				      sn->f[i].etag, sn->f[i].crc, true,
-				      &sn->f[i].m};
+				      &sn->f[i].m, PROTO_BLOCK,
+				      sn->f[i].blocks};
 	}
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
 		const char *r = rel_to(sn->dpath[i], sn->root);
@@ -504,6 +510,7 @@ static int commit_file(eng *e, etxn *t, snap *sn, s3_err *x)
 				: proto_key(e->prefix, f->path);
 		char etag[S3_ETAG_MAX] = "";
 		uint32_t crc = 0;
+		char *blocks = NULL;
 		unsigned gen = f->gen;
 		f->jobs++; /* keeps workers off it */
 		f->refs++;
@@ -522,6 +529,7 @@ static int commit_file(eng *e, etxn *t, snap *sn, s3_err *x)
 							 : f->part_size)
 					: f->pcrc[i];
 			}
+			blocks = eng_parts_blocks(f);
 			pthread_mutex_unlock(&e->mu);
 			rc = p && id ? eng_complete_mpu(e, key, id, p, n, etag, x)
 				     : -1;
@@ -532,15 +540,17 @@ static int commit_file(eng *e, etxn *t, snap *sn, s3_err *x)
 			proto_meta m;
 			copy_meta(&m, &f->m);
 			pthread_mutex_unlock(&e->mu);
-			rc = eng_put_file(e, key, sid, size, &m, etag, &crc, x);
+			rc = eng_put_file(e, key, sid, size, &m, etag, &crc,
+					  &blocks, x);
 			proto_meta_free(&m);
 		}
 		pthread_mutex_lock(&e->mu);
 		f->jobs--;
 		if (rc == 0 && f->gen == gen && f->t)
-			eng_file_stored(e, f, key, etag, crc);
+			eng_file_stored(e, f, key, etag, crc, blocks);
 		else if (rc == 0)
 			rc = -2; /* changed meanwhile: run the step again */
+		free(blocks);
 		eng_file_unref(e, f);
 		free(key);
 		if (rc)
@@ -718,6 +728,11 @@ static int rename_dir(eng *e, snap *sn, s3_err *x)
 		s->etag = strdup(etag);
 		s->size = l.o[i].size;
 		s->crc = v && v->has_crc ? v->crc32c : 0;
+		/* a copy has the same bytes: the same block checksums */
+		s->blocks = v && v->blocks && v->size == s->size &&
+				    v->block == PROTO_BLOCK
+				? strdup(v->blocks)
+				: NULL;
 		if (v)
 			meta_from_vis(v, &s->m);
 		else
@@ -731,7 +746,8 @@ static int rename_dir(eng *e, snap *sn, s3_err *x)
 						     : NULL;
 			mf[i] = (proto_mfile){nf[i].path, nf[i].size,
 					      nf[i].etag, nf[i].crc,
-					      v && v->has_crc, &nf[i].m};
+					      v && v->has_crc, &nf[i].m,
+					      PROTO_BLOCK, nf[i].blocks};
 		}
 		for (size_t i = 0; md && i < vm.n_dirs; i++)
 			md[i] = (proto_mdir){vm.dirs[i], NULL};
@@ -771,6 +787,7 @@ static int rename_dir(eng *e, snap *sn, s3_err *x)
 	for (size_t i = 0; nf && i < n; i++) {
 		free(nf[i].path);
 		free(nf[i].etag);
+		free(nf[i].blocks);
 		proto_meta_free(&nf[i].m);
 	}
 	free(nf);

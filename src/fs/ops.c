@@ -340,6 +340,52 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
 	}
 }
 
+/* ETags as S3 sends them, quoted or not. */
+static bool etag_same(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
+		a++, la -= 2;
+	if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
+		b++, lb -= 2;
+	return la == lb && !strncmp(a, b, la);
+}
+
+/*
+ * The block checksums the manifests of n's transaction root recorded for
+ * the version (etag, size) a handle opened (doc/commit.md, "Block
+ * checksums"), for the cache to check downloads against: x->crc is
+ * *crc, malloc'd.  False when there are none: not in a manifest, a manifest of
+ * another version (the object was replaced by other means), no list.
+ * Table locked.
+ */
+static bool manifest_blocks(const fs_inode *n, const char *etag,
+			    uint64_t size, cache_expect *x, uint32_t **crc)
+{
+	const fs_inode *r = n->parent;
+	while (r && !r->manifest)
+		r = r->parent;
+	if (!r)
+		return false;
+	const char *rel = n->path + strlen(r->path);
+	if (*rel == '/')
+		rel++;
+	const vis_file *v = vis_manifest_find(r->manifest, rel);
+	if (!v || !v->blocks)
+		return false;
+	if (v->size != size || !v->etag || !etag_same(v->etag, etag)) {
+		log_debug("open %s: its manifest names another version; not "
+			  "checked against it",
+			  n->path);
+		return false;
+	}
+	if (vis_file_blocks(v, crc, &x->n) < 0)
+		return false;
+	x->crc = *crc;
+	x->block = v->block;
+	return true;
+}
+
 static int hexval(char c)
 {
 	return c >= '0' && c <= '9'   ? c - '0'
@@ -813,10 +859,16 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 {
 	if (!fs->cache || h->size == 0)
 		return;
+	/* downloads of a manifest-listed file are checked against it */
+	cache_expect x = {0};
+	uint32_t *crc = NULL;
+	fs_itable_lock(fs->it);
+	bool check = manifest_blocks(h->node, h->etag, h->size, &x, &crc);
+	fs_itable_unlock(fs->it);
 	int rc;
 	for (int attempt = 1;; attempt++) {
-		rc = cache_file_open(fs->cache, h->key, h->etag, h->size,
-				     &h->cf, &h->hit);
+		rc = cache_file_open_expect(fs->cache, h->key, h->etag, h->size,
+					    check ? &x : NULL, &h->cf, &h->hit);
 		if (rc != -ENOSPC || attempt > 10 || !fs_closing_handles(fs))
 			break;
 		/* FUSE sends release after close() returns: a file just
@@ -824,6 +876,7 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 		struct timespec ts = {0, 20 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
+	free(crc);
 	if (rc == 0)
 		return;
 	h->cf = NULL;

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commit/protocol.h"
 #include "util/buf.h"
+#include "util/log.h"
 
 void vis_manifest_init(vis_manifest *m)
 {
@@ -21,6 +23,7 @@ static void file_free(vis_file *f)
 	free(f->etag);
 	free(f->symlink);
 	free(f->xattrs_json);
+	free(f->blocks);
 }
 
 void vis_manifest_free(vis_manifest *m)
@@ -87,7 +90,26 @@ static void attrs_of(vis_file *v, json_t *f)
 			     : NULL;
 }
 
-static int push_file(vis_manifest *m, json_t *f, int64_t time)
+/* "block" and "blocks", when both are there and fit the size; false when
+ * a list is there but malformed (ignored: the file shows unverified). */
+static bool blocks_of(vis_file *v, json_t *f)
+{
+	json_t *jb = json_object_get(f, "block");
+	json_t *jl = json_object_get(f, "blocks");
+	if (!jb && !jl)
+		return true;
+	const char *hex = json_string_value(jl);
+	json_int_t b = json_is_integer(jb) ? json_integer_value(jb) : 0;
+	if (!hex || b < PROTO_BLOCK_MIN || b > PROTO_BLOCK_MAX ||
+	    !proto_blocks_valid(hex, v->size, (uint32_t)b))
+		return false;
+	v->block = (uint32_t)b;
+	v->blocks = strdup(hex);
+	return true;
+}
+
+static int push_file(vis_manifest *m, json_t *f, int64_t time,
+		     size_t *bad_blocks, const char **first_bad)
 {
 	const char *path = json_string_value(json_object_get(f, "path"));
 	json_t *size = json_object_get(f, "size");
@@ -118,6 +140,8 @@ static int push_file(vis_manifest *m, json_t *f, int64_t time)
 		v->has_crc = *crc && !*end;
 		v->crc32c = (uint32_t)x;
 	}
+	if (!blocks_of(v, f) && (*bad_blocks)++ == 0)
+		*first_bad = path;
 	if (!v->path) {
 		file_free(v);
 		return -1;
@@ -176,12 +200,23 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 		json_t *tm = json_object_get(root, "time");
 		int64_t time = json_is_integer(tm) ? json_integer_value(tm) : 0;
 		json_t *dirs = json_object_get(root, "dirs");
+		size_t bad_blocks = 0;
+		const char *first_bad = NULL;
 		json_array_foreach(files, i, f)
 		{
-			if (push_file(m, f, time) < 0) {
+			if (push_file(m, f, time, &bad_blocks, &first_bad) < 0) {
 				rc = -1;
 				break;
 			}
+		}
+		if (rc == 0 && bad_blocks) {
+			const char *w =
+			    json_string_value(json_object_get(root, "writer"));
+			log_warn("manifest of writer %s: malformed block "
+				 "checksums of %zu file(s) (first: %s) "
+				 "ignored; their reads are not checked against "
+				 "the manifest",
+				 w ? w : "?", bad_blocks, first_bad);
 		}
 		if (rc == 0 && json_is_array(dirs)) {
 			json_array_foreach(dirs, i, f)
@@ -272,6 +307,23 @@ const vis_file *vis_manifest_find(const vis_manifest *m, const char *path)
 	size_t i = lower_bound(m, path);
 	return i < m->n && !strcmp(m->files[i].path, path) ? &m->files[i]
 							    : NULL;
+}
+
+int vis_file_blocks(const vis_file *v, uint32_t **crc, size_t *n)
+{
+	*crc = NULL;
+	*n = 0;
+	if (!v->blocks || !v->block)
+		return -1;
+	uint64_t nb = proto_block_count(v->size, v->block);
+	uint32_t *c = malloc((size_t)(nb ? nb : 1) * sizeof *c);
+	if (!c || proto_blocks_decode(v->blocks, (size_t)nb, c) < 0) {
+		free(c);
+		return -1;
+	}
+	*crc = c;
+	*n = (size_t)nb;
+	return 0;
 }
 
 /* First index of dirs whose path is >= key. */

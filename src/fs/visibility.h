@@ -12,13 +12,18 @@
  *   {"version":1, "writer":W, "state":"pending"|"committed", "txn":N,
  *    "time":NS,
  *    "files":[{"path":"sub/x.pt","size":N,"etag":"\"...\"",
- *              "crc32c":"hex", "mode":420, "uid":0, "gid":0,
+ *              "crc32c":"hex", "block":8388608, "blocks":"hex...",
+ *              "mode":420, "uid":0, "gid":0,
  *              "mtime":NS, "xattrs":{"user.k":"base64"},
  *              "symlink":"target"}, ...],
  *    "dirs":[{"path":"sub/empty","mode":493,"uid":0,"gid":0,
  *             "mtime":NS}, ...]}
  * Only "state", and "path" and "size" of files, are required.  crc32c is
- * the standard CRC-32C (RFC 3720) of the object, 8 hex digits.
+ * the standard CRC-32C (RFC 3720) of the object, 8 hex digits; "blocks"
+ * holds the standard CRC-32C of each "block"-byte block of it (8 hex
+ * digits each, the last block short: commit/protocol.h).  A block list
+ * that does not fit the size (wrong length, a bad digit, a block size out
+ * of range) is ignored with a warning: the file shows, unverified.
  * A directory holding manifests shows exactly the union of the files of its
  * committed manifests (paths relative to C), plus the directories of
  * "dirs" (empty directories); pending manifests add nothing.
@@ -49,6 +54,10 @@ typedef struct vis_file {
 	char *etag;
 	uint32_t crc32c;
 	bool has_crc;
+	/* block checksums, when the manifest has a valid list: block size
+	 * and hex list (commit/protocol.h); blocks NULL otherwise */
+	uint32_t block;
+	char *blocks;
 	/* attributes, when the manifest has them (has_attrs) */
 	bool has_attrs;
 	uint32_t mode, uid, gid;
@@ -80,6 +89,9 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 void vis_manifest_finish(vis_manifest *m);
 
 const vis_file *vis_manifest_find(const vis_manifest *m, const char *path);
+
+/* v's block CRCs decoded: *crc (malloc'd) and *n; -1 when v has none. */
+int vis_file_blocks(const vis_file *v, uint32_t **crc, size_t *n);
 /* Whether some file or listed directory lies under directory rel ("" = the
  * root itself), or rel is a listed directory. */
 bool vis_manifest_has_dir(const vis_manifest *m, const char *rel);

@@ -655,3 +655,227 @@ def observer_settle():
     answer from a listing it made just before, for OBSERVER_LISTING_S;
     wait that out before looking."""
     time.sleep(2 * OBSERVER_LISTING_S + 0.05)
+
+
+class CorruptProxy:
+    """An HTTP/1.1 proxy on 127.0.0.1 in front of `target` ("host:port" or
+    an http:// URL) that damages downloads: in the body of a successful GET
+    whose URL path contains `key`, one byte is flipped (the byte at
+    `at` within the body, the last one if the body is shorter).  `mode`
+    decides which GETs (it may be changed while it runs):
+      "off"   none;
+      "first" the first GET starting at each offset (Range start), so a
+              retry of the same piece gets the right bytes;
+      "all"   every one.
+    `gets` counts the GETs of `key`, `corrupted` the damaged ones.
+    Requests and responses are parsed only as far as framing needs
+    (Content-Length, chunked, HEAD, 1xx/204/304): meant for a reading
+    mount (an upload's "Expect: 100-continue" would wait for curl's
+    timeout).  Use as a context manager or call close()."""
+
+    def __init__(self, target, key, mode="off", at=4096):
+        import socket
+        import threading
+        t = re.sub(r"^https?://", "", target).rstrip("/")
+        host, port = t.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.key = key
+        self.mode = mode
+        self.at = at
+        self.gets = 0
+        self.corrupted = 0
+        self._seen = set()
+        self._lock = threading.Lock()
+        self._socks = []
+        self._closed = False
+        self._ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._ls.bind(("127.0.0.1", 0))
+        self._ls.listen(256)
+        self.port = self._ls.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._t = threading.Thread(target=self._accept, daemon=True)
+        self._t.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _accept(self):
+        import socket
+        import threading
+        while not self._closed:
+            try:
+                c, _ = self._ls.accept()
+            except OSError:
+                return
+            try:
+                s = socket.create_connection(self.target, timeout=10)
+                s.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            for x in (c, s):
+                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._socks += [c, s]
+            threading.Thread(target=self._serve, args=(c, s), daemon=True).start()
+
+    @staticmethod
+    def _head(f):
+        """Reads a request or status line and its headers: (lines, raw)."""
+        raw = b""
+        lines = []
+        while True:
+            line = f.readline(65537)
+            if not line:
+                return None, raw
+            raw += line
+            if line in (b"\r\n", b"\n"):
+                return lines, raw
+            lines.append(line.decode("latin-1").rstrip("\r\n"))
+
+    @staticmethod
+    def _headers(lines):
+        h = {}
+        for l in lines[1:]:
+            k, _, v = l.partition(":")
+            h[k.strip().lower()] = v.strip()
+        return h
+
+    def _body(self, f, out, h, flip=None):
+        """Forwards a body framed by headers h from f to socket out; flip is
+        None or a callable(offset, bytes) -> bytes applied to each piece."""
+        pos = 0
+
+        def send(b):
+            nonlocal pos
+            if flip is not None:
+                b = flip(pos, b)
+            pos += len(b)
+            out.sendall(b)
+        if "chunked" in h.get("transfer-encoding", "").lower():
+            while True:
+                size_line = f.readline(65537)
+                if not size_line:
+                    raise OSError("connection closed in a chunked body")
+                out.sendall(size_line)
+                n = int(size_line.split(b";")[0].strip() or b"0", 16)
+                if n == 0:
+                    while True:  # trailers, then the empty line
+                        t = f.readline(65537)
+                        out.sendall(t)
+                        if t in (b"\r\n", b"\n", b""):
+                            return True
+                left = n
+                while left:
+                    b = f.read(min(left, 65536))
+                    if not b:
+                        raise OSError("connection closed in a chunk")
+                    send(b)
+                    left -= len(b)
+                out.sendall(f.readline(65537))  # CRLF after the chunk
+        elif "content-length" in h:
+            left = int(h["content-length"])
+            while left:
+                b = f.read(min(left, 65536))
+                if not b:
+                    raise OSError("connection closed in a body")
+                send(b)
+                left -= len(b)
+        else:
+            return False  # delimited by the end of the connection
+        return True
+
+    def _decide(self, method, path, h):
+        """Whether this request's response body gets a flipped byte."""
+        from urllib.parse import unquote
+        if method != "GET" or self.key not in unquote(path.split("?", 1)[0]):
+            return False
+        m = re.match(r"bytes=(\d+)-", h.get("range", ""))
+        start = int(m.group(1)) if m else 0
+        with self._lock:
+            self.gets += 1
+            mode = self.mode
+            if mode == "all":
+                return True
+            if mode == "first" and start not in self._seen:
+                self._seen.add(start)
+                return True
+        return False
+
+    def _serve(self, c, s):
+        import socket
+        cf = c.makefile("rb")
+        sf = s.makefile("rb")
+        try:
+            while not self._closed:
+                lines, raw = self._head(cf)
+                if not lines:
+                    break
+                method, path = (lines[0].split(" ") + ["", ""])[:2]
+                rh = self._headers(lines)
+                s.sendall(raw)
+                if not self._body(cf, s, rh):
+                    if method not in ("GET", "HEAD", "DELETE"):
+                        break  # a body up to the close: not spoken here
+                corrupt = self._decide(method, path, rh)
+                while True:
+                    slines, sraw = self._head(sf)
+                    if not slines:
+                        raise OSError("server closed the connection")
+                    c.sendall(sraw)
+                    status = int(slines[0].split(" ")[1])
+                    if status >= 200:
+                        break
+                sh = self._headers(slines)
+                if method == "HEAD" or status in (204, 304):
+                    continue
+                flip = None
+                if corrupt and status in (200, 206):
+                    length = int(sh.get("content-length", "0") or 0)
+                    at = min(self.at, length - 1) if length else self.at
+
+                    def flip(off, b, at=at):
+                        if off <= at < off + len(b):
+                            i = at - off
+                            b = b[:i] + bytes([b[i] ^ 0xFF]) + b[i + 1:]
+                            with self._lock:
+                                self.corrupted += 1
+                        return b
+                if not self._body(sf, c, sh, flip):
+                    pos = 0
+                    while True:  # until the server closes
+                        b = sf.read1(65536)
+                        if not b:
+                            break
+                        c.sendall(flip(pos, b) if flip else b)
+                        pos += len(b)
+                    break
+        except (OSError, ValueError, IndexError):
+            pass
+        for x in (c, s):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                x.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self._closed = True
+        try:
+            self._ls.close()
+        except OSError:
+            pass
+        with self._lock:
+            socks, self._socks = self._socks, []
+        for x in socks:
+            try:
+                x.close()
+            except OSError:
+                pass

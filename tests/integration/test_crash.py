@@ -21,6 +21,7 @@ from helpers import (Poller, det_bytes, UploadThrottleProxy, ckptfs_sync, is_pro
                      kill_ckptfs, observer_options, observer_settle, pending_markers, s3_get,
                      s3_sizes, sha256_bytes, tree_view, wait_for)
 from test_commit import CheckpointWatch, assert_remote
+from test_verify import assert_manifest_blocks
 
 MiB = 1 << 20
 
@@ -140,6 +141,9 @@ def test_sigkill_during_a_save_then_remount_completes_it(
     assert not staging_seen, "the old name of the renamed root showed"
     ckptfs_sync(w2)
     assert_remote(s3, bucket, "run/ckpt-1", files)
+    # block checksums journaled before the crash (stored files, uploaded
+    # parts) or computed after it all reach the manifest
+    assert_manifest_blocks(s3, bucket, "run/ckpt-1", files)
     assert not pending_markers(s3, bucket), pending_markers(s3, bucket)
     assert not [k for k in s3_sizes(s3, bucket) if "staging-1" in k]
 

@@ -220,3 +220,49 @@ Test(journal, backpressure_ignores_temp_names)
 	cr_assert_eq(eng_stage_reserve(e, 1), 0);
 	eng_close(e, false);
 }
+
+/* A journal written by version 1 (no block checksums) is upgraded in
+ * place: its rows stay, with no lists (NULL), and new rows keep theirs. */
+Test(journal, version_1_upgraded_with_rows_kept)
+{
+	char path[300];
+	snprintf(path, sizeof path, "%s/journal.db", dir);
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	const char *v1 =
+	    "CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);"
+	    "INSERT INTO meta VALUES('version', '1');"
+	    "CREATE TABLE files(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+	    " txn INTEGER NOT NULL, path TEXT NOT NULL, sid INTEGER NOT NULL, "
+	    " size INTEGER NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
+	    " mtime_ns INTEGER, xattrs BLOB, symlink TEXT, state INTEGER NOT "
+	    " NULL, key TEXT, upload_id TEXT, part_size INTEGER, etag TEXT, "
+	    " crc32c INTEGER);"
+	    "CREATE TABLE parts(file INTEGER NOT NULL, n INTEGER NOT NULL, "
+	    " etag TEXT NOT NULL, crc32c INTEGER NOT NULL, len INTEGER NOT "
+	    " NULL, PRIMARY KEY(file, n)) WITHOUT ROWID;"
+	    "INSERT INTO files(txn, path, sid, size, state) "
+	    " VALUES(1, 'a', 1, 10, 2);"
+	    "INSERT INTO parts VALUES(1, 0, 'e', 5, 10);";
+	cr_assert_eq(sqlite3_exec(db, v1, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	jr *j;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
+	char *v = jr_meta_get(j, "version");
+	cr_assert_str_eq(v, "2");
+	free(v);
+	cr_assert_eq(count(j, "SELECT count(*) FROM files WHERE blocks IS NULL"),
+		     1);
+	cr_assert_eq(count(j, "SELECT count(*) FROM parts WHERE segs IS NULL"),
+		     1);
+	cr_assert_eq(jr_exec(j, NULL, NULL,
+			     "UPDATE files SET blocks = ? WHERE path = 'a'", "t",
+			     "0000abcd"),
+		     0);
+	jr_close(j);
+	cr_assert_eq(jr_open(dir, &j, &err), 0, "reopened as version 2");
+	cr_assert_eq(
+	    count(j, "SELECT count(*) FROM files WHERE blocks = '0000abcd'"), 1);
+	jr_close(j);
+}
