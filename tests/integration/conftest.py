@@ -233,6 +233,93 @@ class S3Server:
             for _ in ex.map(one, items):
                 pass
 
+    def put_many_small(self, bucket, items, threads=32):
+        """Like put_many, for thousands of small objects.  boto3 spends
+        about 2 ms of CPU on each request, as much as RGW and its OSD
+        together need to store the object; on 2 cores that doubles the
+        time.  Here each of `threads` workers sends plain PUTs over its own
+        keep-alive connection, SigV4-signed by _sigv4_put_headers (a
+        quarter of boto3's CPU).  Retries connection errors and 5xx like
+        boto3's standard mode; any other answer than 200 fails."""
+        import http.client
+        import queue
+        from urllib.parse import quote, urlsplit
+        u = urlsplit(self.endpoint)
+        todo = queue.Queue()
+        for kv in items:
+            todo.put(kv)
+        errors = []
+
+        def worker():
+            conn = None
+            try:
+                while not errors:
+                    try:
+                        key, body = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    path = f"/{quote(bucket, safe='')}/{quote(key, safe='/~')}"
+                    for attempt in range(5):
+                        if conn is None:
+                            conn = http.client.HTTPConnection(u.hostname, u.port,
+                                                              timeout=60)
+                        try:
+                            conn.request("PUT", path, body=body,
+                                         headers=self._sigv4_put_headers(
+                                             u.netloc, path, body))
+                            r = conn.getresponse()
+                            data = r.read()
+                        except (OSError, http.client.HTTPException) as e:
+                            conn.close()
+                            conn = None
+                            if attempt == 4:
+                                errors.append(f"PUT {key!r}: {e!r}")
+                                return
+                            time.sleep(0.1 * (attempt + 1))
+                            continue
+                        if r.status == 200:
+                            break
+                        if r.status < 500 or attempt == 4:
+                            errors.append(f"PUT {key!r}: HTTP {r.status} {data[:300]!r}")
+                            return
+                        time.sleep(0.1 * (attempt + 1))
+            finally:
+                if conn is not None:
+                    conn.close()
+        ts = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors, errors[:5]
+
+    def _sigv4_put_headers(self, host, path, body):
+        """Headers of an AWS SigV4-signed PUT of `body` to `path` (already
+        percent-encoded, path-style)."""
+        import datetime
+        import hashlib
+        import hmac
+        amzdate = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        day = amzdate[:8]
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        key = self.__dict__.get("_sigv4_key")
+        if key is None or key[0] != day:
+            k = ("AWS4" + self.secret_key).encode()
+            for part in (day, self.region, "s3", "aws4_request"):
+                k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+            key = self._sigv4_key = (day, k)
+        payload = hashlib.sha256(body).hexdigest()
+        signed = "host;x-amz-content-sha256;x-amz-date"
+        canonical = (f"PUT\n{path}\n\nhost:{host}\nx-amz-content-sha256:{payload}\n"
+                     f"x-amz-date:{amzdate}\n\n{signed}\n{payload}")
+        to_sign = (f"AWS4-HMAC-SHA256\n{amzdate}\n{scope}\n"
+                   + hashlib.sha256(canonical.encode()).hexdigest())
+        sig = hmac.new(key[1], to_sign.encode(), hashlib.sha256).hexdigest()
+        return {"Host": host, "x-amz-date": amzdate, "x-amz-content-sha256": payload,
+                "Content-Length": str(len(body)),
+                "Authorization": f"AWS4-HMAC-SHA256 Credential={self.access_key}/"
+                                 f"{scope}, SignedHeaders={signed}, Signature={sig}"}
+
     def keys(self, bucket, prefix=""):
         out = []
         for page in self.client().get_paginator("list_objects_v2").paginate(

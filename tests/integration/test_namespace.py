@@ -24,7 +24,8 @@ N_MANY = 10000
 def many(s3server):
     b = s3server.new_bucket("many")
     names = [f"f{i:05d}" + ("-x" * (i % 3)) for i in range(N_MANY)]
-    s3server.put_many(b, ((f"many/{n}", n.encode()) for n in names), threads=48)
+    s3server.put_many_small(b, ((f"many/{n}", n.encode()) for n in names),
+                            threads=64)
     s3server.put(b, "many-after", b"after")   # sorts right after the prefix
     return b, names
 
