@@ -574,33 +574,25 @@ static int gc_main(gc_args *a)
 		free(err);
 		return 1;
 	}
-	creds_chain *creds = creds_chain_new(s->profile);
-	s3_creds cr = {0};
-	if (!creds || creds_chain_get(creds, &cr, &err) < 0) {
-		fprintf(stderr, "ckptfs: gc: %s\n", err ? err : "out of memory");
-		free(err);
-		creds_chain_free(creds);
+	creds_chain *creds;
+	http_loop *loop;
+	s3_client *c;
+	s3_err e;
+	int rc = s3_connect(s, a->insecure, &creds, &loop, &c, &err, &e);
+	if (rc == -2) {
+		explain_access_error(s, &e);
 		return 1;
 	}
-	s3_creds_free(&cr);
-	http_loop_opts lo = {.ca_bundle = s->ca_bundle, .insecure = a->insecure};
-	http_loop *loop = http_loop_new(&lo);
-	s3_client_opts co = {.retry = RETRY_POLICY_DEFAULT};
-	s3_client *c = loop ? s3_client_new(s, creds, loop, &co) : NULL;
-	int rc = 1;
+	if (rc < 0) {
+		fprintf(stderr, "ckptfs: gc: %s\n", err ? err : "out of memory");
+		free(err);
+		return 1;
+	}
+	rc = 1;
 	gc_run g = {.a = a, .c = c};
 	gc_plan plan = {0};
 	gc_doc *docs = NULL;
 	size_t n_docs = 0;
-	s3_err e = {0};
-	if (!c) {
-		fprintf(stderr, "ckptfs: gc: cannot start the S3 client\n");
-		goto out;
-	}
-	if (s3_check_access(c, s->prefix, &e) < 0) {
-		explain_access_error(s, &e);
-		goto out;
-	}
 	if (list_all(&g) < 0 || fetch_docs(&g, &docs, &n_docs) < 0)
 		goto out;
 	if (gc_make_plan(g.objs, g.n, g.now, docs, n_docs, &plan) < 0) {

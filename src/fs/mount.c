@@ -220,25 +220,15 @@ static int setup_s3(mount_args *a, struct mounted *m)
 		goto fail;
 	if (check_mountpoint(a) < 0)
 		return -1;
-	m->creds = creds_chain_new(s->profile);
-	s3_creds c = {0};
-	if (!m->creds || creds_chain_get(m->creds, &c, &err) < 0)
-		goto fail;
-	s3_creds_free(&c);
-	http_loop_opts lo = {.ca_bundle = s->ca_bundle,
-			     .insecure = a->insecure};
-	m->loop = http_loop_new(&lo);
-	s3_client_opts co = {.retry = RETRY_POLICY_DEFAULT};
-	m->s3 = m->loop ? s3_client_new(s, m->creds, m->loop, &co) : NULL;
-	if (!m->s3) {
-		fprintf(stderr, "ckptfs: cannot start the S3 client\n");
-		return -1;
-	}
 	s3_err e;
-	if (s3_check_access(m->s3, s->prefix, &e) < 0) {
+	int rc = s3_connect(s, a->insecure, &m->creds, &m->loop, &m->s3, &err,
+			    &e);
+	if (rc == -2) {
 		explain_access_error(s, &e);
 		return -1;
 	}
+	if (rc < 0)
+		goto fail;
 	if (!a->cache_dir)
 		a->cache_dir = default_cache_dir();
 	a->cache.dir = a->cache_dir;

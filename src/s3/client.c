@@ -665,6 +665,40 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 	return rc;
 }
 
+int s3_connect(const s3_settings *s, bool insecure, creds_chain **creds,
+	       http_loop **loop, s3_client **client, char **err, s3_err *e)
+{
+	int rc = -1;
+	*loop = NULL;
+	*client = NULL;
+	*err = NULL;
+	*creds = creds_chain_new(s->profile);
+	s3_creds cr = {0};
+	if (!*creds || creds_chain_get(*creds, &cr, err) < 0)
+		goto fail;
+	s3_creds_free(&cr);
+	http_loop_opts lo = {.ca_bundle = s->ca_bundle, .insecure = insecure};
+	*loop = http_loop_new(&lo);
+	s3_client_opts co = {.retry = RETRY_POLICY_DEFAULT};
+	*client = *loop ? s3_client_new(s, *creds, *loop, &co) : NULL;
+	if (!*client) {
+		*err = strdup("cannot start the S3 client");
+		goto fail;
+	}
+	memset(e, 0, sizeof *e);
+	if (s3_check_access(*client, s->prefix, e) == 0)
+		return 0;
+	rc = -2;
+fail:
+	s3_client_free(*client);
+	http_loop_free(*loop);
+	creds_chain_free(*creds);
+	*client = NULL;
+	*loop = NULL;
+	*creds = NULL;
+	return rc;
+}
+
 int s3_prepare_get(s3_client *c, const char *key, uint64_t off, size_t len,
 		   const char *if_match, http_xfer *x, s3_err *e)
 {
