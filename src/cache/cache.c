@@ -731,6 +731,11 @@ int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
 	return rc;
 }
 
+uint64_t cache_min_free(const cache *c)
+{
+	return c->o.min_free;
+}
+
 int cache_free_disk(cache *c, uint64_t size)
 {
 	return cidx_free_disk(c->idx, size);

@@ -122,6 +122,9 @@ typedef struct cache_stats {
  */
 int cache_free_disk(cache *c, uint64_t size);
 
+/* The free space the cache keeps on its disk (cache_min_free option). */
+uint64_t cache_min_free(const cache *c);
+
 void cache_get_stats(cache *c, cache_stats *st);
 void cache_count_uncached(cache *c);
 const char *cache_dir(const cache *c);

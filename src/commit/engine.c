@@ -745,6 +745,11 @@ int eng_stage_reserve(eng *e, uint64_t n)
 	return rc;
 }
 
+uint64_t eng_max_staged(const eng *e)
+{
+	return e->o.max_staged;
+}
+
 bool eng_space_pending(eng *e)
 {
 	pthread_mutex_lock(&e->mu);

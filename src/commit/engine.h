@@ -136,6 +136,9 @@ int eng_stage_reserve(eng *e, uint64_t n);
 /* Abandons a staging file never handed over (unlinks it). */
 void eng_stage_discard(eng *e, uint64_t sid);
 
+/* The max_staged option (0: no limit). */
+uint64_t eng_max_staged(const eng *e);
+
 /* Whether staging files already dropped are still held open by uploads
  * being cancelled: their disk space is about to come back. */
 bool eng_space_pending(eng *e);

@@ -305,6 +305,11 @@ void fs_itable_wait(fs_itable *t)
 	pthread_cond_wait(&t->cv, &t->mu);
 }
 
+int fs_itable_timedwait(fs_itable *t, const struct timespec *until)
+{
+	return pthread_cond_timedwait(&t->cv, &t->mu, until);
+}
+
 void fs_itable_broadcast(fs_itable *t)
 {
 	pthread_cond_broadcast(&t->cv);

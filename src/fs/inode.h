@@ -63,6 +63,11 @@ struct fs_inode {
 	int pt_backing_id;
 	char *pt_etag;
 	bool pt_pending; /* an open is registering the backing file */
+	/* bound to the staging file of a file written through the mount
+	 * (fs/write.c): pt_etag is NULL and the binding ends with the last
+	 * handle */
+	bool pt_stage;
+	uint64_t pt_sid;
 
 	/* directories: cached listing; manifests when a transaction root */
 	ns_dir *listing;
@@ -84,6 +89,8 @@ void fs_itable_unlock(fs_itable *t);
 /* Condition tied to the table mutex, for waiting on listing_busy. */
 void fs_itable_wait(fs_itable *t);
 void fs_itable_broadcast(fs_itable *t);
+/* fs_itable_wait until the CLOCK_REALTIME deadline: 0, or ETIMEDOUT. */
+int fs_itable_timedwait(fs_itable *t, const struct timespec *until);
 /* The table mutex itself, for timed waits on other conditions. */
 pthread_mutex_t *fs_itable_mutex(fs_itable *t);
 

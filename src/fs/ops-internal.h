@@ -30,6 +30,9 @@ struct fs_ctx {
 	/* handles closed by the application (flush) whose asynchronous
 	 * release has not arrived yet: their cache pins are about to go */
 	unsigned closing; /* [table lock] */
+	/* those of them that write through passthrough: their bytes are
+	 * handed to the commit engine at release (fs/write.c) */
+	unsigned pt_closing; /* [table lock] */
 	/* open handles, freed at unmount if the kernel never released them */
 	struct fs_handle *handles;       /* [table lock] */
 	struct fs_dirhandle *dirhandles; /* [table lock] */
@@ -74,6 +77,7 @@ struct fs_handle {
 	ov_node *ov;        /* holds a reference */
 	bool writable;
 	bool wrote;
+	bool pt_write; /* writes pass through to the staging file */
 };
 
 typedef struct fs_dirent_snap {
@@ -116,6 +120,10 @@ void wr_destroy(fs_ctx *fs);
 int wr_lookup(fs_ctx *fs, fs_inode *p, const char *name, fs_inode **out);
 /* Attributes of a local node; false when n is not one.  Table locked. */
 bool wr_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
+/* Write passthrough (fs/write.c).  Table locked. */
+void wr_pt_absorb(ov_node *o);       /* takes in the kernel's writes */
+void wr_pt_unbind(fs_ctx *fs, fs_inode *n); /* n's last handle went */
+void wr_pt_wait_releases(fs_ctx *fs); /* before a commit trigger */
 /* Whether the overlay has a local directory at n's path.  Table locked. */
 bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n);
 /* Merges the overlay into a directory snapshot.  Table locked. */
@@ -125,7 +133,10 @@ bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 bool wr_read(fuse_req_t req, fs_handle *h, size_t size, off_t off);
 /* flush/release of a handle with h->ov. */
 void wr_flush(fs_ctx *fs, fs_handle *h);
-void wr_release(fs_ctx *fs, fs_handle *h);
+/* counted: as for fs_handle_free; the handle leaves its inode's count
+ * here, before the file is handed over (a new open must not find the
+ * staging file bound and about to be handed). */
+void wr_release(fs_ctx *fs, fs_handle *h, bool counted);
 
 /* FUSE operations of the write path (fs/write.c). */
 void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,

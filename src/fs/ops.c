@@ -830,13 +830,18 @@ static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
 	}
 	if (h->cf)
 		cache_file_close(h->cf);
-	if (h->ov)
-		wr_release(fs, h);
+	bool local = h->ov != NULL;
+	if (local)
+		wr_release(fs, h, counted);
 	fs_itable_lock(fs->it);
 	handle_unlink(fs, h);
 	if (h->flushed)
 		fs->closing--;
-	if (counted)
+	if (h->flushed && h->pt_write) {
+		fs->pt_closing--;
+		fs_itable_broadcast(fs->it);
+	}
+	if (counted && !local)
 		h->node->open_handles--;
 	fs_itable_unref(fs->it, h->node);
 	fs_itable_unlock(fs->it);
@@ -1174,6 +1179,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 	if (!h->flushed) {
 		h->flushed = true;
 		fs->closing++;
+		if (h->pt_write)
+			fs->pt_closing++;
 	}
 	fs_itable_unlock(fs->it);
 	if (h->ov)

@@ -60,6 +60,12 @@ typedef struct ov_node {
 	double wo_time; /* whiteouts: when made */
 	bool merge;     /* a directory restored from the journal: its remote
 	                 * listing shows too */
+	/* files written through passthrough handles (fs/write.c): the
+	 * kernel writes the staging file directly; what ckptfs last saw of
+	 * it (ctime, size) tells whether it changed since */
+	unsigned pt_writers;
+	struct timespec pt_ctime;
+	uint64_t pt_size;
 } ov_node;
 
 struct ov_txn {

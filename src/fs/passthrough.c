@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
@@ -96,9 +97,17 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 		if (pt->wanted && pt->offered && !pt->enabled &&
 		    oh->unique == pt->init_unique && oh->error == 0)
 			patch_init(pt, iov, count);
-		if (tl_backing_id > 0 && count >= 2 && oh->error == 0 &&
-		    iov[1].iov_len == sizeof(struct pt_open_out)) {
-			struct pt_open_out *oo = iov[1].iov_base;
+		/* an open reply, or a create reply (entry, then open) */
+		size_t at = SIZE_MAX;
+		if (count >= 2 && iov[1].iov_len == sizeof(struct pt_open_out))
+			at = 0;
+		else if (count >= 2 &&
+			 iov[1].iov_len == sizeof(struct fuse_entry_out) +
+						   sizeof(struct pt_open_out))
+			at = sizeof(struct fuse_entry_out);
+		if (tl_backing_id > 0 && oh->error == 0 && at != SIZE_MAX) {
+			struct pt_open_out *oo =
+				(void *)((char *)iov[1].iov_base + at);
 			oo->open_flags |= PT_FOPEN_PASSTHROUGH;
 			oo->backing_id = tl_backing_id;
 		}

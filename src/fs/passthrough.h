@@ -11,7 +11,9 @@
  * op_open sends right after registering the cache file's descriptor
  * (FUSE_DEV_IOC_BACKING_OPEN, which needs CAP_SYS_ADMIN).  Everything
  * falls back to ordinary FUSE reads when the kernel, the privilege or the
- * ioctl says no.
+ * ioctl says no.  Files written through the mount pass through to their
+ * staging file the same way (fs/write.c, "write passthrough"); the create
+ * reply is stamped like an open reply.
  */
 #ifndef CKPTFS_FS_PASSTHROUGH_H
 #define CKPTFS_FS_PASSTHROUGH_H

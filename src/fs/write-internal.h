@@ -42,6 +42,7 @@ void wr_touch(ov_txn *x);
 bool wr_is_single_root(const ov_node *o);
 int wr_seal(fs_ctx *fs, ov_txn *x);
 int wr_put_file(fs_ctx *fs, ov_node *o);
+int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size);
 int wr_new_stage(fs_ctx *fs, ov_node *o);
 int wr_copy_fd(int in, int out, uint64_t len);
 int wr_writable_stage(fs_ctx *fs, ov_node *o, uint64_t keep);

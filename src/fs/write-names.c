@@ -167,6 +167,7 @@ void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 0;
 	fi->keep_cache = 0;
+	fs_pt_mark_next_open(h->backing_id);
 	if (fuse_reply_create(req, &ep, fi) == -ENOENT)
 		fs_handle_free(fs, h, true);
 }
@@ -569,6 +570,7 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fs_ctx *fs = fs_req_ctx(req);
 	int err;
 	fs_itable_lock(fs->it);
+	wr_pt_wait_releases(fs); /* a rename may commit what they wrote */
 	fs_inode *p = wr_parent_dir(fs, parent, &err);
 	fs_inode *np = p ? wr_parent_dir(fs, newparent, &err) : NULL;
 	if (!np) {

@@ -231,8 +231,19 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
  */
 int wr_put_file(fs_ctx *fs, ov_node *o)
 {
-	if (!o->dirty || !o->st || !o->txn)
+	return wr_put_stage(fs, o, o->st, o->size);
+}
+
+/* wr_put_file with the size bytes of s, o's staging file or a copy. */
+int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
+{
+	if (!o->dirty || !s || !o->txn)
 		return 0;
+	ov_stage_ref(s);
+	/* immutable from now on: a write or an open while the lock is
+	 * dropped below copies it first (wr_writable_stage) */
+	bool was_handed = s->handed;
+	s->handed = true;
 	/* a file of a transaction already committing gets its own */
 	if (o->txn->sealed && !wr_is_single_root(o)) {
 		ov_txn *nx = NULL;
@@ -243,11 +254,17 @@ int wr_put_file(fs_ctx *fs, ov_node *o)
 		int rc = eng_txn_begin(fs->eng, o->path, false, mroot, &id);
 		free(mroot);
 		fs_itable_lock(fs->it);
-		if (rc < 0)
+		if (rc < 0) {
+			s->handed = was_handed;
+			ov_stage_unref(s);
 			return rc;
+		}
 		nx = ov_txn_add(&fs->ov, id, o->path, false);
-		if (!nx)
+		if (!nx) {
+			s->handed = was_handed;
+			ov_stage_unref(s);
 			return -ENOMEM;
+		}
 		o->txn->nodes--;
 		o->txn = nx;
 		nx->nodes++;
@@ -259,11 +276,17 @@ int wr_put_file(fs_ctx *fs, ov_node *o)
 		uint64_t id = 0;
 		int rc = eng_txn_begin(fs->eng, o->path, false, NULL, &id);
 		fs_itable_lock(fs->it);
-		if (rc < 0)
+		if (rc < 0) {
+			s->handed = was_handed;
+			ov_stage_unref(s);
 			return rc;
+		}
 		ov_txn *nx = ov_txn_add(&fs->ov, id, o->path, false);
-		if (!nx)
+		if (!nx) {
+			s->handed = was_handed;
+			ov_stage_unref(s);
 			return -ENOMEM;
+		}
 		o->txn->nodes--;
 		o->txn = nx;
 		nx->nodes++;
@@ -272,15 +295,16 @@ int wr_put_file(fs_ctx *fs, ov_node *o)
 	eng_meta m;
 	buf xa = BUF_INIT;
 	wr_meta_of(o, &m, &xa);
-	int rc = eng_file_put(fs->eng, o->txn->id, o->path, o->st->sid,
-			      o->size, &m);
+	int rc = eng_file_put(fs->eng, o->txn->id, o->path, s->sid, size, &m);
 	buf_free(&xa);
+	if (rc < 0)
+		s->handed = was_handed;
+	ov_stage_unref(s);
 	if (rc < 0) {
 		log_error("%s: cannot hand the file to the commit engine: %s",
 			  o->path, strerror(-rc));
 		return rc;
 	}
-	o->st->handed = true;
 	o->put = true;
 	o->dirty = false;
 	wr_touch(o->txn);
@@ -741,6 +765,7 @@ int fs_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
 	size_t n = 0;
 	bool temp = false;
 	fs_itable_lock(fs->it);
+	wr_pt_wait_releases(fs);
 	wr_ordered(fs);
 	for (ov_txn *x = fs->ov.txns; x && n < 256; x = x->next) {
 		if (x->done)
@@ -786,6 +811,7 @@ int fs_sync(fs_ctx *fs,
 	if (!fs->eng)
 		return 0;
 	fs_itable_lock(fs->it);
+	wr_pt_wait_releases(fs);
 	wr_flush_deletes(fs);
 	for (ov_txn *x = fs->ov.txns; x; x = x->next)
 		if (!x->done && x->open == 0)

@@ -58,6 +58,7 @@ bool wr_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 	ov_node *o = wr_local_of(fs, n);
 	if (!o)
 		return false;
+	wr_pt_absorb(o);
 	memset(st, 0, sizeof *st);
 	st->st_ino = n->ino;
 	st->st_uid = o->uid;
@@ -177,6 +178,168 @@ void wr_statfs(fs_ctx *fs, struct statvfs *sv)
 	}
 }
 
+/* ---- write passthrough ------------------------------------------------ */
+
+/*
+ * A file written through the mount is written by the kernel straight into
+ * its staging file (FUSE passthrough, fs/passthrough.h): no round trip
+ * through ckptfs per write, so close() returns at local-disk speed.  The
+ * price is that ckptfs no longer sees the writes.  It learns of them from
+ * the staging file's ctime and size (wr_pt_absorb) at getattr, setattr,
+ * fsync, flush and release; it hands the file to the commit engine at
+ * release rather than at flush, because a dup'd descriptor or a shared
+ * mapping can still write after a close, and the commit triggers first
+ * wait for releases still in flight (wr_pt_wait_releases); fsync hands a
+ * copy, since the kernel may write on.  While any passthrough handle of an
+ * inode is open the kernel binds the inode to that one backing file, so
+ * every handle opened meanwhile passes through to the same staging file;
+ * the binding ends with the inode's last handle (wr_pt_unbind).  Writes go
+ * through ckptfs instead when it must be able to hold or retry them: with
+ * max_staged set, and when the staging disk is nearly full.
+ */
+
+#define PT_WRITE_HEADROOM (1ull << 30)
+
+static bool same_ts(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* Records what the staging file looks like now, as seen. */
+static void pt_snap(ov_node *o)
+{
+	struct stat st;
+	if (o->st && fstat(o->st->fd, &st) == 0) {
+		o->pt_ctime = st.st_ctim;
+		o->pt_size = (uint64_t)st.st_size;
+	}
+}
+
+void wr_pt_absorb(ov_node *o)
+{
+	struct stat st;
+	if (!o->pt_writers || !o->st || fstat(o->st->fd, &st) < 0)
+		return;
+	if (same_ts(st.st_ctim, o->pt_ctime) &&
+	    (uint64_t)st.st_size == o->pt_size)
+		return;
+	o->pt_ctime = st.st_ctim;
+	o->pt_size = o->size = (uint64_t)st.st_size;
+	o->mtime = st.st_mtim;
+	o->dirty = true;
+	wr_touch(o->txn);
+}
+
+/* Whether writes may bypass ckptfs (see above). */
+static bool pt_room(fs_ctx *fs)
+{
+	struct statvfs sv;
+	if (!fs->cache || eng_max_staged(fs->eng) ||
+	    statvfs(cache_dir(fs->cache), &sv) < 0)
+		return false;
+	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return avail > cache_min_free(fs->cache) + PT_WRITE_HEADROOM;
+}
+
+/*
+ * Whether a new handle of local file o at inode n can be opened at all:
+ * false when n is bound to a staging file o no longer writes to (a handle
+ * opened while the file was written is still open, and the file was
+ * committed since).  Table locked.
+ */
+static bool pt_compatible(const fs_inode *n, const ov_node *o)
+{
+	return !n->pt_stage || n->pt_backing_id <= 0 || !n->open_handles ||
+	       (o->st && n->pt_sid == o->st->sid);
+}
+
+/* Chooses passthrough for h, new and counted in n->open_handles.  Table
+ * locked. */
+static void pt_choose(fs_ctx *fs, fs_inode *n, ov_node *o, fs_handle *h)
+{
+	if (!fs->pt.enabled || o->kind != OV_FILE || !o->st)
+		return;
+	if (n->pt_stage && n->pt_backing_id > 0 && n->pt_sid == o->st->sid) {
+		h->backing_id = n->pt_backing_id; /* must: the inode is bound */
+	} else if (h->writable && n->open_handles == 1 && !o->st->handed &&
+		   pt_room(fs)) {
+		int id = fs_pt_backing_open(&fs->pt, o->st->fd);
+		if (id <= 0) {
+			log_debug("write passthrough for %s: %s", o->path,
+				  strerror(-id));
+			return;
+		}
+		if (n->pt_backing_id > 0)
+			fs_pt_backing_close(&fs->pt, n->pt_backing_id);
+		free(n->pt_etag);
+		n->pt_etag = NULL;
+		n->pt_backing_id = id;
+		n->pt_stage = true;
+		n->pt_sid = o->st->sid;
+		h->backing_id = id;
+	} else {
+		return;
+	}
+	log_debug("%s: passthrough to staging file %llu (backing %d)",
+		  o->path, (unsigned long long)o->st->sid, h->backing_id);
+	if (h->writable) {
+		h->pt_write = true;
+		if (o->pt_writers++ == 0)
+			pt_snap(o);
+	}
+}
+
+void wr_pt_unbind(fs_ctx *fs, fs_inode *n)
+{
+	if (n->pt_backing_id > 0)
+		fs_pt_backing_close(&fs->pt, n->pt_backing_id);
+	n->pt_backing_id = 0;
+	n->pt_stage = false;
+	n->pt_sid = 0;
+}
+
+void wr_pt_wait_releases(fs_ctx *fs)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	while (fs->pt_closing > 0 &&
+	       fs_itable_timedwait(fs->it, &until) == 0)
+		;
+}
+
+/*
+ * fsync of a file the kernel may go on writing: hands the engine a copy of
+ * the staging file.  Table locked; dropped for the copy.
+ */
+static int pt_put_copy(fs_ctx *fs, ov_node *o)
+{
+	uint64_t sid = 0, size = o->size;
+	int fd = eng_stage_create(fs->eng, &sid);
+	if (fd < 0)
+		return fd;
+	ov_stage *c = wr_stage_new(fs, fd, sid);
+	if (!c) {
+		close(fd);
+		eng_stage_discard(fs->eng, sid);
+		return -ENOMEM;
+	}
+	ov_stage *s = o->st;
+	ov_stage_ref(s);
+	ov_node_ref(o);
+	fs_itable_unlock(fs->it);
+	int rc = wr_copy_fd(s->fd, c->fd, size);
+	fs_itable_lock(fs->it);
+	ov_stage_unref(s);
+	/* writes during the copy show in the staging file's ctime: the
+	 * next absorb finds the file dirty again */
+	if (rc == 0 && o->linked)
+		rc = wr_put_stage(fs, o, c, size);
+	ov_node_unref(o);
+	ov_stage_unref(c);
+	return rc;
+}
+
 /* ---- handles ----------------------------------------------------------- */
 
 fs_handle *wr_local_handle(fs_ctx *fs, fs_inode *n, ov_node *o,
@@ -199,6 +362,7 @@ fs_handle *wr_local_handle(fs_ctx *fs, fs_inode *n, ov_node *o,
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_rwlock_init(&h->busy, NULL);
 	fs_handle_link(fs, h);
+	pt_choose(fs, n, o, h);
 	return h;
 }
 
@@ -207,6 +371,7 @@ void wr_open_reply(fuse_req_t req, fs_handle *h, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 0;
 	fi->keep_cache = 0;
+	fs_pt_mark_next_open(h->backing_id);
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		fs_handle_free(fs_req_ctx(req), h, true);
 }
@@ -304,6 +469,12 @@ bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			wr_touch(o->txn);
 		}
 		ov_node_unref(o);
+	}
+	if (rc == 0 && !pt_compatible(n, o)) {
+		log_warn("open %s: a handle opened while it was written is still "
+			 "open, and the file was committed since; close it first",
+			 o->path);
+		rc = -ETXTBSY;
 	}
 	fs_handle *h = rc == 0 ? wr_local_handle(fs, n, o, wr) : NULL;
 	fs_itable_unref(fs->it, n);
@@ -429,16 +600,24 @@ void wr_flush(fs_ctx *fs, fs_handle *h)
 		return;
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
-	/* the last writer's close: the bytes are final */
-	if (o->writers == 1 && o->dirty && o->linked)
+	wr_pt_absorb(o);
+	/* the last writer's close: the bytes are final (with passthrough, at
+	 * release: the kernel may still write through a dup or a mapping) */
+	if (o->writers == 1 && o->dirty && o->linked && !o->pt_writers)
 		wr_put_file(fs, o);
 	fs_itable_unlock(fs->it);
 }
 
-void wr_release(fs_ctx *fs, fs_handle *h)
+void wr_release(fs_ctx *fs, fs_handle *h, bool counted)
 {
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
+	if (h->pt_write) {
+		wr_pt_absorb(o);
+		o->pt_writers--;
+	}
+	if (counted && !--h->node->open_handles && h->node->pt_stage)
+		wr_pt_unbind(fs, h->node);
 	if (h->writable)
 		o->writers--;
 	o->opens--;
@@ -480,6 +659,8 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	fs_inode_ref(n);
 	ov_node *o = wr_local_of(fs, n);
+	if (o)
+		wr_pt_absorb(o);
 	int rc = 0;
 	bool meta_set = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				  FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
@@ -512,6 +693,8 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			rc = wr_writable_stage(fs, o, keep);
 			if (rc == 0 && ftruncate(o->st->fd, attr->st_size) < 0)
 				rc = -errno;
+			if (rc == 0 && o->pt_writers)
+				pt_snap(o); /* seen: ours */
 			if (rc == 0) {
 				o->size = (uint64_t)attr->st_size;
 				o->dirty = true;
@@ -596,9 +779,12 @@ void wr_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	}
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
+	wr_pt_absorb(o);
 	int rc = wr_writable_stage(fs, o, o->size);
 	if (rc == 0 && fallocate(o->st->fd, mode, offset, length) < 0)
 		rc = -errno;
+	if (rc == 0 && o->pt_writers)
+		pt_snap(o);
 	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) &&
 	    (uint64_t)(offset + length) > o->size)
 		o->size = (uint64_t)(offset + length);
@@ -622,7 +808,10 @@ void wr_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
 	int rc = 0;
-	if (o->dirty && o->linked)
+	wr_pt_absorb(o);
+	if (o->dirty && o->linked && o->pt_writers)
+		rc = pt_put_copy(fs, o);
+	else if (o->dirty && o->linked)
 		rc = wr_put_file(fs, o); /* later writes copy the stage */
 	/* a file that is a transaction of its own is stored by committing
 	 * it (its PUT is its commit); later writes start a new one */
@@ -645,6 +834,7 @@ void wr_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		return;
 	}
 	fs_itable_lock(fs->it);
+	wr_pt_wait_releases(fs);
 	fs_inode *n = fs_itable_get(fs->it, ino);
 	ov_node *o = n ? wr_local_of(fs, n) : NULL;
 	ov_txn *x = o ? o->txn : NULL;

@@ -14,6 +14,8 @@ CLI before W is mounted."""
 
 import errno
 import fcntl
+import json
+import mmap
 import os
 import random
 import shutil
@@ -721,6 +723,60 @@ def test_close_of_a_dup_flushes_and_writing_goes_on(env):
     assert p.read_bytes() == body
     env.sync()
     env.assert_file("dup.bin", body)
+
+
+def test_writes_after_fsync_and_through_a_shared_mapping(env):
+    """Writes the kernel passes straight to the staging file: fsync stores
+    the bytes written so far (the bucket holds exactly them when fsync
+    returns), writes after it and through a MAP_SHARED mapping that
+    outlives close() still reach the bucket, byte for byte."""
+    p = env.w / "mapped.bin"
+    first = det_bytes(15, 3 * MiB)
+    fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.write(fd, first)
+        os.fsync(fd)
+        got = s3_get(env.c, env.bucket, env.key("mapped.bin"))
+        assert got is not None and sha256_bytes(got) == sha256_bytes(first), \
+            "fsync returned before the bytes written so far were stored"
+        os.write(fd, b"tail after fsync")
+        m = mmap.mmap(fd, len(first), mmap.MAP_SHARED,
+                      mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    m[MiB:MiB + 12] = b"via mmap!!!!"  # after close: the mapping lives on
+    m.flush()
+    m.close()
+    want = bytearray(first + b"tail after fsync")
+    want[MiB:MiB + 12] = b"via mmap!!!!"
+    assert p.read_bytes() == want
+    env.sync()
+    env.assert_file("mapped.bin", bytes(want))
+
+
+def test_rename_right_after_close_commits_every_byte(env):
+    """adaptdl/Orbax: write files into a temporary directory, close, and
+    rename it at once.  The commit the rename triggers holds every file
+    whole, though the kernel reports each close to ckptfs asynchronously."""
+    for rnd in range(3):
+        tmp = env.w / f"renamed-{rnd}.tmp"
+        os.mkdir(tmp)
+        bodies = {f"shard-{i}.bin": det_bytes(40 + rnd * 8 + i, MiB + i)
+                  for i in range(6)}
+        for name, body in bodies.items():
+            with open(tmp / name, "wb") as f:
+                f.write(body)
+        os.rename(tmp, env.w / f"renamed-{rnd}")
+        env.sync()
+        for name, body in bodies.items():
+            env.assert_file(f"renamed-{rnd}/{name}", body)
+        # one commit holding all six: no file came late, as an addendum
+        meta = env.key(f"renamed-{rnd}/.ckptfs/")
+        manifests = sorted(s3_sizes(env.c, env.bucket, meta))
+        assert len(manifests) == 1, f"more than the commit's manifest: {manifests}"
+        doc = json.loads(s3_get(env.c, env.bucket, manifests[0]))
+        listed = sorted(os.path.basename(f["path"]) for f in doc["files"])
+        assert listed == sorted(bodies), listed
 
 
 def test_errors_of_the_namespace(env):
