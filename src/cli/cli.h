@@ -20,6 +20,7 @@ extern const cli_cmd cli_cmd_commit;
 extern const cli_cmd cli_cmd_sync;
 extern const cli_cmd cli_cmd_gc;
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -42,5 +43,24 @@ typedef struct cli_rate {
 	double rate;
 } cli_rate;
 double cli_rate_update(cli_rate *r, uint64_t done);
+
+/* The progress of an upload (commit, sync) from the mount's
+ * {"bytes_done","bytes_total"} lines: pass cli_upload_progress_line to
+ * ctl_request as on_line and the struct as its arg.  On a terminal, a bar
+ * named `label` (with bar_needs_total: only once bytes_total is known);
+ * otherwise, when plain_every > 0, a line "LABEL: D / T uploaded (R/s)" on
+ * stderr at most every plain_every seconds.  cli_upload_progress_end ends
+ * the bar if one was drawn. */
+typedef struct cli_upload_progress {
+	const char *label;
+	bool bar_needs_total;
+	double plain_every;
+	/* state */
+	cli_rate rate;
+	bool drawn;
+	double last_line;
+} cli_upload_progress;
+void cli_upload_progress_line(json_t *line, void *arg);
+void cli_upload_progress_end(const cli_upload_progress *p);
 
 #endif

@@ -10,30 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "ctl/ctl.h"
-
-struct progress {
-	const char *label;
-	cli_rate rate;
-	bool drawn;
-};
-
-static void on_progress(json_t *line, void *arg)
-{
-	struct progress *p = arg;
-	uint64_t done = (uint64_t)json_integer_value(
-		json_object_get(line, "bytes_done"));
-	uint64_t total = (uint64_t)json_integer_value(
-		json_object_get(line, "bytes_total"));
-	double rate = cli_rate_update(&p->rate, done);
-	if (total && isatty(STDERR_FILENO)) {
-		cli_progress(p->label, done, total, rate);
-		p->drawn = true;
-	}
-}
 
 static int commit_one(const char *path)
 {
@@ -52,12 +31,11 @@ static int commit_one(const char *path)
 		return 1;
 	}
 	char *err = NULL;
-	struct progress p = {.label = path};
+	cli_upload_progress p = {.label = path, .bar_needs_total = true};
 	json_t *req = json_pack("{s:s, s:s}", "cmd", "commit", "path", rel);
-	json_t *r = ctl_request(mnt, req, on_progress, &p, &err);
+	json_t *r = ctl_request(mnt, req, cli_upload_progress_line, &p, &err);
 	json_decref(req);
-	if (p.drawn)
-		cli_progress_end();
+	cli_upload_progress_end(&p);
 	int rc = 0;
 	if (!r || json_object_get(r, "error")) {
 		fprintf(stderr, "ckptfs: commit %s: %s\n", path,

@@ -10,48 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "ctl/ctl.h"
-
-struct progress {
-	cli_rate rate;
-	bool tty, drawn;
-	double last_line;
-};
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void on_progress(json_t *line, void *arg)
-{
-	struct progress *p = arg;
-	uint64_t done = (uint64_t)json_integer_value(
-		json_object_get(line, "bytes_done"));
-	uint64_t total = (uint64_t)json_integer_value(
-		json_object_get(line, "bytes_total"));
-	double rate = cli_rate_update(&p->rate, done);
-	if (p->tty) {
-		cli_progress("sync", done, total, rate);
-		p->drawn = true;
-		return;
-	}
-	double t = now_s();
-	if (p->last_line > 0 && t - p->last_line < 5)
-		return; /* a log, not an animation */
-	p->last_line = t;
-	char d[32], tt[32], r[32];
-	cli_fmt_bytes(done, d);
-	cli_fmt_bytes(total, tt);
-	cli_fmt_bytes((uint64_t)rate, r);
-	fprintf(stderr, "sync: %s / %s uploaded (%s/s)\n", d, tt, r);
-}
 
 static int cmd_sync(int argc, char **argv)
 {
@@ -88,12 +49,11 @@ static int cmd_sync(int argc, char **argv)
 		return 1;
 	}
 	char *err = NULL;
-	struct progress p = {.tty = isatty(STDERR_FILENO)};
+	cli_upload_progress p = {.label = "sync", .plain_every = 5};
 	json_t *req = json_pack("{s:s}", "cmd", "sync");
-	json_t *r = ctl_request(mnt, req, on_progress, &p, &err);
+	json_t *r = ctl_request(mnt, req, cli_upload_progress_line, &p, &err);
 	json_decref(req);
-	if (p.drawn)
-		cli_progress_end();
+	cli_upload_progress_end(&p);
 	int rc = 0;
 	if (!r || json_object_get(r, "error")) {
 		fprintf(stderr, "ckptfs: sync %s: %s\n", mnt,

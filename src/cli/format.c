@@ -1,6 +1,6 @@
 /*
- * cli format helpers: byte counts, the terminal progress bar, finding the
- * mount that holds a path.
+ * cli format helpers: byte counts, the terminal progress bar and upload
+ * progress reports, finding the mount that holds a path.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -80,11 +80,16 @@ char *cli_find_mount(const char *path, char **rel)
 	return NULL;
 }
 
-double cli_rate_update(cli_rate *r, uint64_t done)
+static double now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double cli_rate_update(cli_rate *r, uint64_t done)
+{
+	double now = now_s();
 	if (r->last_t > 0 && now - r->last_t >= 0.2) {
 		double inst = done >= r->last_done
 				      ? (double)(done - r->last_done) /
@@ -97,4 +102,38 @@ double cli_rate_update(cli_rate *r, uint64_t done)
 		r->last_t = now;
 	}
 	return r->rate;
+}
+
+void cli_upload_progress_line(json_t *line, void *arg)
+{
+	cli_upload_progress *p = arg;
+	uint64_t done = (uint64_t)json_integer_value(
+		json_object_get(line, "bytes_done"));
+	uint64_t total = (uint64_t)json_integer_value(
+		json_object_get(line, "bytes_total"));
+	double rate = cli_rate_update(&p->rate, done);
+	if (isatty(STDERR_FILENO)) {
+		if (total || !p->bar_needs_total) {
+			cli_progress(p->label, done, total, rate);
+			p->drawn = true;
+		}
+		return;
+	}
+	if (p->plain_every <= 0)
+		return;
+	double t = now_s();
+	if (p->last_line > 0 && t - p->last_line < p->plain_every)
+		return; /* a log, not an animation */
+	p->last_line = t;
+	char d[32], tt[32], r[32];
+	cli_fmt_bytes(done, d);
+	cli_fmt_bytes(total, tt);
+	cli_fmt_bytes((uint64_t)rate, r);
+	fprintf(stderr, "%s: %s / %s uploaded (%s/s)\n", p->label, d, tt, r);
+}
+
+void cli_upload_progress_end(const cli_upload_progress *p)
+{
+	if (p->drawn)
+		cli_progress_end();
 }
