@@ -14,6 +14,8 @@ set -uo pipefail
 PROG=read-bench
 SELF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$SELF_DIR/.." && pwd -P)
+# shellcheck source=bench/lib-rgw.sh
+. "$SELF_DIR/lib-rgw.sh"
 
 # ------------------------------------------------------------------ options --
 SIZE_GIB=1
@@ -66,9 +68,6 @@ usage: bench/read-bench.sh [options]        (run as root)
 EOF
 }
 
-die() { echo "$PROG: error: $*" >&2; exit 1; }
-note() { echo "$PROG: $*" >&2; }
-
 while (($#)); do
     case $1 in
     --size-gib) SIZE_GIB=${2:?}; shift ;;
@@ -118,12 +117,7 @@ for t in "${_t[@]}"; do
 done
 
 # ------------------------------------------------------------- environment --
-# The machine's CA/proxy settings break rclone and must not leak into any tool.
-unset AWS_CA_BUNDLE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR \
-    NODE_EXTRA_CA_CERTS http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy \
-    ALL_PROXY no_proxy NO_PROXY AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN \
-    AWS_ENDPOINT_URL RCLONE_CONFIG 2>/dev/null || true
-export LC_ALL=C
+bench_clean_env
 
 [[ $(id -u) == 0 ]] || die "run as root (drops the page cache, mounts FUSE file systems)"
 [[ -w /proc/sys/vm/drop_caches ]] || die "/proc/sys/vm/drop_caches is not writable"
@@ -137,7 +131,6 @@ need timeout "coreutils"
 need xargs "findutils"
 need /usr/bin/python3 "apt-get install python3"
 [[ -x /usr/bin/aws ]] || die "/usr/bin/aws not found: apt-get install awscli (the Debian one, not another 'aws' on PATH)"
-RGW_SH=$REPO/tests/s3server/rgw.sh
 [[ -f $RGW_SH ]] || die "$RGW_SH not found"
 curl --help all 2>/dev/null | grep -q -- --aws-sigv4 || die "curl lacks --aws-sigv4 (needs 7.75+)"
 
@@ -198,18 +191,6 @@ WATCHDOG_PID=
 declare -A DAEMONS=() # mountpoint -> daemon pid
 CLEANED=0
 
-kill_wait() { # kill_wait PID: TERM, wait up to 10 s, then KILL
-    local pid=$1 i
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-}
-
-is_mounted() { awk -v m="$1" '$5 == m {f = 1} END {exit !f}' /proc/self/mountinfo; }
-
 cleanup() {
     ((CLEANED)) && return
     CLEANED=1
@@ -223,23 +204,9 @@ cleanup() {
         sleep 0.2
         kill -KILL -- "-$OP_PID" 2>/dev/null
     fi
-    local m
-    for m in "${!DAEMONS[@]}"; do
-        if is_mounted "$m"; then
-            timeout 20 fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null
-        fi
-        kill_wait "${DAEMONS[$m]}"
-    done
+    bench_unmount_all 20
     [[ -n $PROXY_PID ]] && kill_wait "$PROXY_PID"
-    if [[ -n $RGW_DIR && -d $RGW_DIR ]]; then
-        bash "$RGW_SH" stop "$RGW_DIR" >/dev/null 2>&1 || note "could not stop the S3 server in $RGW_DIR"
-    fi
-    if [[ -n $WORK && -d $WORK ]]; then
-        # never rm through a live mount
-        for m in "${!DAEMONS[@]}"; do is_mounted "$m" && fusermount3 -uz "$m" 2>/dev/null; done
-        if ((KEEP)); then note "scratch directory kept: $WORK"
-        else rm -rf --one-file-system -- "$WORK"; fi
-    fi
+    bench_remove_work
 }
 trap cleanup EXIT
 trap 'note "interrupted"; exit 130' INT
@@ -248,15 +215,10 @@ trap 'exit 129' HUP
 
 WORK=$(mktemp -d "$WORK_PARENT/ckptfs-bench.XXXXXX") || die "mktemp failed"
 chmod 700 "$WORK"
-mkdir -p "$WORK"/{bin,data,mnt,cache,raw,log,aws,home}
+mkdir -p "$WORK"/{bin,data,mnt,cache,raw,log}
 RESULTS=$WORK/results.tsv
 : >"$RESULTS"
-export HOME=$WORK/home
-export AWS_CONFIG_FILE=$WORK/aws/config AWS_SHARED_CREDENTIALS_FILE=$WORK/aws/credentials
-export AWS_EC2_METADATA_DISABLED=true AWS_REQUEST_CHECKSUM_CALCULATION=when_required
-export AWS_RESPONSE_CHECKSUM_VALIDATION=when_required AWS_DEFAULT_REGION=$REGION
-printf '[default]\nregion = %s\ns3 =\n  multipart_threshold = 5GB\n  multipart_chunksize = 256MB\n' "$REGION" >"$AWS_CONFIG_FILE"
-: >"$AWS_SHARED_CREDENTIALS_FILE"
+bench_aws_env "$REGION" $'s3 =\n  multipart_threshold = 5GB\n  multipart_chunksize = 256MB\n'
 
 # Watchdog: its own stdout/stderr go nowhere, so a leftover sleep can never
 # hold the caller's pipe open; cleanup kills the sleep and the subshell.
@@ -347,8 +309,6 @@ record() {
     echo "$LINK	$*" >>"$RESULTS"
 }
 
-progress() { printf '%s: [%4ds] %s\n' "$PROG" $((SECONDS - T_START)) "$*" >&2; }
-
 # ------------------------------------------------------------------ build --
 progress "compiling bench/latency-proxy.c"
 gcc -O2 -Wall -Wextra -Werror -pthread -o "$WORK/bin/latency-proxy" "$SELF_DIR/latency-proxy.c" \
@@ -400,16 +360,8 @@ for ((i = 0; i < DIR_FILES; i++)); do
     head -c $((DIR_FILE_MIB * MIB)) /dev/urandom >"$WORK/data/$DIR_KEY/$n" || die "cannot write test data"
 done
 
-progress "starting Ceph RGW (memstore $((MEMSTORE_BYTES >> 20)) MiB, no compression)"
-RGW_DIR=$WORK/rgw
-RGW_COMPRESSION=none RGW_MEMSTORE_BYTES=$MEMSTORE_BYTES bash "$RGW_SH" start "$RGW_DIR" \
-    >"$WORK/log/rgw-start.log" 2>&1 || { tail -n 30 "$WORK/log/rgw-start.log" >&2; die "the S3 server did not start"; }
-S3_ENDPOINT=$(sed -n 's/^S3_ENDPOINT=//p' "$RGW_DIR/env")
-S3_ACCESS_KEY=$(sed -n 's/^S3_ACCESS_KEY=//p' "$RGW_DIR/env")
-S3_SECRET_KEY=$(sed -n 's/^S3_SECRET_KEY=//p' "$RGW_DIR/env")
-[[ -n $S3_ENDPOINT && -n $S3_ACCESS_KEY && -n $S3_SECRET_KEY ]] || die "no endpoint/keys in $RGW_DIR/env"
+bench_rgw_start "$MEMSTORE_BYTES"
 RGW_PORT=${S3_ENDPOINT##*:}
-export AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY
 
 awsc() { /usr/bin/aws --endpoint-url "$S3_ENDPOINT" "$@"; }
 progress "uploading $((TOTAL_BYTES >> 20)) MiB to s3://$BUCKET"
@@ -423,9 +375,8 @@ run_op "$WORK/log/upload.out" /usr/bin/aws --endpoint-url "$S3_ENDPOINT" s3 cp -
     --recursive "$WORK/data/$DIR_KEY" "s3://$BUCKET/$DIR_KEY/"
 ((OP_RC == 0)) || { tail "$WORK/log/ops.log" >&2; die "upload of $DIR_KEY/ failed"; }
 
-# Credentials files for s3fs and rclone.
-S3FS_PASSWD=$WORK/s3fs.passwd
-(umask 077 && echo "$S3_ACCESS_KEY:$S3_SECRET_KEY" >"$S3FS_PASSWD")
+# rclone's config file (empty: everything is on its command line; s3fs's
+# is S3FS_PASSWD).
 RCLONE_CONF=$WORK/rclone.conf
 : >"$RCLONE_CONF"
 SIGN=(--aws-sigv4 "aws:amz:$REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY"

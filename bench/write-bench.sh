@@ -17,7 +17,8 @@ set -uo pipefail
 PROG=write-bench
 SELF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$SELF_DIR/.." && pwd -P)
-RGW_SH=$REPO/tests/s3server/rgw.sh
+# shellcheck source=bench/lib-rgw.sh
+. "$SELF_DIR/lib-rgw.sh"
 PY=/usr/bin/python3
 
 SIZE=${SIZE:-1}
@@ -50,9 +51,6 @@ usage: [SIZE=FACTOR] bench/write-bench.sh [options]        (run as root)
 EOF
 }
 
-die() { echo "$PROG: error: $*" >&2; exit 1; }
-note() { echo "$PROG: $*" >&2; }
-
 while (($#)); do
     case $1 in
     --runs) RUNS=${2:?}; shift ;;
@@ -78,12 +76,7 @@ for t in "${_t[@]}"; do
     case $t in ckptfs | s3fs | rclone) WANT_TOOL[$t]=1 ;; *) die "unknown tool '$t'" ;; esac
 done
 
-# The machine's CA/proxy settings break rclone and must not leak into any tool.
-unset AWS_CA_BUNDLE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR \
-    NODE_EXTRA_CA_CERTS http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy \
-    ALL_PROXY no_proxy NO_PROXY AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN \
-    AWS_ENDPOINT_URL RCLONE_CONFIG 2>/dev/null || true
-export LC_ALL=C
+bench_clean_env
 
 [[ $(id -u) == 0 ]] || die "run as root (mounts FUSE file systems)"
 [[ -c /dev/fuse ]] || die "/dev/fuse missing"
@@ -130,35 +123,12 @@ MNT=
 MPID=
 declare -A DAEMONS=()
 CLEANED=0
-kill_wait() {
-    local pid=$1 i
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-}
-is_mounted() { awk -v m="$1" '$5 == m {f = 1} END {exit !f}' /proc/self/mountinfo; }
 cleanup() {
     ((CLEANED)) && return
     CLEANED=1
     trap '' INT TERM HUP
-    local m
-    for m in "${!DAEMONS[@]}"; do
-        if is_mounted "$m"; then
-            timeout 60 fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null
-        fi
-        kill_wait "${DAEMONS[$m]}"
-    done
-    if [[ -n $RGW_DIR && -d $RGW_DIR ]]; then
-        bash "$RGW_SH" stop "$RGW_DIR" >/dev/null 2>&1 || note "could not stop the S3 server in $RGW_DIR"
-    fi
-    if [[ -n $WORK && -d $WORK ]]; then
-        for m in "${!DAEMONS[@]}"; do is_mounted "$m" && fusermount3 -uz "$m" 2>/dev/null; done
-        if ((KEEP)); then note "scratch directory kept: $WORK"
-        else rm -rf --one-file-system -- "$WORK"; fi
-    fi
+    bench_unmount_all 60
+    bench_remove_work
 }
 trap cleanup EXIT
 trap 'note "interrupted"; exit 130' INT
@@ -167,19 +137,13 @@ trap 'exit 129' HUP
 
 WORK=$(mktemp -d "$WORK_PARENT/ckptfs-wbench.XXXXXX") || die "mktemp failed"
 chmod 700 "$WORK"
-mkdir -p "$WORK"/{data/ckpt,local,mnt,cache,log,aws,home}
+mkdir -p "$WORK"/{data/ckpt,local,mnt,cache,log}
 RESULTS=$WORK/results.tsv
 : >"$RESULTS"
-export HOME=$WORK/home
-export AWS_CONFIG_FILE=$WORK/aws/config AWS_SHARED_CREDENTIALS_FILE=$WORK/aws/credentials
-export AWS_EC2_METADATA_DISABLED=true AWS_REQUEST_CHECKSUM_CALCULATION=when_required
-export AWS_RESPONSE_CHECKSUM_VALIDATION=when_required AWS_DEFAULT_REGION=$REGION
 # The AWS CLI's defaults (8 MiB parts, 10 concurrent requests) stay: the raw
 # reference is what a user gets from `aws s3 cp --recursive`.
-printf '[default]\nregion = %s\n' "$REGION" >"$AWS_CONFIG_FILE"
-: >"$AWS_SHARED_CREDENTIALS_FILE"
+bench_aws_env "$REGION"
 T_START=$SECONDS
-progress() { printf '%s: [%4ds] %s\n' "$PROG" $((SECONDS - T_START)) "$*" >&2; }
 record() { local IFS=$'\t'; echo "$*" >>"$RESULTS"; } # TOOL WHAT RUN SECONDS STATUS
 now() { echo "$EPOCHREALTIME"; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
@@ -193,19 +157,10 @@ for ((i = 1; i <= DIR_FILES; i++)); do
 done
 SRC=$WORK/data/ckpt
 
-progress "starting Ceph RGW (memstore $((MEMSTORE_BYTES >> 20)) MiB, no compression)"
-RGW_DIR=$WORK/rgw
-RGW_COMPRESSION=none RGW_MEMSTORE_BYTES=$MEMSTORE_BYTES bash "$RGW_SH" start "$RGW_DIR" \
-    >"$WORK/log/rgw-start.log" 2>&1 || { tail -n 30 "$WORK/log/rgw-start.log" >&2; die "the S3 server did not start"; }
-EP=$(sed -n 's/^S3_ENDPOINT=//p' "$RGW_DIR/env")
-S3_ACCESS_KEY=$(sed -n 's/^S3_ACCESS_KEY=//p' "$RGW_DIR/env")
-S3_SECRET_KEY=$(sed -n 's/^S3_SECRET_KEY=//p' "$RGW_DIR/env")
-[[ -n $EP && -n $S3_ACCESS_KEY && -n $S3_SECRET_KEY ]] || die "no endpoint/keys in $RGW_DIR/env"
-export AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY
+bench_rgw_start "$MEMSTORE_BYTES"
+EP=$S3_ENDPOINT
 awsc() { timeout -k 5 "$OP_TIMEOUT" /usr/bin/aws --endpoint-url "$EP" "$@"; }
 awsc s3 mb "s3://$BUCKET" >"$WORK/log/aws.log" 2>&1 || { cat "$WORK/log/aws.log" >&2; die "cannot create the bucket"; }
-S3FS_PASSWD=$WORK/s3fs.passwd
-(umask 077 && echo "$S3_ACCESS_KEY:$S3_SECRET_KEY" >"$S3FS_PASSWD")
 
 # writer DST: the checkpoint-saving program; sets W_CLOSE (seconds until
 # the last close returned) and W_T0 (epoch of its first write call)
