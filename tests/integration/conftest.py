@@ -506,7 +506,7 @@ class Mounter:
         url = f"s3://{bucket}" + (f"/{prefix}" if prefix else "")
         argv = [CKPTFS_BIN, "mount", url, str(mountpoint)]
         if foreground:
-            argv.append("-f")
+            argv.append("-d" if os.environ.get("CKPTFS_TEST_DEBUG") else "-f")
         if endpoint:
             argv += ["--endpoint", self.s3.endpoint, "--region", self.s3.region]
         options = helpers.default_options(options)

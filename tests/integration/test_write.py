@@ -730,13 +730,17 @@ def test_writes_after_fsync_and_through_a_shared_mapping(env):
     the bytes written so far (the bucket holds exactly them when fsync
     returns), writes after it and through a MAP_SHARED mapping that
     outlives close() still reach the bucket, byte for byte."""
-    p = env.w / "mapped.bin"
+    # in a new directory: files of a directory transaction are stored
+    # under their final keys (a single file's PUT would be its commit,
+    # which waits for its turn in the queue)
+    os.mkdir(env.w / "mapped")
+    p = env.w / "mapped/mapped.bin"
     first = det_bytes(15, 3 * MiB)
     fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
     try:
         os.write(fd, first)
         os.fsync(fd)
-        got = s3_get(env.c, env.bucket, env.key("mapped.bin"))
+        got = s3_get(env.c, env.bucket, env.key("mapped/mapped.bin"))
         assert got is not None and sha256_bytes(got) == sha256_bytes(first), \
             "fsync returned before the bytes written so far were stored"
         os.write(fd, b"tail after fsync")
@@ -751,7 +755,7 @@ def test_writes_after_fsync_and_through_a_shared_mapping(env):
     want[MiB:MiB + 12] = b"via mmap!!!!"
     assert p.read_bytes() == want
     env.sync()
-    env.assert_file("mapped.bin", bytes(want))
+    env.assert_file("mapped/mapped.bin", bytes(want))
 
 
 def test_rename_right_after_close_commits_every_byte(env):
