@@ -106,6 +106,10 @@ char *fs_object_key(fs_ctx *fs, const fs_inode *n);
 void fs_check_meta(fs_ctx *fs, fs_inode *n);
 void fs_handle_link(fs_ctx *fs, fs_handle *h);     /* table locked */
 void fs_handle_free(fs_ctx *fs, fs_handle *h, bool counted);
+/* The block checksums n's manifest records for version (etag, size), to
+ * check downloads against (fs/ops.c).  Table locked. */
+bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
+			cache_expect *x, uint32_t **crc);
 /* Whether a handle was closed (flushed) and its release is still to come:
  * the space it holds is about to be freed. */
 bool fs_closing_handles(fs_ctx *fs);

@@ -359,8 +359,8 @@ static bool etag_same(const char *a, const char *b)
  * another version (the object was replaced by other means), no list.
  * Table locked.
  */
-static bool manifest_blocks(const fs_inode *n, const char *etag,
-			    uint64_t size, cache_expect *x, uint32_t **crc)
+bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
+			cache_expect *x, uint32_t **crc)
 {
 	const fs_inode *r = n->parent;
 	while (r && !r->manifest)
@@ -868,7 +868,7 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 	cache_expect x = {0};
 	uint32_t *crc = NULL;
 	fs_itable_lock(fs->it);
-	bool check = manifest_blocks(h->node, h->etag, h->size, &x, &crc);
+	bool check = fs_manifest_blocks(h->node, h->etag, h->size, &x, &crc);
 	fs_itable_unlock(fs->it);
 	int rc;
 	for (int attempt = 1;; attempt++) {

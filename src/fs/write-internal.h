@@ -46,7 +46,8 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size);
 int wr_new_stage(fs_ctx *fs, ov_node *o);
 int wr_copy_fd(int in, int out, uint64_t len);
 int wr_writable_stage(fs_ctx *fs, ov_node *o, uint64_t keep);
-int wr_fetch_remote(fs_ctx *fs, const char *key, int fd, uint64_t *size);
+int wr_fetch_remote(fs_ctx *fs, fs_inode *n, const char *key, int fd,
+		    uint64_t *size);
 fs_handle *wr_local_handle(fs_ctx *fs, fs_inode *n, ov_node *o,
 			       bool writable);
 void wr_open_reply(fuse_req_t req, fs_handle *h, struct fuse_file_info *fi);

@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "commit/protocol.h"
 #include "fs/write-internal.h"
 #include "util/log.h"
 
@@ -433,7 +434,36 @@ int wr_writable_stage(fs_ctx *fs, ov_node *o, uint64_t keep)
  * Copy-on-write of a remote file into staging file fd: its bytes come
  * through the read cache (or ranged GETs without one), never guessed.
  */
-int wr_fetch_remote(fs_ctx *fs, const char *key, int fd, uint64_t *size)
+/* Downloads [off, off+want) into b; with an expected block CRC (check),
+ * a damaged download is tried again, then fails with EIO. */
+static int fetch_range(fs_ctx *fs, const char *key, const char *etag,
+		       uint64_t off, size_t want, char *b, bool check,
+		       uint32_t expect)
+{
+	for (int attempt = 1;; attempt++) {
+		s3_err e;
+		size_t got = 0;
+		if (s3_get_range(fs->s3, key, off, want, etag, b, &got, &e) < 0 ||
+		    got != want) {
+			log_error("copy-on-write of %s: %s", key,
+				  got != want ? "short read" : e.msg);
+			return -(got != want || !e.err ? EIO : e.err);
+		}
+		uint32_t crc = check ? proto_crc32c(0, b, got) : expect;
+		if (crc == expect)
+			return 0;
+		if (attempt > CACHE_VERIFY_RETRIES) {
+			log_error("copy-on-write of %s: bytes at offset %llu do "
+				  "not match its manifest (CRC-32C %08x, the "
+				  "manifest says %08x)",
+				  key, (unsigned long long)off, crc, expect);
+			return -EIO;
+		}
+	}
+}
+
+int wr_fetch_remote(fs_ctx *fs, fs_inode *n, const char *key, int fd,
+		    uint64_t *size)
 {
 	s3_head_result hr;
 	s3_err e;
@@ -444,45 +474,47 @@ int wr_fetch_remote(fs_ctx *fs, const char *key, int fd, uint64_t *size)
 	*size = hr.size;
 	if (hr.size == 0)
 		return 0;
+	/* checked against its manifest, as a read would be */
+	cache_expect x = {0};
+	uint32_t *crc = NULL;
+	fs_itable_lock(fs->it);
+	bool check = fs_manifest_blocks(n, hr.etag, hr.size, &x, &crc);
+	fs_itable_unlock(fs->it);
 	if (fs->cache) {
 		cache_file *cf = NULL;
 		bool hit = false;
-		int rc = cache_file_open(fs->cache, key, hr.etag, hr.size, &cf,
-					 &hit);
+		int rc = cache_file_open_expect(fs->cache, key, hr.etag, hr.size,
+						check ? &x : NULL, &cf, &hit);
 		if (rc == 0) {
 			int in = cache_file_ready(cf, 0, (size_t)hr.size);
 			rc = in < 0 ? in : wr_copy_fd(in, fd, hr.size);
 			cache_file_close(cf);
-			if (rc == 0)
-				return 0;
+			if (rc == 0 || in < 0) {
+				/* a failed download is not tried again
+				 * around the cache: it may be damaged */
+				free(crc);
+				return rc;
+			}
 		}
 		log_info("copy-on-write of %s: cache unavailable (%s); "
 			 "downloading directly",
 			 key, strerror(-rc));
 	}
-	size_t chunk = 8u << 20;
+	size_t chunk = check ? x.block : 8u << 20;
 	char *b = malloc(chunk);
-	if (!b)
-		return -ENOMEM;
-	for (uint64_t off = 0; off < hr.size;) {
+	int rc = b ? 0 : -ENOMEM;
+	for (uint64_t off = 0, i = 0; rc == 0 && off < hr.size; i++) {
 		size_t want = hr.size - off > chunk ? chunk
 						    : (size_t)(hr.size - off);
-		size_t got = 0;
-		if (s3_get_range(fs->s3, key, off, want, hr.etag, b, &got,
-				 &e) < 0 || got == 0) {
-			free(b);
-			log_error("copy-on-write of %s: %s", key, e.msg);
-			return -(e.err ? e.err : EIO);
-		}
-		if (pwrite(fd, b, got, (off_t)off) != (ssize_t)got) {
-			int err = errno;
-			free(b);
-			return -err;
-		}
-		off += got;
+		rc = fetch_range(fs, key, hr.etag, off, want, b, check,
+				 check ? crc[i] : 0);
+		if (rc == 0 && pwrite(fd, b, want, (off_t)off) != (ssize_t)want)
+			rc = -errno;
+		off += want;
 	}
 	free(b);
-	return 0;
+	free(crc);
+	return rc;
 }
 
 /* ---- the idle thread ---------------------------------------------------- */

@@ -410,7 +410,7 @@ int wr_make_local_file(fs_ctx *fs, fs_inode *n, bool truncate,
 		o->writers++; /* keeps the idle thread away */
 		fs_itable_unlock(fs->it);
 		uint64_t size = 0;
-		rc = key ? wr_fetch_remote(fs, key, s->fd, &size) : -ENOMEM;
+		rc = key ? wr_fetch_remote(fs, n, key, s->fd, &size) : -ENOMEM;
 		free(key);
 		fs_itable_lock(fs->it);
 		o->writers--;

@@ -20,8 +20,8 @@ import time
 import pytest
 
 import helpers
-from helpers import (CorruptProxy, ckptfs_commit, ckptfs_status, det_bytes,
-                     observer_options, observer_settle, sha256_bytes)
+from helpers import (CorruptProxy, ckptfs_commit, ckptfs_status, ckptfs_sync, det_bytes,
+                     observer_options, observer_settle, s3_get, sha256_bytes)
 
 MiB = 1 << 20
 BLOCK = 8 * MiB
@@ -267,3 +267,37 @@ def test_unchecked_prefetch_in_larger_chunks_is_caught_at_open(
         time.sleep(0.5)  # the index writer records in batches
         assert index_crcs(tmp_path / "cache-r", bucket, key, etag, chunk) == {
             i: raw(crc32c(body[i * chunk:(i + 1) * chunk])) for i in range(2)}
+
+
+@pytest.mark.timeout(180)
+def test_copy_on_write_of_a_damaged_download_fails_and_stores_nothing(
+        s3server, bucket, mount, tmp_path, ckpt):
+    """Appending to a manifest-listed file copies it into staging through
+    the cache first; with every GET damaged that copy is checked like a
+    read: the open fails with EIO, and nothing with wrong bytes reaches the
+    bucket.  Once the link is clean the append works on the exact bytes."""
+    key = f"ckpt/{BIG}"
+    body = ckpt[BIG]
+    with CorruptProxy(s3server.endpoint, key, mode="all") as proxy:
+        mp = tmp_path / "mnt-cow"
+        mp.mkdir()
+        argv = mount.argv(bucket, "", mp, (f"cache_dir={tmp_path}/cache-cow",),
+                          endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        w = mount(bucket, argv=argv, mountpoint=mp)
+        with pytest.raises(OSError) as ei:
+            with open(w / "ckpt" / BIG, "ab") as f:
+                f.write(b"appended")
+        assert ei.value.errno == errno.EIO, ei.value
+        assert proxy.corrupted >= 1
+        ckptfs_sync(w)
+        s3 = s3server.client()
+        assert sha256_bytes(s3_get(s3, bucket, key)) == sha256_bytes(body), \
+            "a damaged copy was stored"
+
+        proxy.mode = "off"
+        with open(w / "ckpt" / BIG, "ab") as f:
+            f.write(b"appended")
+        ckptfs_sync(w)
+        got = s3_get(s3, bucket, key)
+        assert sha256_bytes(got) == sha256_bytes(body + b"appended")
