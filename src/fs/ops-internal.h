@@ -72,6 +72,11 @@ struct fs_handle {
 	uint64_t win_off;
 	size_t win_len, win_cap;
 	uint64_t next_seq;  /* where a sequential reader would read next */
+	/* manifest block CRCs (fs_manifest_blocks) for uncached reads to
+	 * check whole blocks against; NULL: none */
+	uint32_t *vcrc;
+	uint32_t vblock;
+	size_t vn;
 	size_t ra;          /* current read-ahead size */
 	/* local files (fs/write.c): reads and writes go to the staging file */
 	ov_node *ov;        /* holds a reference */

@@ -25,6 +25,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "commit/protocol.h"
 #include "fs/inode.h"
 #include "fs/ops-internal.h"
 #include "fs/listing.h"
@@ -848,6 +849,7 @@ static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
 	pthread_mutex_destroy(&h->mu);
 	free(h->key);
 	free(h->win);
+	free(h->vcrc);
 	free(h);
 }
 
@@ -880,6 +882,12 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 		 * closed may still hold the space this open needs */
 		struct timespec ts = {0, 20 * 1000000L};
 		nanosleep(&ts, NULL);
+	}
+	if (check && rc != 0) { /* uncached reads check whole blocks */
+		h->vcrc = crc;
+		h->vblock = x.block;
+		h->vn = x.n;
+		crc = NULL;
 	}
 	free(crc);
 	if (rc == 0)
@@ -1055,6 +1063,43 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		handle_free(fs, h, true); /* interrupted open */
 }
 
+/*
+ * Fetches the whole blocks [off, off+len) into h->win and checks each
+ * against its manifest CRC: 0, -EAGAIN (damaged: try again) or an error
+ * (-EIO once attempt is past the retries).  h->mu held.
+ */
+static int fetch_checked(fs_ctx *fs, fs_handle *h, uint64_t off, size_t len,
+			 int attempt)
+{
+	size_t got = 0;
+	s3_err e;
+	h->win_len = 0;
+	if (s3_get_range(fs->s3, h->key, off, len, h->etag, h->win, &got,
+			 &e) < 0 || got != len) {
+		log_error("read %s: %s", h->key,
+			  got != len ? "short read" : e.msg);
+		return got != len || e.err == ESTALE || !e.err ? -EIO : -e.err;
+	}
+	for (size_t at = 0; at < len; at += h->vblock) {
+		uint64_t i = (off + at) / h->vblock;
+		size_t n = len - at < h->vblock ? len - at : h->vblock;
+		uint32_t crc = proto_crc32c(0, h->win + at, n);
+		if (i < h->vn && crc == h->vcrc[i])
+			continue;
+		if (attempt <= CACHE_VERIFY_RETRIES)
+			return -EAGAIN;
+		log_error("read %s: bytes at offset %llu (%zu bytes) do not "
+			  "match its manifest after %d attempts (CRC-32C %08x, "
+			  "the manifest says %08x): reads there fail with EIO",
+			  h->key, (unsigned long long)(off + at), n, attempt,
+			  crc, i < h->vn ? h->vcrc[i] : 0);
+		return -EIO;
+	}
+	h->win_off = off;
+	h->win_len = got;
+	return 0;
+}
+
 /* Fetches a window starting at off into h->win.  h->mu held. */
 static int window_fill(fs_ctx *fs, fs_handle *h, uint64_t off, size_t want)
 {
@@ -1065,6 +1110,12 @@ static int window_fill(fs_ctx *fs, fs_handle *h, uint64_t off, size_t want)
 	size_t len = want > h->ra ? want : h->ra;
 	if (len > h->size - off)
 		len = (size_t)(h->size - off);
+	if (h->vcrc) { /* whole blocks, so that each can be checked */
+		uint64_t end = off + len;
+		off -= off % h->vblock;
+		end += (h->vblock - end % h->vblock) % h->vblock;
+		len = (size_t)((end < h->size ? end : h->size) - off);
+	}
 	if (len > h->win_cap) {
 		char *p = realloc(h->win, len);
 		if (!p)
@@ -1074,6 +1125,11 @@ static int window_fill(fs_ctx *fs, fs_handle *h, uint64_t off, size_t want)
 	}
 	size_t got = 0;
 	s3_err e;
+	for (int attempt = 1; h->vcrc; attempt++) {
+		int rc = fetch_checked(fs, h, off, len, attempt);
+		if (rc != -EAGAIN)
+			return rc;
+	}
 	if (s3_get_range(fs->s3, h->key, off, len, h->etag, h->win, &got,
 			 &e) < 0) {
 		h->win_len = 0;

@@ -301,3 +301,32 @@ def test_copy_on_write_of_a_damaged_download_fails_and_stores_nothing(
         ckptfs_sync(w)
         got = s3_get(s3, bucket, key)
         assert sha256_bytes(got) == sha256_bytes(body + b"appended")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("mode", ["first", "all"])
+def test_uncached_reads_check_whole_blocks(s3server, bucket, mount, tmp_path,
+                                           ckpt, mode):
+    """A cache too small for the file (cache_size=1M): reads go to S3
+    uncached, and are checked too, a whole block at a time.  A first
+    damaged GET of each block is fetched again (exact bytes); damage on
+    every GET gives EIO and never wrong bytes."""
+    key = f"ckpt/{BIG}"
+    body = ckpt[BIG]
+    with CorruptProxy(s3server.endpoint, key, mode=mode) as proxy:
+        r = reader_via(mount, s3server, bucket, proxy, tmp_path, "u",
+                       "cache_size=1M")
+        path = r / "ckpt" / BIG
+        pieces = read_pieces(path, len(body))
+        assert proxy.corrupted >= 1
+        for off, v in pieces.items():
+            assert v == errno.EIO or v == body[off:off + MiB], \
+                f"wrong bytes at {off}"
+        if mode == "first":
+            assert all(v != errno.EIO for v in pieces.values()), \
+                "a damaged first download was not fetched again"
+        else:
+            assert all(v == errno.EIO for v in pieces.values())
+            assert "do not match its manifest" in r.log_text(), r.log_tail()
+        assert "reading uncached" in r.log_text(), \
+            "the read went through the cache: this test checks nothing"
