@@ -16,7 +16,9 @@
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "commit/internal.h"
@@ -577,6 +579,11 @@ static void run_abort(eng *e, job *j)
 void *eng_worker_main(void *arg)
 {
 	eng *e = arg;
+	/* below the application: checksumming uploads must not slow the
+	 * writes a checkpoint's close() waits for (nice is per thread) */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		log_debug("commit: cannot lower upload priority: %s",
+			  strerror(errno));
 	pthread_mutex_lock(&e->mu);
 	while (!e->stopping) {
 		double wait;
