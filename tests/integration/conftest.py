@@ -108,6 +108,16 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _default_interrupts():
+    """In a mount's child process: SIGINT and SIGQUIT as a terminal would
+    deliver them.  A suite started as a background job of a shell without
+    job control (`cmd &` in a script) inherits both ignored, and ckptfs
+    rightly keeps an inherited SIG_IGN (as nohup expects), so the SIGINT
+    test would wait for nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
     signal.signal(signal.SIGTERM, _sigterm)
 
@@ -528,7 +538,8 @@ class Mounter:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf,
                                     stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
+                                    start_new_session=True,
+                                    preexec_fn=_default_interrupts)
         finally:
             logf.close()
         m = Mount(mp, proc, log, argv)
