@@ -186,11 +186,11 @@ void wr_statfs(fs_ctx *fs, struct statvfs *sv)
  * through ckptfs per write, so close() returns at local-disk speed.  The
  * price is that ckptfs no longer sees the writes.  It learns of them from
  * the staging file's ctime and size (wr_pt_absorb) at getattr, setattr,
- * fsync, flush and release; it hands the file to the commit engine at
- * release rather than at flush, because a dup'd descriptor or a shared
- * mapping can still write after a close, and the commit triggers first
- * wait for releases still in flight (wr_pt_wait_releases); fsync hands a
- * copy, since the kernel may write on.  While any passthrough handle of an
+ * fsync, flush and release.  The last writer's flush hands the file to the
+ * commit engine as before; a dup'd descriptor or a shared mapping can still
+ * write after that close, which release finds and answers by storing a
+ * copy; the commit triggers first wait for releases still in flight
+ * (wr_pt_wait_releases); fsync hands a copy, since the kernel may write on.  While any passthrough handle of an
  * inode is open the kernel binds the inode to that one backing file, so
  * every handle opened meanwhile passes through to the same staging file;
  * the binding ends with the inode's last handle (wr_pt_unbind).  Writes go
@@ -470,6 +470,16 @@ bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		ov_node_unref(o);
 	}
+	/* the handles still bound to a staging file handed over since are
+	 * usually closed already, their release in flight */
+	if (rc == 0 && !pt_compatible(n, o)) {
+		ov_node_ref(o);
+		wr_pt_wait_releases(fs);
+		bool gone = !o->linked;
+		ov_node_unref(o);
+		if (gone)
+			rc = -ENOENT; /* removed meanwhile */
+	}
 	if (rc == 0 && !pt_compatible(n, o)) {
 		log_warn("open %s: a handle opened while it was written is still "
 			 "open, and the file was committed since; close it first",
@@ -601,9 +611,10 @@ void wr_flush(fs_ctx *fs, fs_handle *h)
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
 	wr_pt_absorb(o);
-	/* the last writer's close: the bytes are final (with passthrough, at
-	 * release: the kernel may still write through a dup or a mapping) */
-	if (o->writers == 1 && o->dirty && o->linked && !o->pt_writers)
+	/* the last writer's close: the bytes are final, and journaled before
+	 * close returns (with passthrough the kernel may still write through
+	 * a dup or a mapping: release finds that and stores a copy) */
+	if (o->writers == 1 && o->dirty && o->linked)
 		wr_put_file(fs, o);
 	fs_itable_unlock(fs->it);
 }
@@ -626,6 +637,9 @@ void wr_release(fs_ctx *fs, fs_handle *h, bool counted)
 		wr_touch(o->txn);
 	}
 	if (h->writable && o->writers == 0 && o->linked) {
+		/* written after its flush handed it over: a copy goes */
+		if (o->dirty && o->st && o->st->handed)
+			wr_writable_stage(fs, o, o->size);
 		if (o->dirty)
 			wr_put_file(fs, o);
 		else if (wr_is_single_root(o) && !o->txn->sealed)
