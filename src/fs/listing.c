@@ -102,6 +102,29 @@ static int hide_pending(s3_client *s3, const char *dir_prefix, ns_dir *d,
 	return rc;
 }
 
+/*
+ * The markers were listed after the directory, so a name whose marker was
+ * deleted in between may be gone already: an old name of a renamed root or
+ * a deleted directory loses its objects before its marker.  Listing the
+ * directory again after the markers and keeping only names still there
+ * closes that window; a name that appears only in the second listing is
+ * dropped too (its marker may have been PUT after the markers were listed).
+ * The extra LIST costs only directories with pending markers.
+ */
+static int relist_after_markers(s3_client *s3, const char *dir_prefix,
+				ns_dir *d, s3_err *e)
+{
+	ns_dir again;
+	ns_dir_init(&again, NULL, NULL);
+	int rc = list_all(s3, dir_prefix, "/", page_into_dir, &again, e);
+	if (rc == 0) {
+		ns_dir_finish(&again);
+		vis_keep_listed(d, &again);
+	}
+	ns_dir_free(&again);
+	return rc;
+}
+
 /* ---- manifests -------------------------------------------------------- */
 
 struct manifests {
@@ -193,6 +216,8 @@ int fs_listing_fetch(s3_client *s3, const char *dir_prefix, ns_report_fn report,
 		ns_dir_finish(out);
 	if (rc == 0 && out->saw_pending)
 		rc = hide_pending(s3, dir_prefix, out, e);
+	if (rc == 0 && out->saw_pending)
+		rc = relist_after_markers(s3, dir_prefix, out, e);
 	if (rc == 0 && out->saw_meta)
 		rc = load_manifests(s3, dir_prefix, manifest, e);
 	if (rc < 0)

@@ -419,3 +419,13 @@ void vis_hide_names(ns_dir *d, char *const *hidden, size_t n)
 		}
 	}
 }
+
+void vis_keep_listed(ns_dir *d, const ns_dir *again)
+{
+	for (size_t i = 0; i < d->n;) {
+		if (ns_dir_find(again, d->v[i].name))
+			i++;
+		else
+			remove_at(d, i);
+	}
+}

@@ -115,4 +115,8 @@ void vis_filter_listing(ns_dir *d, const vis_manifest *m, const char *rel);
 /* Removes the entries named in hidden[0..n) from a finished listing. */
 void vis_hide_names(ns_dir *d, char *const *hidden, size_t n);
 
+/* Removes the entries of d whose name is not in again (a later listing of
+ * the same directory, finished). */
+void vis_keep_listed(ns_dir *d, const ns_dir *again);
+
 #endif

@@ -170,6 +170,30 @@ Test(vis, hide_names)
 	ns_dir_free(&d);
 }
 
+Test(vis, keep_listed_drops_names_gone_or_new_in_the_second_listing)
+{
+	/* first listing: an old name (its objects deleted before its marker)
+	 * and a committed checkpoint; second: the old name is gone and a new
+	 * transaction appeared whose marker the reader may have missed */
+	ns_dir d, again;
+	ns_dir_init(&d, NULL, NULL);
+	ns_dir_init(&again, NULL, NULL);
+	add_entry(&d, "ckpt-1", true);
+	add_entry(&d, "latest", false);
+	add_entry(&d, "staging-1", true);
+	add_entry(&again, "ckpt-1", true);
+	add_entry(&again, "ckpt-2", true);
+	add_entry(&again, "latest", false);
+	vis_keep_listed(&d, &again);
+	cr_assert_eq(d.n, 2);
+	cr_assert_str_eq(d.v[0].name, "ckpt-1");
+	cr_assert_str_eq(d.v[1].name, "latest");
+	vis_keep_listed(&d, &(ns_dir){0});
+	cr_assert_eq(d.n, 0, "nothing listed again: nothing shows");
+	ns_dir_free(&d);
+	ns_dir_free(&again);
+}
+
 Test(vis, time_rule_newest_manifest_wins)
 {
 	/* an addendum (later "time") rewrites model.pt; order of adding
