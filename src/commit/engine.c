@@ -175,6 +175,31 @@ bool eng_root_final(const eng *e, const etxn *t)
 	return !proto_has_temp(&e->pats, t->root);
 }
 
+void eng_key_claim(eng *e, struct eng_busy *b, const char *key)
+{
+	for (;;) {
+		bool busy = false;
+		for (struct eng_busy *o = e->busy; o && !busy; o = o->next)
+			busy = !strcmp(o->key, key);
+		if (!busy)
+			break;
+		pthread_cond_wait(&e->cv, &e->mu);
+	}
+	b->key = key;
+	b->next = e->busy;
+	e->busy = b;
+}
+
+void eng_key_release(eng *e, struct eng_busy *b)
+{
+	for (struct eng_busy **pp = &e->busy; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	pthread_cond_broadcast(&e->cv);
+}
+
 bool eng_upload_blocked(eng *e, const etxn *t, const char *path)
 {
 	for (etxn *x = e->txns; x && x != t; x = x->next) {

@@ -135,6 +135,10 @@ struct eng {
 	unsigned releasing; /* dropped files whose space jobs still hold */
 	bool stopping;
 	char *vis_marker; /* held by a running delete/rename step */
+	/* keys with a request in flight that creates or deletes their object
+	 * (PUT, CompleteMultipartUpload, DELETE of a stale object): nodes on
+	 * the requesting thread's stack, see eng_key_claim */
+	struct eng_busy *busy;
 	double last_err_log;
 
 	pthread_t *workers;
@@ -142,6 +146,20 @@ struct eng {
 	pthread_t vis_thr, renew_thr;
 	bool vis_started, renew_started;
 };
+
+/*
+ * Requests that create or delete one key's object never overlap: the PUT of
+ * a file removed and written again (two files, one key) could otherwise
+ * land after the new one's, or the delete of a stale upload after the new
+ * PUT.  eng_key_claim waits until no other claim holds key, then holds it
+ * (b lives on the caller's stack until eng_key_release).  Both under mu.
+ */
+struct eng_busy {
+	const char *key;
+	struct eng_busy *next;
+};
+void eng_key_claim(eng *e, struct eng_busy *b, const char *key); /* mu */
+void eng_key_release(eng *e, struct eng_busy *b);                /* mu */
 
 /* engine.c */
 double eng_now(void);

@@ -313,15 +313,32 @@ static void stale_object(eng *e, job *j, const char *key)
 		return;
 	}
 	/* dropped: nobody will list it; delete it once, unless a live file
-	 * was stored there meanwhile */
-	for (etxn *t = e->txns; t; t = t->next)
-		for (efile *g = t->files; g; g = g->next)
-			if (g->key && !strcmp(g->key, key))
+	 * was stored there meanwhile or will be (its upload may be in flight
+	 * right now: a delete racing it could land after it) */
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done)
+			continue;
+		for (efile *g = t->files; g; g = g->next) {
+			bool same = g->key && !strcmp(g->key, key);
+			if (!same) {
+				char *k = proto_key(e->prefix, g->path);
+				same = !strcmp(k, key);
+				free(k);
+			}
+			if (same) { /* gone with t's garbage, unless t
+				     * commits an object there */
+				eng_garbage(e, t, key);
 				return;
+			}
+		}
+	}
+	struct eng_busy b;
+	eng_key_claim(e, &b, key);
 	pthread_mutex_unlock(&e->mu);
 	s3_err x;
 	s3_delete_object(e->s3, key, &x);
 	pthread_mutex_lock(&e->mu);
+	eng_key_release(e, &b);
 }
 
 /* ---- jobs (called with mu, return with mu) -------------------------------- */
@@ -335,6 +352,15 @@ static void run_put(eng *e, job *j)
 	eng_meta em;
 	proto_meta_to(&f->m, &em);
 	proto_meta_from(&m, &em);
+	struct eng_busy b;
+	eng_key_claim(e, &b, key);
+	if (stale(j)) { /* removed or rewritten while waiting: not sent */
+		eng_key_release(e, &b);
+		proto_meta_free(&m);
+		free(key);
+		job_done(e, j);
+		return;
+	}
 	pthread_mutex_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	uint32_t crc = 0;
@@ -343,6 +369,7 @@ static void run_put(eng *e, job *j)
 	int rc = eng_put_file(e, key, sid, size, &m, etag, &crc, &blocks, &x);
 	proto_meta_free(&m);
 	pthread_mutex_lock(&e->mu);
+	eng_key_release(e, &b);
 	if (rc == 0 && stale(j))
 		stale_object(e, j, key);
 	else if (rc == 0)
@@ -545,12 +572,15 @@ static void run_complete(eng *e, job *j)
 	size_t n = f->n_parts;
 	uint32_t crc = parts_crc(f);
 	char *blocks = eng_parts_blocks(f);
+	struct eng_busy b;
+	eng_key_claim(e, &b, key);
 	pthread_mutex_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	s3_err x = {0};
 	int rc = parts ? eng_complete_mpu(e, key, id, parts, n, etag, &x) : -1;
 	free(parts);
 	pthread_mutex_lock(&e->mu);
+	eng_key_release(e, &b);
 	if (rc == 0 && stale(j))
 		stale_object(e, j, key);
 	else if (rc == 0)

@@ -514,6 +514,8 @@ static int commit_file(eng *e, etxn *t, snap *sn, s3_err *x)
 		unsigned gen = f->gen;
 		f->jobs++; /* keeps workers off it */
 		f->refs++;
+		struct eng_busy b;
+		eng_key_claim(e, &b, key);
 		if (f->state == F_PARTS) {
 			s3_part *p = calloc(f->n_parts, sizeof *p);
 			size_t n = f->n_parts;
@@ -545,6 +547,7 @@ static int commit_file(eng *e, etxn *t, snap *sn, s3_err *x)
 			proto_meta_free(&m);
 		}
 		pthread_mutex_lock(&e->mu);
+		eng_key_release(e, &b);
 		f->jobs--;
 		if (rc == 0 && f->gen == gen && f->t)
 			eng_file_stored(e, f, key, etag, crc, blocks);

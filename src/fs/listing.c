@@ -129,6 +129,7 @@ static int relist_after_markers(s3_client *s3, const char *dir_prefix,
 
 struct manifests {
 	s3_client *s3;
+	fs_mcache *mc;
 	vis_manifest *m;
 	s3_err *e;
 	int rc;
@@ -148,17 +149,32 @@ static void read_manifest(struct manifests *ms, const s3_object *o)
 			 (unsigned long long)o->size);
 		return;
 	}
-	char *body = malloc(o->size ? o->size : 1);
 	size_t got = 0;
-	s3_err e;
-	if (!body || s3_get_range(ms->s3, o->key, 0, o->size, NULL, body, &got,
-				  &e) < 0) {
-		if (body && e.err != ENOENT) { /* deleted meanwhile: fine */
-			*ms->e = e;
-			ms->rc = -1;
+	const char *etag = ms->mc && o->etag && o->etag[0] ? o->etag : NULL;
+	char *body = etag ? fs_mcache_get(ms->mc, o->key, etag, &got) : NULL;
+	if (!body) {
+		body = malloc(o->size ? o->size : 1);
+		s3_err e;
+		/* exactly the listed version, so it can be kept under its
+		 * ETag; one rewritten since is read as it is now, not kept */
+		int rc = body ? s3_get_range(ms->s3, o->key, 0, o->size, etag,
+					     body, &got, &e)
+			      : -1;
+		if (rc < 0 && body && etag && e.err == ESTALE) {
+			etag = NULL;
+			rc = s3_get_range(ms->s3, o->key, 0, o->size, NULL,
+					  body, &got, &e);
 		}
-		free(body);
-		return;
+		if (rc < 0) {
+			if (body && e.err != ENOENT) { /* deleted: fine */
+				*ms->e = e;
+				ms->rc = -1;
+			}
+			free(body);
+			return;
+		}
+		if (etag)
+			fs_mcache_put(ms->mc, o->key, etag, body, got);
 	}
 	char *err = NULL;
 	if (vis_manifest_add_json(ms->m, body, got, &err) < 0)
@@ -181,8 +197,9 @@ static int page_manifests(void *arg, const char *prefix,
 	return 0;
 }
 
-static int load_manifests(s3_client *s3, const char *dir_prefix,
-			  vis_manifest **out, s3_err *e)
+static int load_manifests(s3_client *s3, fs_mcache *mc,
+			  const char *dir_prefix, vis_manifest **out,
+			  s3_err *e)
 {
 	vis_manifest *m = calloc(1, sizeof *m);
 	if (!m)
@@ -190,7 +207,7 @@ static int load_manifests(s3_client *s3, const char *dir_prefix,
 	vis_manifest_init(m);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", dir_prefix, VIS_META_DIR);
-	struct manifests ms = {s3, m, e, 0};
+	struct manifests ms = {s3, mc, m, e, 0};
 	int rc = list_all(s3, buf_cstr(&p), NULL, page_manifests, &ms, e);
 	buf_free(&p);
 	if (rc == 0)
@@ -205,9 +222,9 @@ static int load_manifests(s3_client *s3, const char *dir_prefix,
 	return 0;
 }
 
-int fs_listing_fetch(s3_client *s3, const char *dir_prefix, ns_report_fn report,
-		     void *arg, ns_dir *out, vis_manifest **manifest,
-		     s3_err *e)
+int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
+		     ns_report_fn report, void *arg, ns_dir *out,
+		     vis_manifest **manifest, s3_err *e)
 {
 	*manifest = NULL;
 	ns_dir_init(out, report, arg);
@@ -219,7 +236,7 @@ int fs_listing_fetch(s3_client *s3, const char *dir_prefix, ns_report_fn report,
 	if (rc == 0 && out->saw_pending)
 		rc = relist_after_markers(s3, dir_prefix, out, e);
 	if (rc == 0 && out->saw_meta)
-		rc = load_manifests(s3, dir_prefix, manifest, e);
+		rc = load_manifests(s3, mc, dir_prefix, manifest, e);
 	if (rc < 0)
 		ns_dir_free(out);
 	return rc;

@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 
 #include "fs/inode.h"
+#include "fs/mcache.h"
 #include "fs/ops.h"
 #include "fs/overlay.h"
 
@@ -24,6 +25,7 @@ struct fs_ctx {
 	cache *cache;
 	char *prefix;
 	fs_itable *it;
+	fs_mcache *mcache; /* manifest bodies by ETag (fs/mcache.h) */
 	fs_opts o;
 	struct timespec mount_time;
 	pthread_mutex_t log_mu;

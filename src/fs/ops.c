@@ -54,12 +54,13 @@ fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 	fs->prefix = strdup(prefix);
 	fs->pt.wanted = o->passthrough;
 	fs->it = fs_itable_new();
+	fs->mcache = fs_mcache_new(0);
 	fs->o = *o;
 	if (!fs->o.readahead_max)
 		fs->o.readahead_max = 8u << 20;
 	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
 	pthread_mutex_init(&fs->log_mu, NULL);
-	if (!fs->prefix || !fs->it) {
+	if (!fs->prefix || !fs->it || !fs->mcache) {
 		fs_ctx_free(fs);
 		return NULL;
 	}
@@ -75,6 +76,7 @@ void fs_ctx_free(fs_ctx *fs)
 		return;
 	wr_destroy(fs);
 	fs_itable_free(fs->it);
+	fs_mcache_free(fs->mcache);
 	pthread_mutex_destroy(&fs->log_mu);
 	free(fs->prefix);
 	free(fs);
@@ -252,7 +254,7 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 	ns_dir *nd = calloc(1, sizeof *nd);
 	vis_manifest *man = NULL;
 	s3_err e = {0};
-	int rc = nd ? fs_listing_fetch(fs->s3, prefix, report_key, fs, nd, &man,
+	int rc = nd ? fs_listing_fetch(fs->s3, fs->mcache, prefix, report_key, fs, nd, &man,
 				       &e)
 		    : -1;
 	if (rc < 0) {

@@ -437,6 +437,38 @@ def test_unlink_of_a_new_file_and_of_an_open_file(env):
     env.assert_gone("unlinked-open.bin")
 
 
+def test_remove_and_rewrite_while_the_first_upload_runs(env):
+    """A file removed while its upload runs and written again at once
+    (Lightning's save_last link replaced, a tracker rewritten): the upload
+    of the removed version, finishing late, must not delete the object of
+    the new one.  Many names at once, so uploads overlap."""
+    d = env.w / "rewrite"
+    d.mkdir()
+    env.sync()  # d committed: each file below is its own transaction
+    names = [f"f{i:02d}" for i in range(16)]
+    for rnd in range(2):
+        for n in names:
+            (d / n).write_bytes(f"{n} round {rnd}".encode() * 2000)
+        for n in names:
+            os.remove(d / n)
+            (d / n).write_bytes(f"{n} final {rnd}".encode() * 1000)
+        env.sync()
+        for n in names:
+            env.assert_file(f"rewrite/{n}", f"{n} final {rnd}".encode() * 1000)
+    # inside a new directory (one transaction, files uploaded in
+    # parallel): a slow first version removed and replaced by a small one
+    # while it uploads must not land over the small one
+    nd = env.w / "rewrite-new"
+    nd.mkdir()
+    for i, n in enumerate(names[:8]):
+        (nd / n).write_bytes(det_bytes(700 + i, 3 * MiB))
+        os.remove(nd / n)
+        (nd / n).write_bytes(f"{n} small".encode())
+    env.sync()
+    for n in names[:8]:
+        env.assert_file(f"rewrite-new/{n}", f"{n} small".encode())
+
+
 def test_rename_file_over_an_existing_target(env):
     """mv of a remote file over another remote file, os.replace of a new
     file over a remote file: the target holds the source's bytes, the source
