@@ -49,7 +49,9 @@ static void mount_usage(FILE *f)
 		"      temp_patterns=P:P... (names uploaded only once renamed,\n"
 		"      default *tmp*:*.tempstate*:*_temp:_checkpoint:*.__lock)\n"
 		"      max_staged=SIZE (staged bytes not yet uploaded before\n"
-		"      writers wait; 0 = no limit)\n"
+		"      writers wait; 0 = no limit) upload_hold=S (longest a\n"
+		"      closed file waits to upload while the application still\n"
+		"      writes, 10; 0 = upload at once)\n"
 		"\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -215,6 +217,8 @@ static int apply_opt(mount_args *a, const char *k, const char *v)
 				*c = ',';
 		a->eng.temp_patterns = a->temp_patterns;
 		return 0;
+	} else if (!strcmp(k, "upload_hold")) {
+		return parse_num(k, v, 0, &a->eng.upload_hold_s, NULL);
 	} else if (!strcmp(k, "max_staged")) {
 		return parse_size(k, v, &a->eng.max_staged);
 	} else if (!strcmp(k, "log")) {

@@ -212,6 +212,8 @@ bool eng_upload_blocked(eng *e, const etxn *t, const char *path)
 	return false;
 }
 
+static bool held(eng *e, const efile *f);
+
 bool eng_file_uploadable(eng *e, const efile *f)
 {
 	const etxn *t = f->t;
@@ -221,7 +223,29 @@ bool eng_file_uploadable(eng *e, const efile *f)
 		return false;
 	if (t->state != TS_SEALED && proto_has_temp(&e->pats, f->path))
 		return false;
+	if (held(e, f))
+		return false;
 	return !eng_upload_blocked(e, t, f->path);
+}
+
+/* Whether f waits for the application to stop writing.  mu */
+static bool held(eng *e, const efile *f)
+{
+	const etxn *t = f->t;
+	return e->writing && e->o.upload_hold_s > 0 && t->kind == T_DIR &&
+	       t->state != TS_SEALED && !f->urgent && !f->upload_id &&
+	       eng_now() - f->put_at < e->o.upload_hold_s;
+}
+
+void eng_hold_uploads(eng *e, bool writing)
+{
+	pthread_mutex_lock(&e->mu);
+	bool was = e->writing;
+	e->writing = writing;
+	/* released, or maybe some held file's time is up */
+	if (was)
+		eng_sched_all(e);
+	pthread_mutex_unlock(&e->mu);
 }
 
 /* Bytes staged but not yet stored of files that will upload without
@@ -763,6 +787,11 @@ int eng_stage_reserve(eng *e, uint64_t n)
 	if (!e->o.max_staged)
 		return 0;
 	pthread_mutex_lock(&e->mu);
+	if (e->writing && staged_now(e) >= e->o.max_staged / 2) {
+		e->writing = false; /* the hold ends here (until the next
+				     * eng_hold_uploads) */
+		eng_sched_all(e);
+	}
 	while (!e->stopping && staged_now(e) > e->o.max_staged)
 		pthread_cond_wait(&e->cv, &e->mu);
 	int rc = e->stopping ? -EINTR : 0;
@@ -943,6 +972,7 @@ int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 	if (!rc) {
 		f->sid = sid;
 		f->size = size;
+		f->put_at = eng_now();
 		proto_meta_free(&f->m);
 		proto_meta_from(&f->m, m);
 		rc = journal_file(e, f);
@@ -1304,6 +1334,10 @@ int eng_wait_file(eng *e, const char *path)
 		}
 		if (f->t->kind == T_FILE && f->state == F_PARTS)
 			break; /* stored as parts; visible at its turn */
+		if (!f->urgent) { /* not held any more */
+			f->urgent = true;
+			eng_sched_file(e, f);
+		}
 		if (f->t->kind == T_FILE && !f->want_durable) {
 			f->want_durable = true;
 			eng_sched_file(e, f);

@@ -66,6 +66,10 @@ typedef struct eng_opts {
 	unsigned conns;          /* parallel transfers; 0 = 16 */
 	uint64_t max_staged;     /* staged-not-uploaded bytes before writers
 	                          * wait (eng_stage_reserve); 0 = unlimited */
+	/* upload hold: while eng_hold_uploads says the application is
+	 * writing, a file of an open directory transaction waits up to this
+	 * many seconds after its put before its upload starts; 0 = never */
+	double upload_hold_s;
 	const char *temp_patterns; /* comma-separated fnmatch patterns on the
 	                            * last path component; NULL = default
 	                            * (ENG_DEFAULT_TEMP_PATTERNS) */
@@ -144,6 +148,20 @@ uint64_t eng_max_staged(const eng *e);
 bool eng_space_pending(eng *e);
 
 /* ---- transactions ------------------------------------------------------ */
+
+/*
+ * The upload hold (doc/commit.md, "Upload hold"): writing says whether the
+ * application is writing through the mount right now (a writable handle
+ * is open, or one closed moments ago).  While it is, files put into open
+ * directory transactions do not start uploading, for at most
+ * upload_hold_s after their put: the application's writes get the CPU,
+ * memory bandwidth and disk alone and its close returns at local-disk
+ * speed; the uploads follow at once when it stops.  A sealed transaction,
+ * a file someone waits for (fsync, eng_wait_file), and staged bytes at
+ * half of max_staged are never held.  Call it again periodically while
+ * writing: held files whose time is up are released then.
+ */
+void eng_hold_uploads(eng *e, bool writing);
 
 /*
  * Starts a transaction rooted at path (a directory when is_dir, else a

@@ -65,6 +65,9 @@ typedef struct efile {
 	/* fsync'd before its single-file transaction was sealed: upload it as
 	 * a (one-part) multipart upload now, complete it at its turn */
 	bool want_durable;
+	/* someone waits for it to be stored (fsync): never held */
+	bool urgent;
+	double put_at; /* eng_now() of its last put (the upload hold) */
 	/* dropped while an upload job still holds it (and its staging fd):
 	 * counted in eng.releasing until the last job is done */
 	bool releasing;
@@ -134,6 +137,7 @@ struct eng {
 	bool staged_dirty; /* staged needs recomputing */
 	unsigned releasing; /* dropped files whose space jobs still hold */
 	bool stopping;
+	bool writing; /* eng_hold_uploads: the application is writing */
 	char *vis_marker; /* held by a running delete/rename step */
 	/* keys with a request in flight that creates or deletes their object
 	 * (PUT, CompleteMultipartUpload, DELETE of a stale object): nodes on

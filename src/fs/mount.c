@@ -35,6 +35,7 @@ void mount_args_init(mount_args *a)
 	a->cache.per_file_conns = 8;
 	a->cache.global_conns = 16;
 	a->commit_delay = 5.0;
+	a->eng.upload_hold_s = 10.0;
 	a->cache.verify = true;
 	a->fs.passthrough = true;
 }

@@ -35,6 +35,11 @@ struct fs_ctx {
 	/* those of them that write through passthrough: their bytes are
 	 * handed to the commit engine at release (fs/write.c) */
 	unsigned pt_closing; /* [table lock] */
+	/* the upload hold (eng_hold_uploads): writable handles open, when
+	 * the last one closed, what the engine was last told */
+	unsigned writers;      /* [table lock] */
+	double writers_idle_at; /* [table lock] */
+	bool hold_on;           /* [table lock] */
 	/* open handles, freed at unmount if the kernel never released them */
 	struct fs_handle *handles;       /* [table lock] */
 	struct fs_dirhandle *dirhandles; /* [table lock] */

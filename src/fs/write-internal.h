@@ -30,6 +30,7 @@ struct wr_deletes {
 
 char *wr_child_path(const fs_inode *p, const char *name);
 double wr_now_s(void);
+void wr_writer_opened(fs_ctx *fs); /* the upload hold; table locked */
 ov_node *wr_local_of(fs_ctx *fs, const fs_inode *n);
 void wr_meta_of(const ov_node *o, eng_meta *m, buf *xa);
 void wr_flush_deletes(fs_ctx *fs);

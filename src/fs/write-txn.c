@@ -623,6 +623,33 @@ static bool txn_has_files(fs_ctx *fs, ov_txn *x)
 	return f.any;
 }
 
+/* ---- the upload hold (eng_hold_uploads) -------------------------------- */
+
+/* Seconds without a writable handle after which the application counts as
+ * done writing: a checkpoint's files are written one after another, and
+ * the instant between one close and the next open is not the end. */
+#define WRITE_QUIET_S 0.3
+
+/* A writable handle was opened.  Table locked. */
+void wr_writer_opened(fs_ctx *fs)
+{
+	fs->writers++;
+	if (fs->eng && !fs->hold_on) {
+		fs->hold_on = true;
+		eng_hold_uploads(fs->eng, true);
+	}
+}
+
+/* Each tick of the idle thread: still writing?  Table locked. */
+static void hold_tick(fs_ctx *fs, double now)
+{
+	bool w = fs->writers > 0 || now - fs->writers_idle_at < WRITE_QUIET_S;
+	if (fs->eng && (w || fs->hold_on)) {
+		fs->hold_on = w;
+		eng_hold_uploads(fs->eng, w);
+	}
+}
+
 static void *idle_main(void *arg)
 {
 	fs_ctx *fs = arg;
@@ -640,6 +667,7 @@ static void *idle_main(void *arg)
 		if (fs->idle_stop)
 			break;
 		double t = wr_now_s();
+		hold_tick(fs, t);
 		if (fs->dels->n && t - fs->dels->last > DELETE_QUIET_S)
 			wr_flush_deletes(fs);
 		for (ov_txn *x = fs->ov.txns; x; x = x->next) {

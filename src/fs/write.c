@@ -357,8 +357,10 @@ fs_handle *wr_local_handle(fs_ctx *fs, fs_inode *n, ov_node *o,
 	if (o->txn)
 		o->txn->open++;
 	h->writable = writable;
-	if (writable)
+	if (writable) {
 		o->writers++;
+		wr_writer_opened(fs);
+	}
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_rwlock_init(&h->busy, NULL);
 	fs_handle_link(fs, h);
@@ -629,8 +631,11 @@ void wr_release(fs_ctx *fs, fs_handle *h, bool counted)
 	}
 	if (counted && !--h->node->open_handles && h->node->pt_stage)
 		wr_pt_unbind(fs, h->node);
-	if (h->writable)
+	if (h->writable) {
 		o->writers--;
+		if (!--fs->writers)
+			fs->writers_idle_at = wr_now_s();
+	}
 	o->opens--;
 	if (o->txn) {
 		o->txn->open--;

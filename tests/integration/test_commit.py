@@ -138,12 +138,76 @@ def assert_remote(s3, bucket, prefix, files):
 
 
 # --------------------------------------------------------------------------
+# the upload hold: closed files upload once the application stops writing
+
+
+def user_keys(s3, bucket, prefix):
+    return sorted(k for k in s3_sizes(s3, bucket, prefix)
+                  if not is_protocol_key(k) and not k.endswith("/"))
+
+
+def stored_after(s3, bucket, prefix, want, limit):
+    """Seconds until the bucket holds exactly the keys want under prefix."""
+    t0 = time.monotonic()
+    wait_for(lambda: user_keys(s3, bucket, prefix) == want, limit,
+             lambda: f"stored: {user_keys(s3, bucket, prefix)}, want {want}")
+    return time.monotonic() - t0
+
+
+@pytest.mark.timeout(120)
+def test_uploads_wait_while_the_application_writes(s3server, bucket, mount, tmp_path):
+    """A file closed while another is still open for writing does not
+    upload (the writer's close runs at local-disk speed without uploads
+    competing); once the last writable handle closes, everything uploads
+    within a second.  fsync of a file uploads it at once anyway."""
+    s3 = s3server.client()
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=600")
+    d = w / "held"
+    os.mkdir(d)
+    (d / "a.bin").write_bytes(det_bytes(31, 3 * MiB))
+    with open(d / "b.bin", "wb") as b:
+        b.write(det_bytes(32, MiB))
+        time.sleep(2.5)
+        assert user_keys(s3, bucket, "held/") == [], \
+            "a.bin uploaded while the application was still writing"
+        with open(d / "c.bin", "wb") as c:
+            c.write(b"fsynced")
+            c.flush()
+            os.fsync(c.fileno())
+        assert user_keys(s3, bucket, "held/") == ["held/c.bin"], \
+            "fsync did not store c.bin (or others went along)"
+    took = stored_after(s3, bucket, "held/", ["held/a.bin", "held/b.bin", "held/c.bin"], 20)
+    assert took < 3, f"uploads started {took:.1f} s after the last close"
+    ckptfs_commit(d)
+    assert s3_get(s3, bucket, "held/a.bin") == det_bytes(31, 3 * MiB)
+    assert s3_get(s3, bucket, "held/b.bin") == det_bytes(32, MiB)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("hold", ["0", "1"])
+def test_upload_hold_option_bounds_the_wait(s3server, bucket, mount, tmp_path, hold):
+    """upload_hold=0 uploads every file as it closes; upload_hold=1 lets a
+    closed file wait at most about a second although another stays open
+    for writing."""
+    s3 = s3server.client()
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=600", f"upload_hold={hold}")
+    d = w / "bounded"
+    os.mkdir(d)
+    with open(d / "open.bin", "wb") as f:
+        f.write(b"still writing")
+        (d / "a.bin").write_bytes(det_bytes(33, 2 * MiB))
+        took = stored_after(s3, bucket, "bounded/", ["bounded/a.bin"], 15)
+        assert took < 4, f"a.bin stored {took:.1f} s after its close (upload_hold={hold})"
+    ckptfs_commit(d)
+
+
+# --------------------------------------------------------------------------
 # atomic visibility
 
 @pytest.mark.timeout(150)
 def test_multi_file_checkpoint_is_never_seen_partially(s3server, bucket, mount, tmp_path):
     """8 files of 4-8 MiB written slowly into a new directory (uploads start
-    as each closes), .metadata written as .metadata.tmp and renamed (DCP),
+    when the writing stops, or upload_hold after each close), .metadata written as .metadata.tmp and renamed (DCP),
     committed by commit_delay: another mount polling the parent sees the
     directory absent, then complete with the final bytes, nothing between."""
     s3 = s3server.client()
@@ -515,8 +579,8 @@ def test_latest_never_names_an_invisible_checkpoint(s3server, bucket, mount, tmp
         assert (w / "run/latest").read_bytes() == b"global_step%d" % n
         wait_for(lambda: s3_get(s3, bucket, "run/latest") == b"global_step%d" % n, 60,
                  f"latest = global_step{n} in the bucket")
-        wait_for(lambda: ("mount", n) in seen or pm.bad, 30,
-                 f"the observer reading latest = global_step{n}")
+        wait_for(lambda: {("mount", n), ("remote", n)} <= seen or pm.bad or pr.bad, 30,
+                 f"the observer and the bucket poller reading latest = global_step{n}")
     pr.assert_clean(min_seen=5)
     pm.assert_clean(min_seen=2)
     assert {("remote", 3), ("mount", 3)} <= seen, seen
