@@ -315,18 +315,16 @@ static void stale_object(eng *e, job *j, const char *key)
 	/* dropped: nobody will list it; delete it once, unless a live file
 	 * was stored there meanwhile or will be (its upload may be in flight
 	 * right now: a delete racing it could land after it) */
+	size_t plen = strlen(e->prefix);
+	const char *path = strncmp(key, e->prefix, plen) ? NULL : key + plen;
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (t->done)
 			continue;
 		for (efile *g = t->files; g; g = g->next) {
-			bool same = g->key && !strcmp(g->key, key);
-			if (!same) {
-				char *k = proto_key(e->prefix, g->path);
-				same = !strcmp(k, key);
-				free(k);
-			}
-			if (same) { /* gone with t's garbage, unless t
-				     * commits an object there */
+			if ((g->key && !strcmp(g->key, key)) ||
+			    (path && !strcmp(g->path, path))) {
+				/* gone with t's garbage, unless t commits
+				 * an object there */
 				eng_garbage(e, t, key);
 				return;
 			}

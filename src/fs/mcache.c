@@ -47,6 +47,14 @@ static size_t cost(const ment *m)
 	return m->len + strlen(m->key) + strlen(m->etag) + sizeof *m;
 }
 
+static void ment_free(ment *m)
+{
+	free(m->key);
+	free(m->etag);
+	free(m->body);
+	free(m);
+}
+
 static void unlink_free(fs_mcache *mc, ment *m)
 {
 	ment **pp = &mc->b[hash(m->key)];
@@ -63,10 +71,7 @@ static void unlink_free(fs_mcache *mc, ment *m)
 		mc->newest = m->older;
 	mc->bytes -= cost(m);
 	mc->count--;
-	free(m->key);
-	free(m->etag);
-	free(m->body);
-	free(m);
+	ment_free(m);
 }
 
 void fs_mcache_free(fs_mcache *mc)
@@ -115,12 +120,8 @@ int fs_mcache_put(fs_mcache *mc, const char *key, const char *etag,
 		n->len = len;
 	}
 	if (!n || !n->key || !n->etag || !n->body) {
-		if (n) {
-			free(n->key);
-			free(n->etag);
-			free(n->body);
-		}
-		free(n);
+		if (n)
+			ment_free(n);
 		return -1;
 	}
 	memcpy(n->body, body, len);
@@ -130,10 +131,7 @@ int fs_mcache_put(fs_mcache *mc, const char *key, const char *etag,
 		unlink_free(mc, old);
 	if (cost(n) > mc->max) {
 		pthread_mutex_unlock(&mc->mu);
-		free(n->key);
-		free(n->etag);
-		free(n->body);
-		free(n);
+		ment_free(n);
 		return 0;
 	}
 	while (mc->oldest && mc->bytes + cost(n) > mc->max)
