@@ -948,6 +948,13 @@ int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 	int rc = t && t->state != TS_ABORTED ? 0 : -ENOENT;
 	efile *f = t ? find_file(t, path) : NULL;
 	char *old_staging = NULL;
+	/* the put of a new file (the close of a checkpoint file) does not
+	 * wait for an fsync of the journal: close(2) promises no
+	 * durability, and the staged bytes are not synced either.  The next
+	 * durable commit (its upload, a seal, fsync) takes the row to disk. */
+	bool lazy = !rc && !f;
+	if (lazy && jr_set_durable(e->j, false) < 0)
+		lazy = false;
 	if (!rc)
 		rc = jr_begin(e->j);
 	if (!rc && !f) {
@@ -981,6 +988,8 @@ int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 		rc = jr_commit(e->j);
 	else
 		jr_rollback(e->j);
+	if (lazy)
+		jr_set_durable(e->j, true);
 	if (!rc) {
 		if (old_staging)
 			unlink(old_staging);

@@ -277,6 +277,14 @@ int jr_commit(jr *j)
 	return rc;
 }
 
+int jr_set_durable(jr *j, bool durable)
+{
+	return jr_exec(j, NULL, NULL,
+		       durable ? "PRAGMA synchronous=FULL"
+			       : "PRAGMA synchronous=NORMAL",
+		       "");
+}
+
 void jr_rollback(jr *j)
 {
 	if (!sqlite3_get_autocommit(j->db))

@@ -23,6 +23,7 @@
 #define CKPTFS_COMMIT_JOURNAL_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct jr jr;
@@ -41,6 +42,11 @@ int jr_exec(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
 int64_t jr_last_id(jr *j);
 int jr_begin(jr *j);
 int jr_commit(jr *j);
+/* Outside a transaction: whether later commits fsync the WAL (the default,
+ * synchronous=FULL).  A commit made with false is on disk once any later
+ * FULL commit returns (the WAL is one file, synced whole); a killed
+ * process loses neither, a power cut may lose the lazy one. */
+int jr_set_durable(jr *j, bool durable);
 void jr_rollback(jr *j);
 
 /* meta(k) as malloc'd text, or NULL. */

@@ -148,7 +148,9 @@ int wr_merge_listing(fs_ctx *fs, fs_inode *d, fs_dirhandle *dh);
 bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 bool wr_read(fuse_req_t req, fs_handle *h, size_t size, off_t off);
 /* flush/release of a handle with h->ov. */
-void wr_flush(fs_ctx *fs, fs_handle *h);
+/* uid: the closing process's; a writer other than root loses the file's
+ * set-user-ID bit (and set-group-ID with group exec), as on a local disk */
+void wr_flush(fs_ctx *fs, fs_handle *h, uid_t uid);
 /* counted: as for fs_handle_free; the handle leaves its inode's count
  * here, before the file is handed over (a new open must not find the
  * staging file bound and about to be handed). */

@@ -13,7 +13,8 @@
  * falls back to ordinary FUSE reads when the kernel, the privilege or the
  * ioctl says no.  Files written through the mount pass through to their
  * staging file the same way (fs/write.c, "write passthrough"); the create
- * reply is stamped like an open reply.
+ * reply is stamped like an open reply.  The same INIT hook accepts
+ * FUSE_HANDLE_KILLPRIV_V2 (see patch_init).
  */
 #ifndef CKPTFS_FS_PASSTHROUGH_H
 #define CKPTFS_FS_PASSTHROUGH_H
@@ -27,6 +28,8 @@ typedef struct fs_pt {
 	bool wanted;          /* option passthrough=on */
 	bool offered;         /* the kernel's INIT offered it */
 	bool enabled;         /* our INIT reply accepted it */
+	bool killpriv_offered; /* ... and FUSE_HANDLE_KILLPRIV_V2 */
+	bool init_done;       /* the INIT reply went out */
 	uint64_t init_unique; /* unique of the INIT request */
 } fs_pt;
 

@@ -606,13 +606,24 @@ void wr_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 	}
 }
 
-void wr_flush(fs_ctx *fs, fs_handle *h)
+/* What a change of a file's bytes or owner does to its set-id bits. */
+static void kill_suid(ov_node *o)
+{
+	o->mode &= ~(mode_t)S_ISUID;
+	if (o->mode & S_IXGRP)
+		o->mode &= ~(mode_t)S_ISGID;
+}
+
+void wr_flush(fs_ctx *fs, fs_handle *h, uid_t uid)
 {
 	if (!h->writable)
 		return;
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
 	wr_pt_absorb(o);
+	/* FUSE_HANDLE_KILLPRIV_V2 (fs/passthrough.c) leaves this to us */
+	if (o->dirty && uid != 0 && (o->mode & (S_ISUID | S_ISGID)))
+		kill_suid(o);
 	/* the last writer's close: the bytes are final, and journaled before
 	 * close returns (with passthrough the kernel may still write through
 	 * a dup or a mapping: release finds that and stores a copy) */
@@ -730,6 +741,13 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		clock_gettime(CLOCK_REALTIME, &now);
 		if (to_set & FUSE_SET_ATTR_MODE)
 			o->mode = attr->st_mode & 07777;
+		/* truncate or chown by an unprivileged caller, under
+		 * FUSE_HANDLE_KILLPRIV_V2 */
+		if ((to_set & FUSE_SET_ATTR_KILL_SUID) &&
+		    (o->mode & (S_ISUID | S_ISGID))) {
+			kill_suid(o);
+			to_set |= FUSE_SET_ATTR_MODE;
+		}
 		if (to_set & FUSE_SET_ATTR_UID)
 			o->uid = attr->st_uid;
 		if (to_set & FUSE_SET_ATTR_GID)

@@ -504,9 +504,19 @@ def test_deleting_the_previous_checkpoint_never_leaves_none(
         return False
 
     def check_mount():
-        if any_complete_mount() or any_complete_mount():
+        # the observer reuses a listing for OBSERVER_LISTING_S: one pass can
+        # resolve checkpoint-N in a run/ listing taken just before N+1
+        # committed, and list inside N just after its delete began (a
+        # reader that is that much slower sees the same); a second pass
+        # after the listings expired must find a complete one
+        if any_complete_mount():
             return None
-        return f"no complete checkpoint on the observing mount: {os.listdir(o / 'run')}"
+        time.sleep(2 * helpers.OBSERVER_LISTING_S)
+        if any_complete_mount():
+            return None
+        seen = {n: tree_view(o / "run" / f"checkpoint-{n}") for n in ckpts}
+        return (f"no complete checkpoint on the observing mount: "
+                f"{os.listdir(o / 'run')}; each one now: {seen}")
 
     pr = Poller(check_remote)
     pm = Poller(check_mount)

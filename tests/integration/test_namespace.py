@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import parse_ls_la, run
+from helpers import ckptfs_sync, parse_ls_la, run, wait_for
 
 N_MANY = 10000
 
@@ -293,6 +293,21 @@ def test_file_mtime_is_last_modified_and_dir_mtime_is_newest(s3server, bucket, m
     assert abs(int(out) - lm["mt/new.txt"]) <= 1
 
 
+def test_dir_mtime_follows_new_objects_with_stat_alone(s3server, bucket, mount):
+    """stat of a directory answers from its last listing at once (a
+    writer's path walk must not wait for a LIST) and refreshes it, so a
+    later stat shows a newer object's time without anyone listing."""
+    s3server.put(bucket, "mt2/a.txt", b"a")
+    m = mount(bucket, options=("dir_timeout=0", "entry_timeout=0", "attr_timeout=0"))
+    t0 = os.stat(m / "mt2").st_mtime
+    assert abs(t0 - s3server.head(bucket, "mt2/a.txt")["LastModified"].timestamp()) <= 1.0
+    time.sleep(2.1)
+    s3server.put(bucket, "mt2/b.txt", b"b")
+    t1 = s3server.head(bucket, "mt2/b.txt")["LastModified"].timestamp()
+    wait_for(lambda: abs(os.stat(m / "mt2").st_mtime - t1) <= 1.0, 10,
+             "the directory's mtime is the new object's")
+
+
 # --------------------------------------------------------------------------
 # Ownership and modes
 
@@ -347,6 +362,40 @@ def test_allow_other_lets_other_users_read(public_dir, s3server, bucket, mount):
     assert p.returncode == 0 and p.stdout == "for everyone", p.stderr
     p = run(_as_nobody(["ls", mp1]), check=False)
     assert p.returncode != 0 and "Permission denied" in p.stderr, (p.returncode, p.stderr)
+
+
+def test_another_users_write_drops_the_set_id_bits(public_dir, s3server, bucket, mount):
+    """ckptfs drops set-id bits itself (it takes FUSE_HANDLE_KILLPRIV_V2,
+    which spares a GETXATTR round trip per write(2)): as on a local disk,
+    root's write keeps them, another user's write or truncate drops
+    set-user-ID and set-group-ID, and the bits stay dropped after a
+    remount."""
+    mp = public_dir / "m"
+    mp.mkdir()
+    opts = ("allow_other", "attr_timeout=0", "commit_delay=0.5")
+    m = mount(bucket, mountpoint=mp, options=opts)
+    d = m / "setid"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    for name in ("w", "t", "root"):
+        (d / name).write_bytes(b"0123456789")
+        os.chmod(d / name, 0o6777)
+    with open(d / "root", "r+b") as f:
+        f.write(b"ab")
+    assert stat.S_IMODE(os.stat(d / "root").st_mode) == 0o6777
+    p = run(_as_nobody(["dd", "if=/dev/zero", f"of={d / 'w'}", "bs=1", "count=3",
+                        "conv=notrunc", "status=none"]), check=False)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_IMODE(os.stat(d / "w").st_mode) == 0o777
+    p = run(_as_nobody(["truncate", "-s", "4", d / "t"]), check=False)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_IMODE(os.stat(d / "t").st_mode) == 0o777
+    assert (d / "w").read_bytes() == b"\0\0\0" + b"3456789"
+    assert (d / "t").read_bytes() == b"0123"
+    ckptfs_sync(m)
+    m2 = mount(bucket, options=("attr_timeout=0",))
+    modes = {n: stat.S_IMODE(os.stat(m2 / "setid" / n).st_mode) for n in ("w", "t", "root")}
+    assert modes == {"w": 0o777, "t": 0o777, "root": 0o6777}, modes
 
 
 # --------------------------------------------------------------------------

@@ -69,6 +69,13 @@ Test(journal, wal_full_and_rows_survive_reopen)
 	int64_t n = 0;
 	cr_assert_eq(jr_exec(j, count_row, &n, "PRAGMA synchronous", ""), 0);
 	cr_assert_eq(n, 2, "synchronous=FULL");
+	/* a lazy commit (a closed file's put), then durable again */
+	cr_assert_eq(jr_set_durable(j, false), 0);
+	cr_assert_eq(jr_exec(j, count_row, &n, "PRAGMA synchronous", ""), 0);
+	cr_assert_eq(n, 1, "synchronous=NORMAL");
+	cr_assert_eq(jr_set_durable(j, true), 0);
+	cr_assert_eq(jr_exec(j, count_row, &n, "PRAGMA synchronous", ""), 0);
+	cr_assert_eq(n, 2, "synchronous=FULL again");
 	cr_assert_eq(jr_meta_set(j, "writer", "w-1"), 0);
 	cr_assert_eq(jr_exec(j, NULL, NULL,
 			     "INSERT INTO txns(kind, root, is_dir, state) "
