@@ -125,6 +125,59 @@ static int relist_after_markers(s3_client *s3, const char *dir_prefix,
 	return rc;
 }
 
+/*
+ * A ckptfs directory (one with manifests) is hidden in its parent's
+ * listing while a marker of its own is live: a writer creating it, a
+ * rename onto it, a delete of it.  A reader already inside (a cwd, a name
+ * resolved a moment before) lists it directly, so the same markers are
+ * checked here, after the objects and the manifests were listed: a delete
+ * removes objects, then manifests, then the marker, so a listing that saw
+ * some objects gone also finds the marker, and shows nothing instead of
+ * part of the files.  One LIST, for directories holding .ckptfs/ only.
+ */
+struct own_marker {
+	size_t base_len; /* of "P/.ckptfs-pending/" */
+	bool live;
+};
+
+static int page_own_marker(void *arg, const char *prefix,
+			   const s3_list_result *p)
+{
+	(void)prefix;
+	struct own_marker *om = arg;
+	time_t now = p->server_time ? p->server_time : time(NULL);
+	for (size_t i = 0; i < p->n_objects; i++) {
+		const s3_object *o = &p->objects[i];
+		char *child;
+		unsigned lease;
+		if (o->key_len <= om->base_len ||
+		    vis_parse_marker(o->key + om->base_len, &child, &lease) < 0)
+			continue;
+		free(child);
+		if (vis_marker_live(o->mtime.tv_sec, lease, now))
+			om->live = true;
+	}
+	return 0;
+}
+
+static int own_marker_live(s3_client *s3, const char *dir_prefix, bool *live,
+			   s3_err *e)
+{
+	*live = false;
+	char *mp = vis_own_markers_prefix(dir_prefix);
+	if (!mp)
+		return 0;
+	/* base: mp without "C/" */
+	size_t base = strlen(mp) - 1;
+	while (base > 0 && mp[base - 1] != '/')
+		base--;
+	struct own_marker om = {base, false};
+	int rc = list_all(s3, mp, NULL, page_own_marker, &om, e);
+	free(mp);
+	*live = om.live;
+	return rc;
+}
+
 /* ---- manifests -------------------------------------------------------- */
 
 struct manifests {
@@ -237,7 +290,19 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 		rc = relist_after_markers(s3, dir_prefix, out, e);
 	if (rc == 0 && out->saw_meta)
 		rc = load_manifests(s3, mc, dir_prefix, manifest, e);
-	if (rc < 0)
+	bool hidden = false;
+	if (rc == 0 && out->saw_meta)
+		rc = own_marker_live(s3, dir_prefix, &hidden, e);
+	/* .ckptfs/ listed but its manifests gone: deleted meanwhile */
+	if (rc == 0 && (hidden || (out->saw_meta && !*manifest)))
+		vis_hide_all(out);
+	if (rc < 0) {
 		ns_dir_free(out);
+		if (*manifest) {
+			vis_manifest_free(*manifest);
+			free(*manifest);
+			*manifest = NULL;
+		}
+	}
 	return rc;
 }

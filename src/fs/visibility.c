@@ -429,3 +429,23 @@ void vis_keep_listed(ns_dir *d, const ns_dir *again)
 			remove_at(d, i);
 	}
 }
+
+char *vis_own_markers_prefix(const char *dir_prefix)
+{
+	size_t n = strlen(dir_prefix);
+	if (n < 2 || dir_prefix[n - 1] != '/')
+		return NULL;
+	size_t start = n - 1; /* the name: dir_prefix[start, n - 1) */
+	while (start > 0 && dir_prefix[start - 1] != '/')
+		start--;
+	buf b = BUF_INIT;
+	buf_printf(&b, "%.*s%s/%.*s/", (int)start, dir_prefix, VIS_PENDING_DIR,
+		   (int)(n - 1 - start), dir_prefix + start);
+	return buf_steal(&b);
+}
+
+void vis_hide_all(ns_dir *d)
+{
+	while (d->n)
+		remove_at(d, d->n - 1);
+}

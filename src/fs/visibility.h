@@ -119,4 +119,15 @@ void vis_hide_names(ns_dir *d, char *const *hidden, size_t n);
  * the same directory, finished). */
 void vis_keep_listed(ns_dir *d, const ns_dir *again);
 
+/*
+ * Where the markers of directory dir_prefix ("P/C/", ending in '/') itself
+ * live: "P/.ckptfs-pending/C/" (malloc'd), or NULL for "" (the bucket's
+ * root has no parent) or no memory.
+ */
+char *vis_own_markers_prefix(const char *dir_prefix);
+
+/* Removes every entry (a directory being created, deleted or renamed onto
+ * by a ckptfs writer shows nothing inside). */
+void vis_hide_all(ns_dir *d);
+
 #endif

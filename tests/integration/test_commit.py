@@ -468,6 +468,50 @@ def save_adaptdl(w, n, files):
 
 
 @pytest.mark.timeout(150)
+def test_a_reader_inside_a_directory_sees_its_delete_whole(s3server, bucket, mount, tmp_path):
+    """A reader already inside a committed checkpoint (it holds the
+    directory open, as a shell's cwd does, so no lookup in the parent
+    hides it) lists it again and again while another mount deletes it:
+    each listing shows every file or none, never part of them."""
+    w = writer(mount, bucket, tmp_path, "w")
+    files = {f"f{i:03}": det_bytes(900 + i, 100 + i) for i in range(400)}
+    d = w / "ck"
+    d.mkdir()
+    for n, b in files.items():
+        (d / n).write_bytes(b)
+    ckptfs_commit(d)
+    o = observer(mount, bucket, tmp_path)
+    fd = os.open(o / "ck", os.O_RDONLY | os.O_DIRECTORY)
+    seen = {"all": 0, "none": 0}
+
+    def check():
+        try:
+            # a new open of the directory itself, not through its parent
+            names = os.listdir(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:
+            names = []
+        if sorted(names) == sorted(files):
+            seen["all"] += 1
+        elif not names:
+            seen["none"] += 1
+        else:
+            return f"{len(names)} of {len(files)} files listed"
+        return None
+
+    try:
+        poller = Poller(check)
+        wait_for(lambda: seen["all"] >= 3, 30, "the observer lists the whole checkpoint")
+        shutil.rmtree(d)
+        ckptfs_sync(w)
+        wait_for(lambda: seen["none"] >= 3 or len(poller.bad) > 20, 30,
+                 "the observer lists it empty")
+        poller.assert_clean(min_seen=6)
+    finally:
+        os.close(fd)
+    assert not [k for k in s3_sizes(s3server.client(), bucket, "ck/")], "deleted remotely"
+
+
+@pytest.mark.timeout(150)
 @pytest.mark.parametrize("pattern", ["hf", "adaptdl"])
 def test_deleting_the_previous_checkpoint_never_leaves_none(
         s3server, bucket, mount, tmp_path, pattern):

@@ -1,6 +1,7 @@
 /* Unit tests for the reader side of the commit protocol: manifests,
  * pending markers, listing filters. */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fs/visibility.h"
@@ -167,6 +168,29 @@ Test(vis, hide_names)
 	vis_hide_names(&d, hidden, 2);
 	cr_assert_eq(d.n, 1);
 	cr_assert_str_eq(d.v[0].name, "checkpoint-1");
+	ns_dir_free(&d);
+}
+
+Test(vis, own_markers_prefix_and_hide_all)
+{
+	char *p = vis_own_markers_prefix("run/checkpoint-2/");
+	cr_assert_str_eq(p, "run/.ckptfs-pending/checkpoint-2/");
+	free(p);
+	p = vis_own_markers_prefix("top/");
+	cr_assert_str_eq(p, ".ckptfs-pending/top/");
+	free(p);
+	p = vis_own_markers_prefix("a b/c%d/e/");
+	cr_assert_str_eq(p, "a b/c%d/.ckptfs-pending/e/");
+	free(p);
+	cr_assert_null(vis_own_markers_prefix(""), "the bucket root");
+	cr_assert_null(vis_own_markers_prefix("noslash"));
+	ns_dir d;
+	ns_dir_init(&d, NULL, NULL);
+	add_entry(&d, "a.bin", false);
+	add_entry(&d, "sub", true);
+	vis_hide_all(&d);
+	cr_assert_eq(d.n, 0);
+	vis_hide_all(&d);
 	ns_dir_free(&d);
 }
 
