@@ -166,10 +166,14 @@ awsc s3 mb "s3://$BUCKET" >"$WORK/log/aws.log" 2>&1 || { cat "$WORK/log/aws.log"
 # the last close returned) and W_T0 (epoch of its first write call).  Every
 # writer starts from the same state: no dirty pages left by the previous
 # row (which otherwise throttle the next writer: seen from 0.3 s to 13 s
-# for the same local-disk write on this kind of machine).
+# for the same local-disk write on this kind of machine), and no clean page
+# cache either, so every row starts from the same memory state.  That does
+# not remove all variation: on this VM the 2 GiB local save, after a drop,
+# took 3.0-3.5 s, and once 0.36 s.
 writer() {
     local out
     sync
+    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
     out=$(timeout -k 5 "$OP_TIMEOUT" $PY "$SELF_DIR/ckpt-writer.py" "$SRC" "$1" 2>>"$WORK/log/writer.log") ||
         { W_CLOSE=; return 1; }
     read -r W_CLOSE W_T0 <<<"$out"

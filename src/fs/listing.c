@@ -133,7 +133,8 @@ static int relist_after_markers(s3_client *s3, const char *dir_prefix,
  * checked here, after the objects and the manifests were listed: a delete
  * removes objects, then manifests, then the marker, so a listing that saw
  * some objects gone also finds the marker, and shows nothing instead of
- * part of the files.  One LIST, for directories holding .ckptfs/ only.
+ * part of the files.  One LIST, only when the listing lacks a file of a
+ * committed manifest (a file deleted since, or the directory going).
  */
 struct own_marker {
 	size_t base_len; /* of "P/.ckptfs-pending/" */
@@ -290,8 +291,10 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 		rc = relist_after_markers(s3, dir_prefix, out, e);
 	if (rc == 0 && out->saw_meta)
 		rc = load_manifests(s3, mc, dir_prefix, manifest, e);
+	/* only a listing that lacks a manifest's file can be part of a
+	 * delete: the common case costs no extra LIST */
 	bool hidden = false;
-	if (rc == 0 && out->saw_meta)
+	if (rc == 0 && *manifest && vis_listing_misses(out, *manifest))
 		rc = own_marker_live(s3, dir_prefix, &hidden, e);
 	/* .ckptfs/ listed but its manifests gone: deleted meanwhile */
 	if (rc == 0 && (hidden || (out->saw_meta && !*manifest)))

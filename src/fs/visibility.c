@@ -449,3 +449,34 @@ void vis_hide_all(ns_dir *d)
 	while (d->n)
 		remove_at(d, d->n - 1);
 }
+
+bool vis_listing_misses(const ns_dir *d, const vis_manifest *m)
+{
+	char *name = NULL;
+	size_t cap = 0;
+	bool miss = false;
+	const char *prev = NULL;
+	size_t prev_len = 0;
+	for (size_t i = 0; i < m->n && !miss; i++) {
+		const char *p = m->files[i].path;
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		/* sorted: the files of one subdirectory come together */
+		if (prev && len == prev_len && !strncmp(p, prev, len))
+			continue;
+		prev = p;
+		prev_len = len;
+		if (len + 1 > cap) {
+			char *nn = realloc(name, len + 1);
+			if (!nn)
+				break;
+			name = nn;
+			cap = len + 1;
+		}
+		memcpy(name, p, len);
+		name[len] = 0;
+		miss = ns_dir_find(d, name) == NULL;
+	}
+	free(name);
+	return miss;
+}

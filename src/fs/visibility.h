@@ -130,4 +130,9 @@ char *vis_own_markers_prefix(const char *dir_prefix);
  * by a ckptfs writer shows nothing inside). */
 void vis_hide_all(ns_dir *d);
 
+/* Whether listing d (finished) of a transaction root lacks a name that a
+ * file of m (the root's manifests) needs: a file deleted since, or the
+ * whole directory on its way out. */
+bool vis_listing_misses(const ns_dir *d, const vis_manifest *m);
+
 #endif

@@ -194,6 +194,35 @@ Test(vis, own_markers_prefix_and_hide_all)
 	ns_dir_free(&d);
 }
 
+Test(vis, listing_misses_a_manifest_file)
+{
+	cr_assert_eq(add("{\"version\":1,\"writer\":\"a\",\"state\":\"committed\","
+			 "\"files\":[{\"path\":\"a.bin\",\"size\":1},"
+			 "{\"path\":\"sub/x\",\"size\":1},"
+			 "{\"path\":\"sub/y\",\"size\":1},"
+			 "{\"path\":\"z.bin\",\"size\":1}]}"),
+		     0);
+	vis_manifest_finish(&m);
+	ns_dir d;
+	ns_dir_init(&d, NULL, NULL);
+	add_entry(&d, "a.bin", false);
+	add_entry(&d, "extra", false);
+	add_entry(&d, "sub", true);
+	add_entry(&d, "z.bin", false);
+	cr_assert_not(vis_listing_misses(&d, &m), "all there (extra names do not count)");
+	char *gone[] = {"z.bin"};
+	vis_hide_names(&d, gone, 1);
+	cr_assert(vis_listing_misses(&d, &m), "z.bin deleted");
+	vis_hide_all(&d);
+	cr_assert(vis_listing_misses(&d, &m));
+	vis_manifest m0;
+	vis_manifest_init(&m0);
+	vis_manifest_finish(&m0);
+	cr_assert_not(vis_listing_misses(&d, &m0), "no files, nothing missing");
+	vis_manifest_free(&m0);
+	ns_dir_free(&d);
+}
+
 Test(vis, keep_listed_drops_names_gone_or_new_in_the_second_listing)
 {
 	/* first listing: an old name (its objects deleted before its marker)
