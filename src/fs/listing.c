@@ -53,16 +53,27 @@ static int page_into_dir(void *arg, const char *prefix,
 
 /* ---- pending markers -------------------------------------------------- */
 
+/* The children named by live markers.  base_len: where "C/W@lease" starts
+ * in a key, when the listed prefix is not the markers directory itself
+ * (0: it is). */
 struct hidden {
 	char **v;
 	size_t n;
+	size_t base_len;
 };
+
+static void hidden_free(struct hidden *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->v[i]);
+	free(h->v);
+}
 
 static int page_markers(void *arg, const char *prefix,
 			const s3_list_result *p)
 {
 	struct hidden *h = arg;
-	size_t plen = strlen(prefix);
+	size_t plen = h->base_len ? h->base_len : strlen(prefix);
 	time_t now = p->server_time ? p->server_time : time(NULL);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		const s3_object *o = &p->objects[i];
@@ -91,13 +102,11 @@ static int hide_pending(s3_client *s3, const char *dir_prefix, ns_dir *d,
 {
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", dir_prefix, VIS_PENDING_DIR);
-	struct hidden h = {NULL, 0};
+	struct hidden h = {NULL, 0, 0};
 	int rc = list_all(s3, buf_cstr(&p), NULL, page_markers, &h, e);
 	if (rc == 0)
 		vis_hide_names(d, h.v, h.n);
-	for (size_t i = 0; i < h.n; i++)
-		free(h.v[i]);
-	free(h.v);
+	hidden_free(&h);
 	buf_free(&p);
 	return rc;
 }
@@ -136,31 +145,6 @@ static int relist_after_markers(s3_client *s3, const char *dir_prefix,
  * part of the files.  One LIST, only when the listing lacks a file of a
  * committed manifest (a file deleted since, or the directory going).
  */
-struct own_marker {
-	size_t base_len; /* of "P/.ckptfs-pending/" */
-	bool live;
-};
-
-static int page_own_marker(void *arg, const char *prefix,
-			   const s3_list_result *p)
-{
-	(void)prefix;
-	struct own_marker *om = arg;
-	time_t now = p->server_time ? p->server_time : time(NULL);
-	for (size_t i = 0; i < p->n_objects; i++) {
-		const s3_object *o = &p->objects[i];
-		char *child;
-		unsigned lease;
-		if (o->key_len <= om->base_len ||
-		    vis_parse_marker(o->key + om->base_len, &child, &lease) < 0)
-			continue;
-		free(child);
-		if (vis_marker_live(o->mtime.tv_sec, lease, now))
-			om->live = true;
-	}
-	return 0;
-}
-
 static int own_marker_live(s3_client *s3, const char *dir_prefix, bool *live,
 			   s3_err *e)
 {
@@ -168,14 +152,15 @@ static int own_marker_live(s3_client *s3, const char *dir_prefix, bool *live,
 	char *mp = vis_own_markers_prefix(dir_prefix);
 	if (!mp)
 		return 0;
-	/* base: mp without "C/" */
+	/* the markers directory: mp without "C/" */
 	size_t base = strlen(mp) - 1;
 	while (base > 0 && mp[base - 1] != '/')
 		base--;
-	struct own_marker om = {base, false};
-	int rc = list_all(s3, mp, NULL, page_own_marker, &om, e);
+	struct hidden h = {NULL, 0, base};
+	int rc = list_all(s3, mp, NULL, page_markers, &h, e);
 	free(mp);
-	*live = om.live;
+	*live = h.n > 0;
+	hidden_free(&h);
 	return rc;
 }
 
