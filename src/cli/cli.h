@@ -18,6 +18,8 @@ extern const cli_cmd cli_cmd_status;
 extern const cli_cmd cli_cmd_prefetch;
 extern const cli_cmd cli_cmd_commit;
 extern const cli_cmd cli_cmd_sync;
+extern const cli_cmd cli_cmd_retry;
+extern const cli_cmd cli_cmd_drop;
 extern const cli_cmd cli_cmd_gc;
 
 #include <jansson.h>

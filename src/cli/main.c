@@ -14,6 +14,8 @@ static const cli_cmd *const commands[] = {
 	&cli_cmd_prefetch,
 	&cli_cmd_commit,
 	&cli_cmd_sync,
+	&cli_cmd_retry,
+	&cli_cmd_drop,
 	&cli_cmd_gc,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

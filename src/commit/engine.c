@@ -128,6 +128,7 @@ static etxn *txn_new(eng *e, int64_t id, enum tkind k, const char *root,
 	if (!t)
 		return NULL;
 	t->id = id;
+	t->seq = id;
 	t->kind = k;
 	t->root = strdup(root);
 	t->dest = dest ? strdup(dest) : NULL;
@@ -175,6 +176,97 @@ bool eng_root_final(const eng *e, const etxn *t)
 	return !proto_has_temp(&e->pats, t->root);
 }
 
+bool eng_parked(const eng *e, const etxn *t)
+{
+	return (t->kind == T_DIR || t->kind == T_FILE) &&
+	       t->state != TS_ABORTED && !eng_root_final(e, t);
+}
+
+/* Whether a and b are entries of one directory. */
+static bool siblings(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	size_t la = sa ? (size_t)(sa - a) : 0, lb = sb ? (size_t)(sb - b) : 0;
+	return la == lb && !strncmp(a, b, la);
+}
+
+/*
+ * Whether step t must wait for an earlier step s that failed for good.
+ * It must when it touches s's paths (a delete or rename of the failed
+ * directory, something written inside it), and when it is a delete or
+ * rename of a sibling (the rotation removing an older checkpoint after
+ * the one that failed) or a single file beside it (a `latest` file that
+ * may name it).  A new directory elsewhere, or beside it, is independent.
+ */
+static bool eng_depends(const etxn *t, const etxn *s)
+{
+	const char *tp[2] = {t->root, t->dest}, *sp[2] = {s->root, s->dest};
+	bool near = t->kind == T_RDEL || t->kind == T_RREN || t->kind == T_FILE;
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++) {
+			if (!tp[i] || !sp[k])
+				continue;
+			if (proto_overlap(tp[i], sp[k]))
+				return true;
+			if (near && siblings(tp[i], sp[k]))
+				return true;
+		}
+	return false;
+}
+
+/*
+ * One pass over the queue in order, keeping the steps held back by a
+ * failed one (each with the failed step at its root).  Stops at `upto`
+ * and returns its blocker, or, with upto NULL, at the first step that is
+ * not held back and returns it in *next.  mu
+ */
+static etxn *scan(eng *e, const etxn *upto, etxn **next)
+{
+	size_t cap = 0, n = 0;
+	for (etxn *t = e->txns; t; t = t->next)
+		cap++;
+	etxn **stuck = calloc(cap ? cap : 1, sizeof *stuck);
+	etxn **cause = calloc(cap ? cap : 1, sizeof *cause);
+	etxn *found = NULL;
+	if (next)
+		*next = NULL;
+	for (etxn *t = e->txns; t && stuck && cause; t = t->next) {
+		if (t->done || t->state == TS_ABORTED || eng_parked(e, t))
+			continue;
+		etxn *c = t->failed ? t : NULL;
+		for (size_t i = 0; !c && i < n; i++)
+			if (eng_depends(t, stuck[i]))
+				c = cause[i];
+		if (t == upto) {
+			found = c;
+			break;
+		}
+		if (!c && !upto) {
+			*next = t;
+			break;
+		}
+		if (c) {
+			stuck[n] = t;
+			cause[n++] = c;
+		}
+	}
+	free(stuck);
+	free(cause);
+	return found;
+}
+
+etxn *eng_blocker(eng *e, const etxn *t)
+{
+	return scan(e, t, NULL);
+}
+
+etxn *eng_next_step(eng *e)
+{
+	etxn *next;
+	scan(e, NULL, &next);
+	return next;
+}
+
 void eng_key_claim(eng *e, struct eng_busy *b, const char *key)
 {
 	for (;;) {
@@ -203,7 +295,7 @@ void eng_key_release(eng *e, struct eng_busy *b)
 bool eng_upload_blocked(eng *e, const etxn *t, const char *path)
 {
 	for (etxn *x = e->txns; x && x != t; x = x->next) {
-		if (x->done || x->state == TS_ABORTED)
+		if (x->done || x->state == TS_ABORTED || eng_parked(e, x))
 			continue;
 		if (proto_overlap(x->root, path) ||
 		    (x->dest && proto_overlap(x->dest, path)))
@@ -382,6 +474,7 @@ static int load_txn_row(void *arg, sqlite3_stmt *s)
 			  col_text(s, 6));
 	if (!t)
 		return -ENOMEM;
+	t->seq = sqlite3_column_int64(s, 7);
 	t->has_marker = t->kind == T_DIR && eng_root_final(l->e, t) &&
 			t->state != TS_ABORTED;
 	return 0;
@@ -489,7 +582,8 @@ static int load_journal(eng *e)
 	struct loader l = {e, NULL, NULL, 0};
 	int rc = jr_exec(e->j, load_txn_row, &l,
 			 "SELECT id, kind, root, dest, is_dir, state, "
-			 "manifest_root FROM txns ORDER BY id",
+			 "manifest_root, COALESCE(seq, id) FROM txns "
+			 "ORDER BY COALESCE(seq, id)",
 			 "");
 	if (!rc)
 		rc = jr_exec(e->j, load_file_row, &l,
@@ -700,30 +794,57 @@ int eng_open(s3_client *s3, cache *rc, const char *state_dir,
 
 static void seal_all(eng *e, int64_t upto);
 
-/* Whether nothing below upto (0: everything) can make progress any more
- * than it is: remaining steps are failed, behind a failed one, or wait for
- * a move of their temp-named root. */
+/* Whether nothing up to queue position upto (0: everything) can make
+ * progress any more than it is: remaining steps are failed, held back by
+ * a failed one, or wait for a move of their temp-named root. */
 static bool settled(eng *e, int64_t upto, uint64_t *done, uint64_t *total)
 {
-	bool blocked = false, all = true;
+	bool all = true, any_failed = false;
 	*done = *total = 0;
+	for (etxn *t = e->txns; t; t = t->next)
+		any_failed |= !t->done && t->failed;
 	for (etxn *t = e->txns; t; t = t->next) {
-		if (upto && t->id > upto)
+		if (upto && t->seq > upto)
 			break;
 		for (efile *f = t->files; f; f = f->next) {
 			*total += f->size;
 			*done += f->state == F_STORED ? f->size : f->bytes_done;
 		}
-		if (t->done)
+		if (t->done || eng_parked(e, t))
 			continue;
-		if (t->failed)
-			blocked = true;
-		bool parked = (t->kind == T_DIR || t->kind == T_FILE) &&
-			      !eng_root_final(e, t) && t->state != TS_ABORTED;
-		if (!blocked && !parked)
+		if (t->state == TS_ABORTED) {
+			/* its clean-up, unless that failed for good */
+			if (!t->failed)
+				all = false;
+			continue;
+		}
+		if (!any_failed || !eng_blocker(e, t))
 			all = false;
 	}
 	return all;
+}
+
+/* Drops the transactions still waiting for a final name: the mount ends,
+ * so no rename can give them one.  Nothing of them was uploaded (uploads
+ * wait for the final name) and nothing was visible.  mu */
+static void drop_parked(eng *e)
+{
+	for (etxn *t = e->txns, *nx; t; t = nx) {
+		nx = t->next;
+		if (t->done || !eng_parked(e, t))
+			continue;
+		log_info("commit: %s was never renamed to a final name; its "
+			 "%s dropped at unmount (it was never visible)",
+			 t->root, t->files ? "staged files are" : "transaction is");
+		for (efile *f = t->files; f; f = f->next) {
+			char *p = eng_staging_path(e, f->sid);
+			unlink(p);
+			free(p);
+		}
+		jr_txn_delete(e->j, t->id);
+		t->done = true;
+		eng_free_txn(e, t);
+	}
 }
 
 void eng_close(eng *e, bool wait)
@@ -744,6 +865,7 @@ void eng_close(eng *e, bool wait)
 			}
 			eng_sleep(e, 1);
 		}
+		drop_parked(e);
 		pthread_mutex_unlock(&e->mu);
 	}
 	stop_threads(e);
@@ -1169,6 +1291,53 @@ static void move_entries(eng *e, etxn *tf, const char *from, etxn *tt,
 	}
 }
 
+static int int64_row(void *arg, sqlite3_stmt *s)
+{
+	*(int64_t *)arg = sqlite3_column_int64(s, 0);
+	return 0;
+}
+
+/*
+ * t leaves its place in the queue for the tail: a root renamed from a temp
+ * name to a final one is ordered by its rename, which is when the
+ * application means it (doc/commit.md "Ordering").  Its new position is a
+ * fresh value of the txns id sequence, so later transactions come after
+ * it.  mu, inside a journal transaction.
+ */
+static int requeue(eng *e, etxn *t)
+{
+	int64_t seq = 0;
+	int rc = jr_exec(e->j, NULL, NULL,
+			 "UPDATE sqlite_sequence SET seq = seq + 1 "
+			 "WHERE name = 'txns'",
+			 "");
+	if (!rc)
+		rc = jr_exec(e->j, int64_row, &seq,
+			     "SELECT seq FROM sqlite_sequence WHERE name = "
+			     "'txns'",
+			     "");
+	if (!rc && seq <= 0)
+		rc = -EIO;
+	if (!rc)
+		rc = jr_exec(e->j, NULL, NULL,
+			     "UPDATE txns SET seq = ? WHERE id = ?", "ii", seq,
+			     t->id);
+	if (rc)
+		return rc;
+	t->seq = seq;
+	if (e->txns_tail == t)
+		return 0;
+	for (etxn **pp = &e->txns; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	t->next = NULL;
+	e->txns_tail->next = t;
+	e->txns_tail = t;
+	return 0;
+}
+
 /* The old name's marker and intent manifest go with the garbage of t. */
 static void retire_root(eng *e, etxn *t)
 {
@@ -1211,6 +1380,7 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 		rc = jr_begin(e->j);
 	if (!rc) {
 		if (whole) {
+			bool was_parked = eng_parked(e, tf);
 			retire_root(e, tf);
 			char *nr = strdup(to);
 			move_entries(e, tf, from, tf, to);
@@ -1220,6 +1390,11 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 			jr_exec(e->j, NULL, NULL,
 				"UPDATE txns SET root = ? WHERE id = ?", "ti",
 				to, tf->id);
+			if (was_parked && !eng_parked(e, tf) &&
+			    requeue(e, tf) < 0)
+				log_error("commit: %s keeps its place in the "
+					  "queue (journal error)",
+					  tf->root);
 		} else {
 			move_entries(e, tf, from, tt, to);
 		}
@@ -1301,13 +1476,8 @@ int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
 /* The error that keeps t from ever becoming visible, or 0. */
 static int blocked_err(eng *e, const etxn *t)
 {
-	for (etxn *x = e->txns; x; x = x->next) {
-		if (!x->done && x->failed && x->state != TS_ABORTED)
-			return -(x->err ? x->err : EIO);
-		if (x == t)
-			break;
-	}
-	return 0;
+	const etxn *x = t->failed ? t : eng_blocker(e, t);
+	return x ? -(x->err ? x->err : EIO) : 0;
 }
 
 static efile *latest_file(eng *e, const char *path)
@@ -1381,7 +1551,7 @@ static void seal_all(eng *e, int64_t upto)
 {
 	bool any = false;
 	for (etxn *t = e->txns; t; t = t->next) {
-		if (upto && t->id > upto)
+		if (upto && t->seq > upto)
 			break;
 		if (t->state == TS_OPEN && !t->done) {
 			t->state = TS_SEALED;
@@ -1400,7 +1570,7 @@ int eng_sync(eng *e, void (*progress)(void *arg, uint64_t done,
 	     void *arg)
 {
 	pthread_mutex_lock(&e->mu);
-	int64_t upto = e->txns_tail ? e->txns_tail->id : 0;
+	int64_t upto = e->txns_tail ? e->txns_tail->seq : 0;
 	seal_all(e, upto);
 	uint64_t done, total;
 	int rc = 0;
@@ -1416,9 +1586,9 @@ int eng_sync(eng *e, void (*progress)(void *arg, uint64_t done,
 		}
 		eng_sleep(e, 1);
 	}
-	for (etxn *t = e->txns; !rc && t && t->id <= upto; t = t->next)
-		if (!t->done && t->failed)
-			rc = -(t->err ? t->err : EIO);
+	for (etxn *t = e->txns; !rc && t && t->seq <= upto; t = t->next)
+		if (!t->done && !eng_parked(e, t) && t->state != TS_ABORTED)
+			rc = blocked_err(e, t);
 	pthread_mutex_unlock(&e->mu);
 	return rc;
 }
@@ -1462,7 +1632,7 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 	}
 	size_t i = 0;
 	double now = eng_now();
-	bool head = true;
+	etxn *next = eng_next_step(e);
 	for (etxn *t = e->txns; t; t = t->next, i++) {
 		eng_txn_status *s = &out[i];
 		s->id = (uint64_t)t->id;
@@ -1482,15 +1652,128 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 			t->rate_b0 = s->bytes_done;
 		}
 		s->rate = t->rate;
-		s->state = state_name(e, t, head && !t->done);
-		s->error = t->error ? strdup(t->error) : NULL;
-		if (!t->done && t->state != TS_ABORTED)
-			head = false;
+		etxn *b = t->done || t->failed ? NULL : eng_blocker(e, t);
+		s->state = b ? "blocked" : state_name(e, t, t == next);
+		if (b) {
+			buf m = BUF_INIT;
+			buf_printf(&m, "waits for step %" PRId64 " (%s), which "
+				       "failed: %s",
+				   b->id, b->root, b->error ? b->error : "?");
+			s->error = buf_steal(&m);
+		} else {
+			s->error = t->error ? strdup(t->error) : NULL;
+		}
 	}
 	*v = out;
 	*n = i;
 	pthread_mutex_unlock(&e->mu);
 	return 0;
+}
+
+static const char *step_what(const etxn *t)
+{
+	switch (t->kind) {
+	case T_RDEL:
+		return "delete";
+	case T_RREN:
+		return "rename";
+	default:
+		return "commit";
+	}
+}
+
+char *eng_failed_text(eng *e)
+{
+	pthread_mutex_lock(&e->mu);
+	buf b = BUF_INIT;
+	size_t n = 0;
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done || !t->failed)
+			continue;
+		size_t held = 0;
+		for (etxn *y = t->next; y; y = y->next)
+			if (!y->done && !y->failed && eng_blocker(e, y) == t)
+				held++;
+		buf_printf(&b, "%sstep %" PRId64 ", %s of %s%s%s, failed: %s",
+			   n++ ? "; " : "", t->id, step_what(t), t->root,
+			   t->dest ? " to " : "", t->dest ? t->dest : "",
+			   t->error ? t->error : strerror(t->err ? t->err : EIO));
+		if (held)
+			buf_printf(&b, " (%zu later step%s wait%s for it)", held,
+				   held == 1 ? "" : "s", held == 1 ? "s" : "");
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (!n) {
+		buf_free(&b);
+		return NULL;
+	}
+	buf_puts(&b, "; `ckptfs retry MOUNT` tries again, `ckptfs drop MOUNT "
+		     "STEP` gives a step up");
+	return buf_steal(&b);
+}
+
+int eng_step_retry(eng *e, uint64_t id)
+{
+	pthread_mutex_lock(&e->mu);
+	int n = 0;
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done || !t->failed || (id && (uint64_t)t->id != id))
+			continue;
+		t->failed = false;
+		t->err_logged = 0;
+		for (efile *f = t->files; f; f = f->next)
+			f->failed = false;
+		jr_exec(e->j, NULL, NULL,
+			"UPDATE txns SET error = NULL WHERE id = ?", "i", t->id);
+		log_info("commit: step %" PRId64 " (%s of %s) tried again",
+			 t->id, step_what(t), t->root);
+		n++;
+	}
+	if (n)
+		eng_sched_all(e);
+	pthread_mutex_unlock(&e->mu);
+	return n ? n : -ENOENT;
+}
+
+int eng_step_drop(eng *e, uint64_t id, char **what)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *t = find_txn(e, id);
+	int rc = t ? 0 : -ENOENT;
+	if (t && what) {
+		buf b = BUF_INIT;
+		buf_printf(&b, "%s of %s%s%s", step_what(t), t->root,
+			   t->dest ? " to " : "", t->dest ? t->dest : "");
+		*what = buf_steal(&b);
+	}
+	if (t && (t->kind == T_RDEL || t->kind == T_RREN)) {
+		/* nothing of it is undone: what a half-run rename copied
+		 * stays (ckptfs gc removes expired markers) */
+		log_warn("commit: step %" PRId64 " (%s of %s) dropped by the "
+			 "operator",
+			 t->id, step_what(t), t->root);
+		jr_txn_delete(e->j, t->id);
+		t->done = true;
+		eng_free_txn(e, t);
+	} else if (t && t->state != TS_ABORTED) {
+		/* its uploads, marker and intent manifest are cleaned up by
+		 * the visibility thread; it was never visible */
+		log_warn("commit: step %" PRId64 " (%s of %s) dropped by the "
+			 "operator",
+			 t->id, step_what(t), t->root);
+		rc = jr_exec(e->j, NULL, NULL,
+			     "UPDATE txns SET state = 2 WHERE id = ?", "i",
+			     t->id);
+		if (!rc) {
+			t->state = TS_ABORTED;
+			t->failed = false;
+			for (efile *f = t->files; f; f = f->next)
+				f->gen++;
+		}
+	}
+	eng_sched_all(e);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
 }
 
 void eng_status_free(eng_txn_status *v, size_t n)
@@ -1519,6 +1802,31 @@ void eng_foreach_pending_file(eng *e,
 			proto_meta_to(&f->m, &m);
 			fn(arg, (uint64_t)t->id, f->path, p, f->size, &m);
 			free(p);
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+void eng_foreach_pending_txn(eng *e,
+			     void (*txn_fn)(void *arg, uint64_t txn,
+					    const char *root, bool is_dir,
+					    bool sealed),
+			     void (*dir_fn)(void *arg, uint64_t txn,
+					    const char *path, const eng_meta *m),
+			     void *arg)
+{
+	pthread_mutex_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done || t->state == TS_ABORTED ||
+		    (t->kind != T_DIR && t->kind != T_FILE))
+			continue;
+		if (txn_fn)
+			txn_fn(arg, (uint64_t)t->id, t->root, t->is_dir,
+			       t->state == TS_SEALED);
+		for (edir *d = t->dirs; dir_fn && d; d = d->next) {
+			eng_meta m;
+			proto_meta_to(&d->m, &m);
+			dir_fn(arg, (uint64_t)t->id, d->path, &m);
 		}
 	}
 	pthread_mutex_unlock(&e->mu);

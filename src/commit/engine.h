@@ -265,11 +265,32 @@ int eng_sync(eng *e, void (*progress)(void *arg, uint64_t done,
 typedef struct eng_txn_status {
 	uint64_t id;
 	char *path;
-	const char *state;  /* "open", "uploading", "committing", "deleting"... */
+	const char *state;  /* "open", "uploading", "committing", "deleting",
+	                     * "waiting-for-rename", "failed", "blocked"
+	                     * (held back by a failed step)... */
 	uint64_t bytes_done, bytes_total;
 	double rate;        /* bytes/s over the last seconds */
 	char *error;        /* last error, NULL when none */
 } eng_txn_status;
+
+/*
+ * Steps that failed for good (doc/commit.md "Errors"): a failed step holds
+ * back only the later steps that depend on it (a delete or rename of it or
+ * of a sibling, a single file beside it, anything inside it); the others
+ * go on.  eng_failed_text describes each failed step (id, kind, path, the
+ * server's error, how many steps wait for it) in one malloc'd line, or
+ * returns NULL when none failed.
+ */
+char *eng_failed_text(eng *e);
+
+/* Operator: tries failed step id (0: every failed step) again now.
+ * Returns how many, or -ENOENT. */
+int eng_step_retry(eng *e, uint64_t id);
+
+/* Operator: gives up step id (a commit is aborted: it never becomes
+ * visible, its uploads are deleted; a delete or rename is forgotten).
+ * *what (may be NULL) gets a malloc'd description.  0 or -ENOENT. */
+int eng_step_drop(eng *e, uint64_t id, char **what);
 
 /* Snapshot of pending work; free with eng_status_free. */
 int eng_status(eng *e, eng_txn_status **v, size_t *n);
@@ -283,5 +304,17 @@ void eng_foreach_pending_file(eng *e,
 					 const char *staging_path,
 					 uint64_t size, const eng_meta *m),
 			      void *arg);
+
+/* The directory and single-file transactions not yet visible, in queue
+ * order, for the overlay after a restart: txn_fn for each (sealed: a
+ * commit trigger fired before the restart), then dir_fn for each of its
+ * empty directories (eng_dir_put).  Either may be NULL. */
+void eng_foreach_pending_txn(eng *e,
+			     void (*txn_fn)(void *arg, uint64_t txn,
+					    const char *root, bool is_dir,
+					    bool sealed),
+			     void (*dir_fn)(void *arg, uint64_t txn,
+					    const char *path, const eng_meta *m),
+			     void *arg);
 
 #endif

@@ -81,7 +81,11 @@ typedef struct edir {
 } edir;
 
 struct etxn {
-	int64_t id; /* also the position in the visibility queue */
+	int64_t id;
+	/* position in the visibility queue: the id, except for a root that
+	 * was renamed from a temp name to a final one, which takes its place
+	 * at that rename (doc/commit.md "Ordering") */
+	int64_t seq;
 	enum tkind kind;
 	char *root; /* dir/file: the root; rdel/rren: the source */
 	char *dest; /* rren */
@@ -173,6 +177,16 @@ void eng_file_unref(eng *e, efile *f);          /* mu */
 void eng_sched_file(eng *e, efile *f);          /* mu */
 void eng_sched_all(eng *e);                     /* mu */
 bool eng_root_final(const eng *e, const etxn *t);
+/* A transaction whose root has a temp name: not in the visibility order
+ * until a move gives it a final name (it blocks nothing). */
+bool eng_parked(const eng *e, const etxn *t);
+/* The failed-for-good step that keeps t from running (t itself when it
+ * failed), or NULL.  A failed step holds back the later steps that depend
+ * on it (eng_depends), and transitively what depends on those.  mu */
+etxn *eng_blocker(eng *e, const etxn *t);
+/* The first step of the queue that may run (its turn has come), or NULL:
+ * not done, not aborted, not parked, not held back by a failed step.  mu */
+etxn *eng_next_step(eng *e);
 bool eng_upload_blocked(eng *e, const etxn *t, const char *path); /* mu */
 bool eng_file_uploadable(eng *e, const efile *f); /* mu */
 void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent); /* mu */

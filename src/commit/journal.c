@@ -19,8 +19,11 @@
 
 /* 2: files.blocks and parts.segs (block checksums of manifests); a
  * version 1 journal is upgraded in place (its rows get NULL: no block
- * checksums for the files it had already uploaded) */
-#define JR_VERSION "2"
+ * checksums for the files it had already uploaded).
+ * 3: txns.seq, the queue position when it is not the id (a temp-named
+ * root takes its place at its rename, doc/commit.md "Ordering"); NULL in
+ * older rows, which keep their id as position. */
+#define JR_VERSION "3"
 
 struct jr {
 	sqlite3 *db;
@@ -33,7 +36,7 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS txns(id INTEGER PRIMARY KEY AUTOINCREMENT, "
     " kind INTEGER NOT NULL, root TEXT NOT NULL, dest TEXT, "
     " is_dir INTEGER NOT NULL, state INTEGER NOT NULL, manifest_root TEXT, "
-    " error TEXT);"
+    " error TEXT, seq INTEGER);"
     "CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY AUTOINCREMENT, "
     " txn INTEGER NOT NULL, path TEXT NOT NULL, sid INTEGER NOT NULL, "
     " size INTEGER NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
@@ -153,27 +156,51 @@ int jr_open(const char *dir, jr **out, char **err)
 	}
 	if (!rc) {
 		char *v = jr_meta_get(j, "version");
-		if (v && !strcmp(v, "1")) {
-			int src = sqlite3_exec(
-			    j->db,
-			    "BEGIN IMMEDIATE;"
-			    "ALTER TABLE files ADD COLUMN blocks TEXT;"
-			    "ALTER TABLE parts ADD COLUMN segs TEXT;"
-			    "UPDATE meta SET v = '2' WHERE k = 'version';"
-			    "COMMIT;",
-			    NULL, NULL, NULL);
+		/* in-place upgrades, one version at a time */
+		static const char *const up[] = {
+		    /* 1 -> 2 */
+		    "ALTER TABLE files ADD COLUMN blocks TEXT;"
+		    "ALTER TABLE parts ADD COLUMN segs TEXT;",
+		    /* 2 -> 3 */
+		    "ALTER TABLE txns ADD COLUMN seq INTEGER;",
+		};
+		/* a journal older than its txns table gets the new one,
+		 * seq included, from schema_sql */
+		sqlite3_stmt *probe = NULL;
+		bool has_seq = sqlite3_prepare_v2(j->db,
+						  "SELECT seq FROM txns", -1,
+						  &probe, NULL) == SQLITE_OK;
+		sqlite3_finalize(probe);
+		for (;;) {
+			int from = v ? atoi(v) : 0;
+			if (from < 1 || from >= (int)(sizeof up / sizeof *up) + 1)
+				break;
+			buf q = BUF_INIT;
+			buf_printf(&q,
+				   "BEGIN IMMEDIATE;%sUPDATE meta SET v = '%d' "
+				   "WHERE k = 'version';COMMIT;",
+				   from == 2 && has_seq ? "" : up[from - 1],
+				   from + 1);
+			int src = sqlite3_exec(j->db, buf_cstr(&q), NULL, NULL,
+					       NULL);
+			buf_free(&q);
 			if (src != SQLITE_OK) {
 				set_err(err, "%s: upgrading the journal: %s",
 					j->path, sqlite3_errmsg(j->db));
 				sqlite3_exec(j->db, "ROLLBACK;", NULL, NULL,
 					     NULL);
 				rc = sql_errno(src);
-			} else {
-				log_info("journal %s upgraded to version %s",
-					 j->path, JR_VERSION);
-				free(v);
-				v = strdup(JR_VERSION);
+				break;
 			}
+			log_info("journal %s upgraded to version %d", j->path,
+				 from + 1);
+			free(v);
+			v = malloc(16);
+			if (!v) {
+				rc = -ENOMEM;
+				break;
+			}
+			snprintf(v, 16, "%d", from + 1);
 		}
 		if (!rc && !v)
 			rc = jr_meta_set(j, "version", JR_VERSION);

@@ -960,18 +960,12 @@ static int clean_aborted(eng *e, etxn *t, snap *sn, s3_err *x)
 static etxn *next_aborted(eng *e)
 {
 	for (etxn *t = e->txns; t; t = t->next)
-		if (!t->done && t->state == TS_ABORTED && files_idle(t))
+		if (!t->done && t->state == TS_ABORTED && !t->failed &&
+		    files_idle(t))
 			return t;
 	return NULL;
 }
 
-static etxn *head(eng *e)
-{
-	for (etxn *t = e->txns; t; t = t->next)
-		if (!t->done && t->state != TS_ABORTED)
-			return t;
-	return NULL;
-}
 
 void *eng_vis_main(void *arg)
 {
@@ -982,8 +976,11 @@ void *eng_vis_main(void *arg)
 		etxn *t = next_aborted(e);
 		bool abort = t != NULL;
 		if (!t) {
-			t = head(e);
-			if (!t || t->failed || !ready(e, t)) {
+			/* the first step whose turn has come: a failed one
+			 * holds back only what depends on it, a temp-named
+			 * root waits aside for its rename */
+			t = eng_next_step(e);
+			if (!t || !ready(e, t)) {
 				eng_sleep(e, 1);
 				continue;
 			}

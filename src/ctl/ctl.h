@@ -20,7 +20,12 @@
  *   {"cmd":"sync"}                    fs_sync; its progress callback's
  *                                     {"done":false,"bytes_done","bytes_total"}
  *                                     lines, then {"done":true,...} once
- *                                     everything pending is visible
+ *                                     everything pending is visible; an error
+ *                                     names every step that failed for good
+ *   {"cmd":"retry"[,"id":N]}          eng_step_retry: failed steps (or step
+ *                                     N) try again now; {"retried":n}
+ *   {"cmd":"drop","id":N}             eng_step_drop: gives step N up;
+ *                                     {"dropped":"commit of PATH"}
  * ("" is the mount root.)
  */
 #ifndef CKPTFS_CTL_CTL_H

@@ -505,13 +505,55 @@ static void do_sync(ctl_server *s, int fd)
 	}
 	struct sync_progress p = {.fd = fd};
 	int rc = fs_sync(fs, sync_progress, &p);
-	if (rc < 0)
-		send_error(fd, strerror(-rc));
-	else
+	if (rc < 0) {
+		/* name the step that failed, its path and the server's
+		 * error, not just an errno */
+		char *why = eng_failed_text(target_eng(s));
+		send_error(fd, why ? why : strerror(-rc));
+		free(why);
+	} else
 		send_json(fd, json_pack("{s:I, s:I, s:b, s:b}", "bytes_done",
 					(json_int_t)p.done, "bytes_total",
 					(json_int_t)p.total, "writable", 1,
 					"done", 1));
+}
+
+/* ---- operator: failed steps ---------------------------------------------- */
+
+static uint64_t req_id(json_t *req)
+{
+	json_t *v = json_object_get(req, "id");
+	return json_is_integer(v) && json_integer_value(v) > 0
+		       ? (uint64_t)json_integer_value(v)
+		       : 0;
+}
+
+static void do_retry(ctl_server *s, int fd, uint64_t id)
+{
+	eng *e = target_eng(s);
+	int n = e ? eng_step_retry(e, id) : -ENOENT;
+	if (n < 0)
+		send_error(fd, id ? "no failed step with that id"
+				  : "no step has failed");
+	else
+		send_json(fd, json_pack("{s:i, s:b}", "retried", n, "done", 1));
+}
+
+static void do_drop(ctl_server *s, int fd, uint64_t id)
+{
+	eng *e = target_eng(s);
+	char *what = NULL;
+	if (!id) {
+		send_error(fd, "which step? (the id `ckptfs status` shows)");
+		return;
+	}
+	int rc = e ? eng_step_drop(e, id, &what) : -ENOENT;
+	if (rc < 0)
+		send_error(fd, "no pending step with that id");
+	else
+		send_json(fd, json_pack("{s:s, s:b}", "dropped", what ? what : "",
+					"done", 1));
+	free(what);
 }
 
 /* ---- connections ------------------------------------------------------ */
@@ -552,6 +594,10 @@ static void handle(ctl_server *s, int fd)
 			  json_string_value(json_object_get(req, "path")));
 	else if (!strcmp(cmd, "sync"))
 		do_sync(s, fd);
+	else if (!strcmp(cmd, "retry"))
+		do_retry(s, fd, req_id(req));
+	else if (!strcmp(cmd, "drop"))
+		do_drop(s, fd, req_id(req));
 	else
 		send_error(fd, "unknown command");
 	json_decref(req);

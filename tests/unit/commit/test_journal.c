@@ -257,7 +257,7 @@ Test(journal, version_1_upgraded_with_rows_kept)
 	char *err = NULL;
 	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
 	char *v = jr_meta_get(j, "version");
-	cr_assert_str_eq(v, "2");
+	cr_assert_str_eq(v, "3");
 	free(v);
 	cr_assert_eq(count(j, "SELECT count(*) FROM files WHERE blocks IS NULL"),
 		     1);
@@ -268,8 +268,171 @@ Test(journal, version_1_upgraded_with_rows_kept)
 			     "0000abcd"),
 		     0);
 	jr_close(j);
-	cr_assert_eq(jr_open(dir, &j, &err), 0, "reopened as version 2");
+	cr_assert_eq(jr_open(dir, &j, &err), 0, "reopened as version 3");
 	cr_assert_eq(
 	    count(j, "SELECT count(*) FROM files WHERE blocks = '0000abcd'"), 1);
 	jr_close(j);
+}
+
+/* A version 2 journal (no queue positions) is upgraded in place: its
+ * transactions keep their rows, with a NULL seq (their id is their
+ * position). */
+Test(journal, version_2_upgraded_to_3)
+{
+	char path[300];
+	snprintf(path, sizeof path, "%s/journal.db", dir);
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	const char *v2 =
+	    "CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);"
+	    "INSERT INTO meta VALUES('version', '2');"
+	    "CREATE TABLE txns(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+	    " kind INTEGER NOT NULL, root TEXT NOT NULL, dest TEXT, "
+	    " is_dir INTEGER NOT NULL, state INTEGER NOT NULL, manifest_root "
+	    " TEXT, error TEXT);"
+	    "INSERT INTO txns(kind, root, is_dir, state) VALUES(1, 'c', 1, 0);";
+	cr_assert_eq(sqlite3_exec(db, v2, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	jr *j;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
+	char *v = jr_meta_get(j, "version");
+	cr_assert_str_eq(v, "3");
+	free(v);
+	cr_assert_eq(count(j, "SELECT count(*) FROM txns WHERE seq IS NULL "
+			      "AND root = 'c'"),
+		     1);
+	jr_close(j);
+}
+
+struct txn_seen {
+	size_t n, nd;
+	uint64_t id[8];
+	char root[8][64];
+	bool is_dir[8], sealed[8];
+	char dir[8][64];
+	uint32_t dir_mode[8];
+};
+
+static void on_txn(void *arg, uint64_t txn, const char *root, bool is_dir,
+		   bool sealed)
+{
+	struct txn_seen *s = arg;
+	if (s->n < 8) {
+		s->id[s->n] = txn;
+		snprintf(s->root[s->n], sizeof s->root[0], "%s", root);
+		s->is_dir[s->n] = is_dir;
+		s->sealed[s->n++] = sealed;
+	}
+}
+
+static void on_dir(void *arg, uint64_t txn, const char *path,
+		   const eng_meta *m)
+{
+	struct txn_seen *s = arg;
+	(void)txn;
+	if (s->nd < 8) {
+		snprintf(s->dir[s->nd], sizeof s->dir[0], "%s", path);
+		s->dir_mode[s->nd++] = m->mode;
+	}
+}
+
+/*
+ * A temp-named root is not in the visibility order until its rename, and
+ * then takes its place behind everything issued before the rename; the
+ * position survives a restart (journal seq).  After a restart the overlay
+ * learns each transaction's root, kind and sealed state, and its empty
+ * directories (no network: single-file transactions and temp names).
+ */
+Test(journal, temp_root_takes_its_place_at_its_rename)
+{
+	eng *e;
+	char *err = NULL;
+	eng_opts o = {0};
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "", &o, &e, &err), 0);
+	uint64_t t1, t2, t3, sid;
+	cr_assert_eq(eng_txn_begin(e, "model.tmp", false, NULL, &t1), 0);
+	staged_file(e, "weights", &sid);
+	cr_assert_eq(eng_file_put(e, t1, "model.tmp", sid, 7, NULL), 0);
+	cr_assert_eq(eng_txn_begin(e, "latest", false, NULL, &t2), 0);
+	cr_assert_eq(eng_txn_begin(e, "run.tmp", true, NULL, &t3), 0);
+	eng_meta m = {.mode = 0750};
+	cr_assert_eq(eng_dir_put(e, t3, "run.tmp/logs", &m), 0);
+	/* (`latest` stays unsealed: sealed, it would go to the network) */
+	staged_file(e, "model", &sid);
+	cr_assert_eq(eng_file_put(e, t2, "latest", sid, 5, NULL), 0);
+	/* sealed locally: a temp-named root still waits for its rename */
+	cr_assert_eq(eng_txn_seal(e, t3), 0);
+
+	eng_txn_status *v;
+	size_t n;
+	cr_assert_eq(eng_status(e, &v, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_assert_str_eq(v[0].path, "model.tmp");
+	cr_assert_str_eq(v[0].state, "waiting-for-rename");
+	eng_status_free(v, n);
+
+	/* the rename is when the application means it: behind `latest` */
+	cr_assert_eq(eng_file_move(e, t1, "model.tmp", t1, "model"), 0);
+	cr_assert_eq(eng_status(e, &v, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_assert_str_eq(v[0].path, "latest");
+	cr_assert_str_eq(v[1].path, "run.tmp");
+	cr_assert_str_eq(v[2].path, "model");
+	eng_status_free(v, n);
+	eng_close(e, false);
+
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "", &o, &e, &err), 0);
+	cr_assert_eq(eng_status(e, &v, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_assert_str_eq(v[0].path, "latest", "order kept across a restart");
+	cr_assert_str_eq(v[2].path, "model");
+	eng_status_free(v, n);
+	struct txn_seen s = {0};
+	eng_foreach_pending_txn(e, on_txn, on_dir, &s);
+	cr_assert_eq(s.n, 3);
+	cr_assert_str_eq(s.root[0], "latest");
+	cr_assert_not(s.sealed[0]);
+	cr_assert_not(s.is_dir[0]);
+	cr_assert_str_eq(s.root[1], "run.tmp");
+	cr_assert(s.is_dir[1]);
+	cr_assert(s.sealed[1]);
+	cr_assert_eq(s.nd, 1);
+	cr_assert_str_eq(s.dir[0], "run.tmp/logs");
+	cr_assert_eq(s.dir_mode[0], 0750);
+	cr_assert_str_eq(s.root[2], "model");
+	cr_assert_eq(s.id[2], t1, "the id stays: only the position moved");
+	uint64_t t4;
+	cr_assert_eq(eng_txn_begin(e, "later", false, NULL, &t4), 0);
+	cr_assert_eq(eng_status(e, &v, &n), 0);
+	cr_assert_eq(n, 4);
+	cr_assert_str_eq(v[3].path, "later", "new steps queue behind it");
+	eng_status_free(v, n);
+	eng_close(e, false);
+}
+
+/* A clean close (unmount) drops what never got a final name: it was never
+ * visible, and no rename can come any more. */
+Test(journal, unmount_drops_temp_named_transactions)
+{
+	eng *e;
+	char *err = NULL;
+	eng_opts o = {0};
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "", &o, &e, &err), 0);
+	uint64_t t1, sid;
+	cr_assert_eq(eng_txn_begin(e, "tmp-checkpoint-3", true, NULL, &t1), 0);
+	staged_file(e, "shard", &sid);
+	cr_assert_eq(eng_file_put(e, t1, "tmp-checkpoint-3/a", sid, 5, NULL),
+		     0);
+	char staging[300];
+	snprintf(staging, sizeof staging, "%s/staging/%llu", dir,
+		 (unsigned long long)sid);
+	eng_close(e, true);
+	struct stat st;
+	cr_assert_neq(stat(staging, &st), 0, "staging reclaimed");
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "", &o, &e, &err), 0);
+	struct seen s = {0};
+	eng_foreach_pending_file(e, on_file, &s);
+	cr_assert_eq(s.n, 0);
+	eng_close(e, false);
 }
