@@ -52,9 +52,10 @@ static void print_pending(json_t *r)
 		cli_fmt_bytes((uint64_t)json_number_value(
 				      json_object_get(t, "rate_bytes_per_s")),
 			      rt);
-		printf("  %s\n    %-16s %s\n    %-16s %s / %s (%.0f%%)\n"
-		       "    %-16s %s/s\n",
-		       json_string_value(json_object_get(t, "path")), "state",
+		printf("  %s\n    %-16s %llu\n    %-16s %s\n"
+		       "    %-16s %s / %s (%.0f%%)\n    %-16s %s/s\n",
+		       json_string_value(json_object_get(t, "path")), "step",
+		       (unsigned long long)num(t, "id"), "state",
 		       json_string_value(json_object_get(t, "state")),
 		       "uploaded", d, tot,
 		       total ? 100.0 * (double)done / (double)total : 100.0,

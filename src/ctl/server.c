@@ -128,7 +128,8 @@ static json_t *pending_json(eng *e, char *err, size_t errsz)
 	}
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(
-			a, json_pack("{s:s, s:s, s:I, s:I, s:f, s:s?}", "path",
+			a, json_pack("{s:I, s:s, s:s, s:I, s:I, s:f, s:s?}",
+				     "id", (json_int_t)v[i].id, "path",
 				     v[i].path ? v[i].path : "", "state",
 				     v[i].state ? v[i].state : "",
 				     "bytes_done", (json_int_t)v[i].bytes_done,
