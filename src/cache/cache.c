@@ -85,6 +85,7 @@ static void centry_free_mem(centry *e)
 	free(e->attempts);
 	free(e->crc);
 	free(e->not_before);
+	free(e->first_try);
 	free(e->expect);
 	free(e->mismatches);
 	free(e);
@@ -218,8 +219,9 @@ static centry *centry_new(cache *c, const char *key, const char *etag,
 	e->attempts = calloc(n + 1, 1);
 	e->crc = calloc(n + 1, sizeof *e->crc);
 	e->not_before = calloc(n + 1, sizeof *e->not_before);
+	e->first_try = calloc(n + 1, sizeof *e->first_try);
 	if (!e->key || !e->etag || !e->state || !e->verified ||
-	    !e->attempts || !e->crc || !e->not_before) {
+	    !e->attempts || !e->crc || !e->not_before || !e->first_try) {
 		centry_free_mem(e);
 		return NULL;
 	}

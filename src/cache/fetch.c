@@ -14,8 +14,12 @@
  *
  * Completions are recorded in the SQLite index by a writer thread in
  * batches (the loop thread never touches SQLite).  Failed chunks are retried
- * after the client's backoff delay (not_before); the writer thread wakes
- * every 100 ms and reschedules, which is what starts delayed retries.
+ * under the client's retry policy (s3/retry.h: which failures, the backoff
+ * delay kept in not_before, the attempt limit and the time budget counted
+ * from first_try, doubled deadlines and a fresh connection for a retry), so
+ * a reader gets EIO within the policy's budget when the server is gone; the
+ * writer thread wakes every 100 ms and reschedules, which is what starts
+ * delayed retries.
  */
 #include <errno.h>
 #include <isa-l.h>
@@ -88,6 +92,7 @@ static void chunk_succeeded(cache *c, centry *e, uint32_t i, uint32_t crc)
 	e->state[i] = CH_DONE;
 	e->crc[i] = crc;
 	e->verified[i] = 1;
+	e->first_try[i] = 0;
 	e->n_done++;
 	rate_add(c, chunk_len(e, i));
 	struct done_rec *r = malloc(sizeof *r);
@@ -149,18 +154,22 @@ static size_t chunk_sink(void *arg, const char *data, size_t n)
 	return t->werr ? 0 : n;
 }
 
-/* Chunks of the range that did not land: retry later, or give up. mu. */
+/* Chunks of the range that did not land: retry later, or give up.  Each
+ * counts the range's attempt as its own.  mu. */
 static void range_failed(cache *c, struct chunk_xfer *t, const s3_err *err,
-			 bool retry, unsigned delay_ms)
+			 unsigned attempt, bool retry, unsigned delay_ms)
 {
 	centry *e = t->e;
 	for (uint32_t k = t->cur; k < t->count; k++) {
 		uint32_t i = t->idx + k;
+		if (e->attempts[i] < attempt)
+			e->attempts[i] = (uint8_t)(attempt < 255 ? attempt : 255);
 		if (retry && !c->stopping && e->attempts[i] < 250) {
 			e->state[i] = CH_MISSING;
 			e->not_before[i] = clock_mono() + delay_ms / 1000.0;
 			continue;
 		}
+		e->first_try[i] = 0;
 		e->state[i] = CH_FAILED;
 		e->failed = true;
 		e->err = err->err == ESTALE || !err->err ? EIO : err->err;
@@ -199,10 +208,11 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 		snprintf(err.msg, sizeof err.msg, "writing the cache file: %s",
 			 strerror(t->werr));
 	} else if (rc == 0 && t->cur != t->count) {
+		/* a body shorter than the range: as a truncated transfer */
 		rc = -1;
 		err.err = EIO;
-		retry = attempt < 6;
-		delay = 100 * attempt;
+		retry = s3_client_retry_next(c->s3, x, attempt, CURLE_PARTIAL_FILE,
+					     0, NULL, &delay);
 		snprintf(err.msg, sizeof err.msg,
 			 "short reply: %zu of %zu bytes", t->got, t->len);
 	}
@@ -210,7 +220,7 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	e->inflight--;
 	c->inflight--;
 	if (rc < 0)
-		range_failed(c, t, &err, retry, delay);
+		range_failed(c, t, &err, attempt, retry, delay);
 	pthread_cond_broadcast(&c->cv);
 	fetch_schedule(c);
 	centry_put(c, e);
@@ -235,9 +245,23 @@ static void start_range(cache *c, centry *e, uint32_t idx, uint32_t count)
 	for (uint32_t k = 0; k < count; k++)
 		t->len += chunk_len(e, idx + k);
 	t->crc = CRC_SEED;
+	/* a retry: its attempt number (doubled deadlines), the start of the
+	 * first attempt (the budget) and a connection not from the pool */
+	double now = clock_mono(), first = now;
+	unsigned tried = 0;
+	for (uint32_t k = 0; k < count; k++) {
+		uint32_t i = idx + k;
+		if (!e->first_try[i])
+			e->first_try[i] = now;
+		first = e->first_try[i] < first ? e->first_try[i] : first;
+		tried = e->attempts[i] > tried ? e->attempts[i] : tried;
+	}
+	t->x.attempt = tried + 1;
+	t->x.first_t = first;
+	t->x.fresh_connect = tried > 0;
 	if (s3_prepare_get(c->s3, e->key, t->off, t->len, e->etag, &t->x,
 			   &err) < 0) {
-		range_failed(c, t, &err, false, 0);
+		range_failed(c, t, &err, 0, false, 0);
 		http_xfer_free(&t->x);
 		free(t);
 		return;

@@ -42,6 +42,9 @@ struct centry {
 	uint32_t *expect;
 	uint8_t *mismatches;   /* [mu] downloads that did not match expect */
 	double *not_before;    /* [mu] retry time per chunk, monotonic s */
+	/* [mu] when the chunk's first attempt since it was last missing began
+	 * (monotonic s; 0: none): the retry budget runs from there */
+	double *first_try;
 	uint32_t cursor;       /* [mu] next chunk for the sequential sweep */
 	uint32_t n_done;       /* [mu] */
 	unsigned inflight;     /* [mu] */

@@ -403,15 +403,9 @@ void eng_sched_all(eng *e)
 
 bool eng_err_transient(const s3_err *x)
 {
-	if (x->http_status >= 500 || x->http_status == 429 ||
-	    x->http_status == 408)
-		return true;
-	if (x->http_status)
-		return false; /* 4xx: 403, invalid key, missing bucket */
-	if (x->err == EINVAL || x->err == ENAMETOOLONG || x->err == ENODATA ||
-	    x->err == EFBIG)
-		return false; /* local: bad metadata, staging file too short */
-	return true;          /* transport, credentials not available yet */
+	/* the one rule of s3/retry.c (retry_classify_err), local errors
+	 * included: bad metadata or a short staging file are final */
+	return s3_err_transient(x);
 }
 
 void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent)

@@ -2,10 +2,14 @@
  * eng transfer: the upload workers.  `conns` threads take jobs from one
  * FIFO (a file's parts are queued together, so files go out one after the
  * other with their parts in parallel) and run them as blocking S3 calls on
- * the shared http loop.  A job failing transiently goes back to the queue
- * with a growing delay (up to a minute), forever: the journal keeps
- * everything meanwhile.  A permanent failure (403, invalid key, a staging
- * file shorter than journaled) fails the file and its transaction.
+ * the shared http loop.  Each S3 call already retried within the client's
+ * policy (s3/retry.h: stall deadlines, backoff, a time budget); a job whose
+ * call still failed transiently (s3_err_transient) goes back to the queue
+ * after the policy's backoff (full jitter, at most retry_max_delay, a
+ * larger base after throttling), forever: the journal keeps everything
+ * meanwhile, and a commit must eventually land.  A permanent failure (403,
+ * invalid key, a staging file shorter than journaled) fails the file and
+ * its transaction.
  *
  * Each part's Content-MD5 is computed from the staging file before the
  * request (Ceph enforces it), together with its CRC32C; the file's CRC is
@@ -25,7 +29,7 @@
 #include "util/log.h"
 
 #define DIGEST_BLOCK (1u << 20)
-#define BACKOFF_MAX_S 60.0
+#define ABORT_MAX_ATTEMPTS 5 /* aborts of uploads are best effort */
 
 void eng_push_job(eng *e, jkind k, efile *f, unsigned part)
 {
@@ -139,9 +143,11 @@ static void job_failed(eng *e, job *j, const s3_err *x)
 	bool transient = eng_err_transient(x);
 	etxn *t = j->f ? j->f->t : NULL;
 	if (!j->f) { /* an abort: best effort */
-		if (transient && j->attempt < 5) {
+		if (transient && j->attempt < ABORT_MAX_ATTEMPTS) {
 			j->attempt++;
-			j->not_before = eng_now() + 5.0 * j->attempt;
+			j->not_before = eng_now() +
+					s3_client_retry_delay_ms(e->s3, j->attempt, x) /
+					    1000.0;
 			requeue(e, j);
 		} else {
 			log_debug("commit: abort of an upload: %s", x->msg);
@@ -156,10 +162,8 @@ static void job_failed(eng *e, job *j, const s3_err *x)
 		return;
 	}
 	j->attempt++;
-	double d = 1.0;
-	for (unsigned i = 1; i < j->attempt && d < BACKOFF_MAX_S; i++)
-		d *= 2;
-	j->not_before = eng_now() + (d < BACKOFF_MAX_S ? d : BACKOFF_MAX_S);
+	j->not_before =
+	    eng_now() + s3_client_retry_delay_ms(e->s3, j->attempt, x) / 1000.0;
 	requeue(e, j);
 }
 

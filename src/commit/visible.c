@@ -1006,7 +1006,10 @@ void *eng_vis_main(void *arg)
 		} else if (eng_err_transient(&x)) {
 			eng_txn_error(e, now, &x, false);
 			attempt++;
-			eng_sleep(e, attempt < 6 ? (double)(1u << attempt) : 60);
+			/* the policy's backoff (s3/retry.h): at most
+			 * retry_max_delay, longer after throttling */
+			eng_sleep(e, s3_client_retry_delay_ms(e->s3, attempt, &x) /
+					 1000.0);
 		} else {
 			eng_txn_error(e, now, &x, true);
 		}

@@ -9,6 +9,15 @@
  * connections live in the multi handle's pool and are reused by host.
  * Streamed request bodies (http_upload) go through read_cb/seek_cb: the
  * position lives in the transfer and restarts at 0 on every start.
+ *
+ * Stall deadlines (loop.h) are checked here rather than with curl's
+ * low-speed options, which cannot tell waiting for a reply from a slow
+ * body and average over a window: every 100 ms (the poll timeout while
+ * transfers run) each transfer's bytes moved (curl's upload counter plus
+ * what the header and body callbacks received) are compared with the last
+ * window.  A transfer that missed a deadline is removed from the multi
+ * handle, which closes its connection (a premature removal is never kept
+ * for reuse), and completes with CURLE_OPERATION_TIMEDOUT.
  */
 #include "http/loop.h"
 
@@ -20,9 +29,15 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 #define EASY_POOL_MAX 64
+/* stall checks: how often, and how much of a body may sit in socket
+ * buffers after curl handed it over (its sending time is allowed again) */
+#define STALL_CHECK_S 0.1
+#define STALL_POLL_MS 100
+#define STALL_BUFFER (8.0 * 1024 * 1024)
 /* curl's upload buffer (default 64 KiB): bigger means fewer read callbacks
  * and larger writes to the socket on fast links */
 #define HTTP_UPLOAD_BUFFER (512 * 1024)
@@ -38,12 +53,14 @@ struct http_loop {
 	char *ca_bundle;
 	CURL *pool[EASY_POOL_MAX]; /* loop thread only */
 	int pool_n;
+	double last_check; /* loop thread: stall checks */
 };
 
 static size_t body_cb(char *p, size_t sz, size_t nm, void *arg)
 {
 	http_xfer *x = arg;
 	size_t n = sz * nm;
+	x->rx += n;
 	/* Error bodies always go to resp_body so callers can parse them. */
 	if (x->sink && x->status < 300)
 		return x->sink(x->sink_arg, p, n);
@@ -54,6 +71,7 @@ static size_t header_cb(char *p, size_t sz, size_t nm, void *arg)
 {
 	http_xfer *x = arg;
 	size_t n = sz * nm;
+	x->rx += n;
 	/* A new status line starts a new response (redirects, 100-continue). */
 	if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
 		buf_reset(&x->resp_headers);
@@ -153,6 +171,9 @@ static CURL *xfer_start(http_loop *l, http_xfer *x)
 	if (!e)
 		return NULL;
 	x->errbuf[0] = '\0';
+	x->rx = 0;
+	x->watching = x->waiting = x->stalled = false;
+	x->ttfb_us = -1;
 	curl_easy_setopt(e, CURLOPT_URL, x->url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -167,7 +188,10 @@ static CURL *xfer_start(http_loop *l, http_xfer *x)
 			 x->timeout_ms ? x->timeout_ms
 				       : l->opts.default_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-			 l->opts.connect_timeout_ms);
+			 x->connect_timeout_ms ? x->connect_timeout_ms
+					       : l->opts.connect_timeout_ms);
+	if (x->fresh_connect)
+		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
 	/* 256 KiB receive buffer: 16x fewer recv/write callbacks (and cache
@@ -213,6 +237,7 @@ static void start_queued(http_loop *l)
 			continue;
 		}
 		x->easy = e;
+		x->t_start = clock_mono();
 		x->next = l->active;
 		l->active = x;
 	}
@@ -230,6 +255,25 @@ static void active_remove(http_loop *l, http_xfer *x)
 	x->easy = NULL;
 }
 
+/* Bytes of the request body. */
+static uint64_t body_len(const http_xfer *x)
+{
+	if (x->upload.kind != HTTP_UPLOAD_NONE)
+		return x->upload.len;
+	return x->body ? x->body_len : 0;
+}
+
+static void note_ttfb(CURL *e, http_xfer *x)
+{
+	curl_off_t pre = 0, start = 0;
+	if (x->curl_code != CURLE_OK || body_len(x) ||
+	    curl_easy_getinfo(e, CURLINFO_PRETRANSFER_TIME_T, &pre) ||
+	    curl_easy_getinfo(e, CURLINFO_STARTTRANSFER_TIME_T, &start) ||
+	    start < pre || pre <= 0)
+		return;
+	x->ttfb_us = (long)(start - pre);
+}
+
 static void finish_done(http_loop *l)
 {
 	CURLMsg *m;
@@ -242,6 +286,7 @@ static void finish_done(http_loop *l)
 		curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&x);
 		x->curl_code = m->data.result;
 		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->status);
+		note_ttfb(e, x);
 		if (x->curl_code != CURLE_OK && x->upload_errno)
 			snprintf(x->errbuf, sizeof x->errbuf,
 				 "reading the local source: %s",
@@ -280,6 +325,101 @@ static void abort_all(http_loop *l)
 	}
 }
 
+/*
+ * Whether x missed a stall deadline (loop.h); *why says which.  The clock
+ * starts when curl begins sending the request (PRETRANSFER): connecting is
+ * CURLOPT_CONNECTTIMEOUT's business, waiting for a pooled connection
+ * CURLOPT_TIMEOUT's.
+ */
+static bool stall_check(http_xfer *x, double now, char *why, size_t whysz)
+{
+	if (x->first_byte_ms <= 0 && x->low_speed_ms <= 0)
+		return false;
+	curl_off_t pre = 0, up = 0;
+	if (curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pre) !=
+		CURLE_OK ||
+	    pre <= 0)
+		return false;
+	curl_easy_getinfo(x->easy, CURLINFO_SIZE_UPLOAD_T, &up);
+	uint64_t total = body_len(x);
+	uint64_t sent = up > 0 ? (uint64_t)up : 0;
+	uint64_t moved = sent + x->rx;
+	double sent_t = x->t_start + (double)pre / 1e6;
+	if (!x->watching) {
+		x->watching = true;
+		x->win_t = sent_t;
+		x->win_b = moved;
+	}
+	if (x->rx == 0 && sent >= total) { /* waiting for the reply */
+		if (!x->waiting) {
+			x->waiting = true;
+			x->wait_t = sent_t;
+			if (total) {
+				double share = (double)total > STALL_BUFFER
+						   ? STALL_BUFFER / (double)total
+						   : 1.0;
+				x->wait_t = now + (now - sent_t) * share;
+			}
+		}
+		x->win_t = now; /* the low-speed window starts with the reply */
+		x->win_b = moved;
+		if (x->first_byte_ms > 0 &&
+		    (now - x->wait_t) * 1000 >= (double)x->first_byte_ms) {
+			snprintf(why, whysz, "no reply for %g s",
+				 (double)x->first_byte_ms / 1000);
+			return true;
+		}
+		return false;
+	}
+	x->waiting = false;
+	if (x->low_speed_ms <= 0)
+		return false;
+	uint64_t rate = x->low_speed_bytes > 0 ? (uint64_t)x->low_speed_bytes : 1;
+	uint64_t need = rate * (uint64_t)x->low_speed_ms / 1000;
+	if (need == 0)
+		need = 1;
+	if (moved < x->win_b || moved - x->win_b >= need) {
+		x->win_t = now;
+		x->win_b = moved;
+		return false;
+	}
+	if ((now - x->win_t) * 1000 < (double)x->low_speed_ms)
+		return false;
+	if (rate <= 1)
+		snprintf(why, whysz, "no data moved for %g s",
+			 (double)x->low_speed_ms / 1000);
+	else
+		snprintf(why, whysz, "less than %llu bytes/s for %g s",
+			 (unsigned long long)rate,
+			 (double)x->low_speed_ms / 1000);
+	return true;
+}
+
+/* Ends the transfers that missed a stall deadline.  Loop thread. */
+static void check_stalls(http_loop *l)
+{
+	double now = clock_mono();
+	if (now - l->last_check < STALL_CHECK_S)
+		return;
+	l->last_check = now;
+	for (http_xfer *x = l->active; x;) {
+		http_xfer *nx = x->next;
+		char why[128];
+		if (stall_check(x, now, why, sizeof why)) {
+			CURL *e = x->easy;
+			/* removing a running transfer closes its connection */
+			curl_multi_remove_handle(l->multi, e);
+			easy_put(l, e);
+			active_remove(l, x);
+			log_debug("%s %s: %s: giving up on the connection",
+				  x->method, x->url, why);
+			x->stalled = true;
+			xfer_fail_now(x, CURLE_OPERATION_TIMEDOUT, why);
+		}
+		x = nx;
+	}
+}
+
 static void *loop_main(void *arg)
 {
 	http_loop *l = arg;
@@ -293,7 +433,9 @@ static void *loop_main(void *arg)
 		int running = 0;
 		curl_multi_perform(l->multi, &running);
 		finish_done(l);
-		curl_multi_poll(l->multi, NULL, 0, 1000, NULL);
+		check_stalls(l);
+		curl_multi_poll(l->multi, NULL, 0, l->active ? STALL_POLL_MS : 1000,
+				NULL);
 	}
 	abort_all(l);
 	return NULL;
@@ -410,6 +552,8 @@ void http_xfer_reset_result(http_xfer *x)
 {
 	x->curl_code = 0;
 	x->upload_errno = 0;
+	x->stalled = false;
+	x->ttfb_us = -1;
 	x->status = 0;
 	buf_reset(&x->resp_body);
 	buf_reset(&x->resp_headers);

@@ -12,6 +12,11 @@
  * transfer has a deadline (timeout_ms, defaulting to the loop's), so a dead
  * server can never hang a caller.  Nothing here logs header values: the
  * Authorization header must not reach any log.
+ *
+ * Stall deadlines (first_byte_ms, low_speed_ms) end a transfer whose server
+ * went silent long before timeout_ms would: it completes with
+ * CURLE_OPERATION_TIMEDOUT, stalled set and errbuf saying what was missed
+ * ("no reply for 5 s"), and its connection is closed, never reused.
  */
 #ifndef CKPTFS_HTTP_LOOP_H
 #define CKPTFS_HTTP_LOOP_H
@@ -71,7 +76,27 @@ struct http_xfer {
 	const char *body; /* request body (not copied), may be NULL */
 	size_t body_len;
 	http_upload upload; /* streamed body; when set, body is ignored */
-	long timeout_ms; /* 0: the loop's default */
+	long timeout_ms; /* whole attempt; 0: the loop's default */
+	long connect_timeout_ms; /* 0: the loop's default */
+	/*
+	 * Stall deadlines, checked by the loop every 100 ms once the request
+	 * is being sent (not while connecting or queued for a connection):
+	 * first_byte_ms: the longest wait for the reply's first byte after the
+	 * request went out (for a body: after its last byte was handed to the
+	 * socket, plus the time sending up to 8 MiB of it took, for bytes that
+	 * may still sit in socket buffers).  low_speed_ms: while a body moves
+	 * either way, fewer than low_speed_bytes per second (0 counts as 1)
+	 * over that long.  0: no such deadline.
+	 */
+	long first_byte_ms;
+	long low_speed_ms;
+	long low_speed_bytes;
+	bool fresh_connect; /* a new connection, not one from the pool */
+	/* retry bookkeeping of the S3 client (s3/client.h); the loop ignores
+	 * them: the attempt this is (0 or 1: the first) and when the first
+	 * began (clock_mono seconds, 0: not yet) */
+	unsigned attempt;
+	double first_t;
 	http_sink_fn sink; /* NULL: collect the body into resp_body */
 	void *sink_arg;
 	http_done_fn done;
@@ -87,11 +112,21 @@ struct http_xfer {
 	 * ended before len bytes; the transfer then fails with
 	 * CURLE_ABORTED_BY_CALLBACK), 0 otherwise */
 	int upload_errno;
+	bool stalled; /* ended by first_byte_ms or low_speed_ms */
+	/* bodiless requests that got a reply: microseconds from sending the
+	 * request to the reply's first byte; -1 otherwise */
+	long ttfb_us;
 
 	/* private to the loop */
 	http_xfer *next; /* submission queue, then the active list */
 	void *easy;
 	uint64_t upload_pos; /* bytes of upload handed to curl */
+	uint64_t rx;         /* reply bytes (headers and body) received */
+	double t_start;      /* clock_mono when handed to curl */
+	double win_t;        /* stall rules: start of the current window */
+	uint64_t win_b;      /* bytes moved at win_t */
+	double wait_t;       /* start of the wait for the first reply byte */
+	bool watching, waiting;
 };
 
 typedef struct http_loop_opts {

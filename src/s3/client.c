@@ -7,9 +7,15 @@
  * left to curl, which may drop or add default ports differently.
  *
  * Retry loop (do_request): per attempt, fresh credentials and timestamp,
- * reset of the response sink, perform, classify.  Transient failures sleep
- * retry_delay_ms and go again until the policy says stop; the last failure
- * is what the caller sees.
+ * reset of the response sink, the attempt's deadlines (retry.h: first byte,
+ * low speed, both doubling per attempt and clipped to the request's
+ * budget), a fresh connection after a transport failure, perform,
+ * classify.  Retryable failures sleep retry_backoff_ms and go again until
+ * retry_again says stop; the last failure is what the caller sees.  The
+ * asynchronous form (s3_request_prepare/s3_request_classify) applies the
+ * same rules, keeping the attempt number and start time in the http_xfer.
+ * First-byte times of successful ordinary requests feed the adaptive part
+ * of the deadline (retry_lat).
  */
 #include "s3/client.h"
 
@@ -24,6 +30,7 @@
 
 #include "s3/sigv4.h"
 #include "s3/uri.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #define EMPTY_SHA256 \
@@ -39,8 +46,9 @@ struct s3_client {
 	creds_chain *creds;
 	http_loop *loop;
 	s3_client_opts o;
-	pthread_mutex_t rng_mu;
+	pthread_mutex_t rng_mu; /* rng and lat */
 	uint64_t rng;
+	retry_lat lat; /* first-byte times of ordinary requests */
 	_Atomic unsigned quirks;
 };
 
@@ -183,6 +191,12 @@ static void err_from_xfer(s3_client *c, const s3_request *r,
 			 what, x->errbuf);
 		return;
 	}
+	if (x->curl_code && (x->stalled || x->curl_code == CURLE_OPERATION_TIMEDOUT)) {
+		e->err = EIO;
+		snprintf(e->msg, sizeof e->msg, "%s %.200s: %.150s (from %.100s)",
+			 r->op, what, x->errbuf, c->settings->endpoint);
+		return;
+	}
 	if (x->curl_code) {
 		e->err = EIO;
 		snprintf(e->msg, sizeof e->msg, "%s %.200s: cannot reach %.100s: %.150s",
@@ -310,12 +324,60 @@ static int prepare_attempt(s3_client *c, const s3_request *r,
 	return rc;
 }
 
-static void backoff(s3_client *c, unsigned attempt)
+static void sleep_ms(unsigned ms)
 {
-	unsigned ms = s3_client_backoff_ms(c, attempt);
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+static unsigned class_backoff(s3_client *c, const retry_policy *p,
+			      unsigned attempt, retry_class cls)
+{
+	pthread_mutex_lock(&c->rng_mu);
+	unsigned ms = retry_backoff_ms(p, attempt, cls, &c->rng);
+	pthread_mutex_unlock(&c->rng_mu);
+	return ms;
+}
+
+/* The policy of r: the client's, with r's attempt limit. */
+static retry_policy req_policy(const s3_client *c, const s3_request *r)
+{
+	retry_policy pol = c->o.retry;
+	if (r->max_attempts)
+		pol.max_attempts = r->max_attempts;
+	return pol;
+}
+
+static uint64_t req_budget(const retry_policy *pol, const s3_request *r)
+{
+	return r->budget_ms ? r->budget_ms
+			    : retry_request_budget_ms(pol, r->wait_ms);
+}
+
+static uint64_t elapsed_ms(const http_xfer *x)
+{
+	double d = x->first_t > 0 ? clock_mono() - x->first_t : 0;
+	return d > 0 ? (uint64_t)(d * 1000) : 0;
+}
+
+/* A successful ordinary request's first-byte time feeds the adaptive
+ * deadline; requests that make the server work first would skew it. */
+static void note_ttfb(s3_client *c, const s3_request *r, const http_xfer *x)
+{
+	if (r->wait_ms || x->ttfb_us < 0)
+		return;
+	pthread_mutex_lock(&c->rng_mu);
+	retry_lat_add(&c->lat, (unsigned)((x->ttfb_us + 999) / 1000));
+	pthread_mutex_unlock(&c->rng_mu);
+}
+
+static unsigned typical_ms(s3_client *c)
+{
+	pthread_mutex_lock(&c->rng_mu);
+	unsigned ms = retry_lat_p99(&c->lat);
+	pthread_mutex_unlock(&c->rng_mu);
+	return ms;
 }
 
 /* Result of one finished attempt: 0 accepted, -1 with *e. */
@@ -331,27 +393,58 @@ static int judge(s3_client *c, const s3_request *r, const http_xfer *x,
 	return -1;
 }
 
-static void xfer_setup(const s3_request *r, http_xfer *x, long timeout_ms)
+/* Method, body and the deadlines of attempt x->attempt of r. */
+static void xfer_setup(s3_client *c, const s3_request *r, http_xfer *x,
+		       const retry_policy *pol)
 {
 	x->method = r->method;
-	x->timeout_ms = timeout_ms;
 	x->upload = r->upload;
+	uint64_t budget = req_budget(pol, r), left = 0;
+	if (budget) {
+		uint64_t el = elapsed_ms(x);
+		left = el + RETRY_MIN_ATTEMPT_MS < budget ? budget - el
+							  : RETRY_MIN_ATTEMPT_MS;
+	}
+	retry_deadlines d = retry_attempt_deadlines(
+	    pol, x->attempt ? x->attempt : 1, r->wait_ms,
+	    r->wait_ms ? 0 : typical_ms(c), left);
+	x->connect_timeout_ms = d.connect_ms;
+	x->first_byte_ms = d.first_byte_ms;
+	x->low_speed_ms = d.low_speed_ms;
+	x->low_speed_bytes = d.low_speed_bytes;
+	/* the whole attempt: the request's limit, but never shorter than
+	 * twice its stall deadlines */
+	long total = r->timeout_ms ? r->timeout_ms : c->o.timeout_ms;
+	long stall = d.first_byte_ms > d.low_speed_ms ? (long)d.first_byte_ms
+						       : (long)d.low_speed_ms;
+	x->timeout_ms = total > 2 * stall ? total : 2 * stall;
+}
+
+static retry_class err_class(const http_xfer *x, const s3_err *e)
+{
+	return retry_classify(x->curl_code, e->http_status,
+			      e->code[0] ? e->code : NULL);
 }
 
 static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
 			unsigned *attempts, s3_err *e)
 {
-	retry_policy pol = c->o.retry;
-	if (r->max_attempts)
-		pol.max_attempts = r->max_attempts;
+	retry_policy pol = req_policy(c, r);
+	uint64_t budget = req_budget(&pol, r);
 	char *path = build_path(c, r->key);
 	int rc = -1;
 	unsigned attempt;
+	bool fresh = false;
+	x->first_t = clock_mono();
 	for (attempt = 1;; attempt++) {
 		http_xfer_reset_result(x);
 		if (r->sink_reset)
 			r->sink_reset(r->sink_arg);
-		xfer_setup(r, x, r->timeout_ms ? r->timeout_ms : c->o.timeout_ms);
+		x->attempt = attempt;
+		/* after a broken or silent connection, do not trust the pool:
+		 * its other connections to the server may be dead as well */
+		x->fresh_connect = fresh;
+		xfer_setup(c, r, x, &pol);
 		x->sink = r->sink;
 		x->sink_arg = r->sink_arg;
 		if (prepare_attempt(c, r, path, x, e) < 0)
@@ -361,14 +454,18 @@ static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
 			  r->query ? r->query : "", attempt);
 		http_perform(c->loop, x);
 		if (judge(c, r, x, e) == 0) {
+			note_ttfb(c, r, x);
 			rc = 0;
 			break;
 		}
-		if (!retry_should(&pol, attempt, x->curl_code, e->http_status,
-				  e->code[0] ? e->code : NULL))
+		retry_class cls = err_class(x, e);
+		unsigned delay = class_backoff(c, &pol, attempt, cls);
+		if (!retry_again(&pol, attempt, elapsed_ms(x), budget, cls,
+				 x->curl_code, delay))
 			break;
-		log_debug("retrying after: %s", e->msg);
-		backoff(c, attempt);
+		fresh = x->curl_code != CURLE_OK;
+		log_debug("retrying in %u ms after: %s", delay, e->msg);
+		sleep_ms(delay);
 	}
 	if (attempts)
 		*attempts = attempt;
@@ -639,10 +736,11 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 	query_param(&q, "list-type", "2");
 	query_param(&q, "max-keys", "1");
 	query_param(&q, "prefix", prefix ? prefix : "");
+	/* a silent endpoint fails the mount within 15 s */
 	s3_request r = {.op = "LIST", .method = "GET", .key = NULL,
 			   .what = prefix, .query = buf_cstr(&q),
 			   .timeout_ms = 10000,
-			   .max_attempts = 3};
+			   .max_attempts = 3, .budget_ms = 15000};
 	http_xfer x = {0};
 	int rc = do_request(c, &r, &x, e);
 	if (rc == 0) {
@@ -679,7 +777,7 @@ int s3_connect(const s3_settings *s, bool insecure, creds_chain **creds,
 	s3_creds_free(&cr);
 	http_loop_opts lo = {.ca_bundle = s->ca_bundle, .insecure = insecure};
 	*loop = http_loop_new(&lo);
-	s3_client_opts co = {.retry = RETRY_POLICY_DEFAULT};
+	s3_client_opts co = {.retry = retry_policy_default()};
 	*client = *loop ? s3_client_new(s, *creds, *loop, &co) : NULL;
 	if (!*client) {
 		*err = strdup("cannot start the S3 client");
@@ -746,8 +844,19 @@ int s3_request_prepare(s3_client *c, const s3_request *r, http_xfer *x,
 		       s3_err *e)
 {
 	char *path = build_path(c, r->key);
+	/* a transfer prepared before: this is its next attempt */
+	if (x->url) {
+		x->attempt = (x->attempt ? x->attempt : 1) + 1;
+		if (x->curl_code != CURLE_OK)
+			x->fresh_connect = true;
+	} else if (!x->attempt) {
+		x->attempt = 1;
+	}
+	if (x->first_t <= 0)
+		x->first_t = clock_mono();
 	http_xfer_reset_result(x);
-	xfer_setup(r, x, r->timeout_ms ? r->timeout_ms : c->o.timeout_ms);
+	retry_policy pol = req_policy(c, r);
+	xfer_setup(c, r, x, &pol);
 	int rc = prepare_attempt(c, r, path, x, e);
 	free(path);
 	return rc;
@@ -759,15 +868,17 @@ int s3_request_classify(s3_client *c, const s3_request *r, const http_xfer *x,
 {
 	*retry = false;
 	*retry_after_ms = 0;
-	if (judge(c, r, x, e) == 0)
+	if (judge(c, r, x, e) == 0) {
+		note_ttfb(c, r, x);
 		return 0;
-	retry_policy pol = c->o.retry;
-	if (r->max_attempts)
-		pol.max_attempts = r->max_attempts;
-	*retry = retry_should(&pol, attempt, x->curl_code, e->http_status,
-			      e->code[0] ? e->code : NULL);
+	}
+	retry_policy pol = req_policy(c, r);
+	retry_class cls = err_class(x, e);
+	unsigned delay = class_backoff(c, &pol, attempt, cls);
+	*retry = retry_again(&pol, attempt, elapsed_ms(x), req_budget(&pol, r),
+			     cls, x->curl_code, delay);
 	if (*retry)
-		*retry_after_ms = s3_client_backoff_ms(c, attempt);
+		*retry_after_ms = delay;
 	return -1;
 }
 
@@ -795,10 +906,43 @@ long s3_client_data_timeout(const s3_client *c, uint64_t bytes)
 
 unsigned s3_client_backoff_ms(s3_client *c, unsigned attempt)
 {
-	pthread_mutex_lock(&c->rng_mu);
-	unsigned ms = retry_delay_ms(&c->o.retry, attempt, &c->rng);
-	pthread_mutex_unlock(&c->rng_mu);
-	return ms;
+	return class_backoff(c, &c->o.retry, attempt, RETRY_TRANSIENT);
+}
+
+static retry_class s3_err_class(const s3_err *e)
+{
+	return retry_classify_err(e->err, e->curl_code, e->http_status,
+				  e->code[0] ? e->code : NULL);
+}
+
+bool s3_err_transient(const s3_err *e)
+{
+	return s3_err_class(e) != RETRY_FINAL;
+}
+
+unsigned s3_client_retry_delay_ms(s3_client *c, unsigned attempt,
+				  const s3_err *e)
+{
+	retry_class cls = e ? s3_err_class(e) : RETRY_TRANSIENT;
+	return class_backoff(c, &c->o.retry,
+			     attempt, cls == RETRY_FINAL ? RETRY_TRANSIENT : cls);
+}
+
+bool s3_client_retry_next(s3_client *c, const http_xfer *x, unsigned attempt,
+			  int curl_code, long status, const char *code,
+			  unsigned *delay_ms)
+{
+	retry_class cls = retry_classify(curl_code, status, code);
+	*delay_ms = class_backoff(c, &c->o.retry, attempt, cls);
+	return retry_again(&c->o.retry, attempt, elapsed_ms(x),
+			   retry_request_budget_ms(&c->o.retry, 0), cls,
+			   curl_code, *delay_ms);
+}
+
+unsigned s3_client_server_wait_ms(const s3_client *c, uint64_t items,
+				  uint64_t bytes)
+{
+	return retry_server_wait_ms(&c->o.retry, items, bytes);
 }
 
 retry_policy s3_client_retry_policy(const s3_client *c)

@@ -4,7 +4,10 @@
  *
  * Each call builds the URL (path-style or virtual-host), signs with SigV4
  * (fresh timestamp and credentials per attempt), performs the request on
- * the shared loop and retries transient failures with backoff and jitter
+ * the shared loop with the policy's deadlines (a silent connection is
+ * abandoned after first_byte_ms/low_speed_ms) and retries transient
+ * failures with backoff and jitter, on a fresh connection after a
+ * transport failure, within the policy's attempts and time budget
  * (retry.h).  Failures are reported in an s3_err carrying the S3 <Code>, the
  * HTTP status, a human message and the errno a filesystem call should
  * return.  Messages name the operation and key, never credentials.
@@ -33,9 +36,11 @@ typedef struct s3_err {
 } s3_err;
 
 typedef struct s3_client_opts {
-	retry_policy retry;
-	long timeout_ms;      /* per attempt, data requests */
-	long meta_timeout_ms; /* per attempt, HEAD/LIST */
+	retry_policy retry;   /* max_attempts 0: RETRY_POLICY_DEFAULT */
+	/* whole attempt, however busy the connection (the stall deadlines of
+	 * the policy end silent ones much earlier) */
+	long timeout_ms;      /* per attempt, data requests; 0: 120 s */
+	long meta_timeout_ms; /* per attempt, HEAD/LIST; 0: 30 s */
 } s3_client_opts;
 
 s3_client *s3_client_new(const s3_settings *s, creds_chain *creds,
@@ -122,10 +127,14 @@ http_loop *s3_client_loop(const s3_client *c);
 /*
  * Building blocks for engines that keep many transfers in flight on the
  * loop (cache downloads).  s3_prepare_get signs a ranged GET into x (url,
- * headers, method, timeout); the caller sets sink/done and submits.  After
- * completion s3_classify returns 0 for success, or -1 with *e filled and
- * *retry_after_ms set to the delay before another attempt, or -1 when the
- * retry policy gives up after `attempt` attempts (then *retry is false).
+ * headers, method, deadlines); the caller sets sink/done and submits.
+ * After completion s3_classify returns 0 for success, or -1 with *e filled
+ * and *retry_after_ms set to the delay before another attempt, or -1 when
+ * the retry policy gives up after `attempt` attempts (then *retry is
+ * false).  Attempts are tracked in x (http_xfer.attempt, first_t): preparing
+ * an x prepared before counts as its next attempt (doubled deadlines, a
+ * fresh connection after a transport failure); a caller that uses a new x
+ * for a retry sets attempt, first_t and fresh_connect itself first.
  */
 int s3_prepare_get(s3_client *c, const char *key, uint64_t off, size_t len,
 		   const char *if_match, http_xfer *x, s3_err *e);
@@ -160,6 +169,11 @@ typedef struct s3_request {
 	const char *payload_hash;
 	long timeout_ms;       /* per attempt; 0: the client's data timeout */
 	unsigned max_attempts; /* 0: the policy's */
+	/* the server works before it answers (CompleteMultipartUpload,
+	 * copies, DeleteObjects): its first-byte allowance,
+	 * s3_client_server_wait_ms; 0: an ordinary request */
+	unsigned wait_ms;
+	unsigned budget_ms;    /* 0: the policy's (retry_request_budget_ms) */
 	http_sink_fn sink;     /* NULL: the body collects in x->resp_body */
 	void *sink_arg;
 	void (*sink_reset)(void *arg);
@@ -208,6 +222,25 @@ void s3_request_error_from(s3_client *c, const s3_request *r, int err,
 long s3_client_data_timeout(const s3_client *c, uint64_t bytes);
 /* Delay before another attempt, from the client's policy and jitter. */
 unsigned s3_client_backoff_ms(s3_client *c, unsigned attempt);
+/* The same after failure e (a throttling reply backs off more; NULL:
+ * transient): what a caller retrying on its own waits (commit engine). */
+unsigned s3_client_retry_delay_ms(s3_client *c, unsigned attempt,
+				  const s3_err *e);
+/* Whether failure e, local ones included, may succeed when tried again
+ * (retry_classify_err): the commit engine retries those forever. */
+bool s3_err_transient(const s3_err *e);
+/*
+ * For a caller that judged an attempt of an ordinary request itself (a 2xx
+ * whose body came short): whether attempt `attempt` of x, failed as
+ * curl_code, status and code (may be NULL) describe, is tried again under
+ * the client's policy, and after *delay_ms.
+ */
+bool s3_client_retry_next(s3_client *c, const http_xfer *x, unsigned attempt,
+			  int curl_code, long status, const char *code,
+			  unsigned *delay_ms);
+/* retry_server_wait_ms of the client's policy. */
+unsigned s3_client_server_wait_ms(const s3_client *c, uint64_t items,
+				  uint64_t bytes);
 /* The client's retry policy (copy). */
 retry_policy s3_client_retry_policy(const s3_client *c);
 

@@ -581,6 +581,8 @@ static int build_part_copy(s3_client *c, struct wreq *w, const char *src_key,
 	if (part < 1 || part > S3_MAX_PARTS)
 		return bad_input(c, &w->r, "part number outside 1..10000", e);
 	w->r.timeout_ms = s3_client_data_timeout(c, last - first + 1);
+	/* the server copies before it answers */
+	w->r.wait_ms = s3_client_server_wait_ms(c, 0, last - first + 1);
 	return 0;
 }
 
@@ -640,9 +642,11 @@ int s3_copy_object(s3_client *c, const char *src_key, const char *dst_key,
 	if (!o)
 		o = &none;
 	struct wreq w = {.c = c, .etag_out = etag};
+	uint64_t size = o->size ? o->size : S3_MAX_PUT_SIZE;
 	w.r = (s3_request){.op = "COPY", .method = "PUT", .key = dst_key,
-			   .timeout_ms = s3_client_data_timeout(
-			       c, o->size ? o->size : S3_MAX_PUT_SIZE),
+			   .timeout_ms = s3_client_data_timeout(c, size),
+			   /* the server copies before it answers */
+			   .wait_ms = s3_client_server_wait_ms(c, 0, size),
 			   .check = check_copy, .check_arg = &w};
 	int rc = 0;
 	if (s3_copy_source(&w.source, s3_client_settings(c)->bucket,
@@ -762,8 +766,11 @@ int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
 	struct wreq w = {.c = c};
 	w.r = (s3_request){.op = "COMPLETE MULTIPART UPLOAD", .method = "POST",
 			   .key = key,
-			   /* S3 may take minutes to assemble many parts */
+			   /* S3 may take minutes to assemble many parts; AWS
+			    * sends whitespace meanwhile, RGW nothing: the
+			    * first byte may take 30 s + 20 ms per part */
 			   .timeout_ms = s3_client_data_timeout(c, 0) + 180000,
+			   .wait_ms = s3_client_server_wait_ms(c, n, 0),
 			   .check = check_complete, .check_arg = &w};
 	query_param(&w.query, "uploadId", upload_id);
 	w.r.query = buf_cstr(&w.query);
@@ -973,6 +980,8 @@ static int delete_round(s3_client *c, const char *const *keys, size_t *idx,
 		snprintf(what, sizeof what, "%.200s", keys[idx[0]]);
 	w.r = (s3_request){.op = "DELETE OBJECTS", .method = "POST",
 			   .what = what, .query = "delete",
+			   /* the server deletes every key before it answers */
+			   .wait_ms = s3_client_server_wait_ms(c, *n, 0),
 			   .check = check_delete, .check_arg = &w};
 	s3_delete_body(&w.body, batch, *n, true);
 	s3_request_header(&w.r, "content-type", "application/xml");
@@ -1126,6 +1135,8 @@ int s3_classify_upload(s3_client *c, s3_upload_op op, const char *key,
 	case S3_OP_PART_COPY:
 		w.r.op = "UPLOAD PART COPY";
 		w.r.check = check_copy;
+		/* its budget, as when prepared (size unknown here: the most) */
+		w.r.wait_ms = s3_client_server_wait_ms(c, 0, S3_MAX_PART_SIZE);
 		break;
 	}
 	int rc = s3_request_classify(c, &w.r, x, attempt, e, retry,

@@ -10,8 +10,11 @@
  * Every call goes through s3_request_perform (client.h): SigV4 over every
  * header sent, fresh credentials and timestamp per attempt, the client's
  * retry policy (transport errors, 5xx, 429, throttling codes; a retried
- * upload re-sends its body from the start of the fd range or buffer), and a
- * per-attempt deadline that grows with the body (s3_client_data_timeout).
+ * upload re-sends its body from the start of the fd range or buffer), the
+ * policy's stall deadlines (retry.h) with a longer first-byte allowance
+ * where the server works before it answers (copies, CompleteMultipartUpload,
+ * DeleteObjects: s3_client_server_wait_ms), and a per-attempt limit that
+ * grows with the body (s3_client_data_timeout).
  * Failures fill an s3_err whose message names the operation and the
  * s3://bucket/key, never credentials.
  *
