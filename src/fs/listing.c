@@ -129,6 +129,8 @@ static int relist_after_markers(s3_client *s3, const char *dir_prefix,
 	if (rc == 0) {
 		ns_dir_finish(&again);
 		vis_keep_listed(d, &again);
+		if (again.seen == 0)
+			d->vanished = true; /* deleted between the listings */
 	}
 	ns_dir_free(&again);
 	return rc;
@@ -282,8 +284,12 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 	if (rc == 0 && *manifest && vis_listing_misses(out, *manifest))
 		rc = own_marker_live(s3, dir_prefix, &hidden, e);
 	/* .ckptfs/ listed but its manifests gone: deleted meanwhile */
-	if (rc == 0 && (hidden || (out->saw_meta && !*manifest)))
+	if (rc == 0 && (hidden || (out->saw_meta && !*manifest))) {
 		vis_hide_all(out);
+		out->vanished = true;
+	}
+	if (rc == 0 && out->seen == 0)
+		out->vanished = true;
 	if (rc < 0) {
 		ns_dir_free(out);
 		if (*manifest) {

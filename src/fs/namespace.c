@@ -234,6 +234,7 @@ ns_dir_add_page(ns_dir *d, const char *dir_prefix, const s3_list_result *page)
 	if (page->n_prefixes > SIZE_MAX - page->n_objects ||
 	    ns_reserve(d, page->n_objects + page->n_prefixes) < 0)
 		return -1;
+	d->seen += page->n_objects + page->n_prefixes;
 	for (size_t i = 0; i < page->n_objects; i++)
 		if (ns_add_object(d, dir_prefix, plen, &page->objects[i]) < 0)
 			return -1;

@@ -47,6 +47,12 @@ typedef struct ns_dir {
 	struct timespec newest; /* newest mtime among objects seen (incl. marker) */
 	bool saw_pending; /* a ".ckptfs-pending/" prefix: markers to check */
 	bool saw_meta;    /* a ".ckptfs/" prefix: manifests to read */
+	size_t seen;      /* keys and prefixes on the pages, hidden ones too */
+	/* the directory is gone: nothing at all under its prefix, or it was
+	 * being deleted while listed (fs_listing_fetch).  A reader gets
+	 * ENOENT for it, as for a removed local directory, not an empty
+	 * listing. */
+	bool vanished;
 	ns_report_fn report;
 	void *report_arg;
 } ns_dir;

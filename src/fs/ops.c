@@ -708,6 +708,16 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	/* gone from the bucket (deleted since the parent was listed, or
+	 * being deleted): ENOENT as for a removed local directory, never an
+	 * empty listing; the mount root always exists */
+	if (!local && dh->n == 0 && d->listing && d->listing->vanished &&
+	    d->path[0]) {
+		fs_itable_unlock(fs->it);
+		dirhandle_free(dh);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
 	dh->prev = NULL;
 	dh->next = fs->dirhandles;
 	if (fs->dirhandles)

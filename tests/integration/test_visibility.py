@@ -115,3 +115,31 @@ def test_directories_without_protocol_files_show_everything(s3, bucket, mount):
     m = mount(bucket)
     assert listdir(m.path / "plain") == ["a", "b"]
     assert ".ckptfs" not in listdir(m.path)
+
+
+def test_directory_deleted_after_its_parent_was_listed_answers_enoent(s3, bucket, mount):
+    """A reader that saw a directory in its parent's listing and opens it
+    after another host deleted it gets ENOENT, as a local filesystem
+    answers for a removed directory, never an empty listing (an empty
+    checkpoint directory looks like a damaged one).  Both for a directory
+    of plain objects and for a ckptfs directory (manifest)."""
+    files = {"model.pt": b"m" * 1000, "optim.pt": b"o" * 500}
+    for d in ("plain", "ckpt"):
+        for name, body in files.items():
+            put(s3, bucket, f"run/{d}/{name}", body)
+    put(s3, bucket, "run/ckpt/.ckptfs/manifest.w1.json", manifest(files))
+    put(s3, bucket, "run/keep/x", b"x")
+    put(s3, bucket, "run/empty/")  # an empty directory made by another tool
+    # the parent's listing is kept for 30 s: the names stay known
+    m = mount(bucket, options=["dir_timeout=30", "entry_timeout=30", "attr_timeout=30"])
+    assert listdir(m.path / "run") == ["ckpt", "empty", "keep", "plain"]
+    for d in ("plain", "ckpt"):
+        for name in files:
+            s3.delete_object(Bucket=bucket, Key=f"run/{d}/{name}")
+    s3.delete_object(Bucket=bucket, Key="run/ckpt/.ckptfs/manifest.w1.json")
+    for d in ("plain", "ckpt"):
+        with pytest.raises(FileNotFoundError):
+            os.listdir(m.path / "run" / d)
+    assert listdir(m.path / "run/empty") == [], "an empty directory still exists"
+    assert listdir(m.path / "run/keep") == ["x"]
+    assert listdir(m.path) == ["run"]

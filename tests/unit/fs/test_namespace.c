@@ -795,3 +795,21 @@ Test(ns_dir, oversized_page_fails_cleanly)
 	must_find(&d, "b", false);
 	ns_dir_free(&d);
 }
+
+/* seen counts every key and prefix of the pages, hidden names and the
+ * directory's own marker too: a directory is gone only when it is 0. */
+Test(ns_dir, seen_counts_hidden_names_and_the_marker)
+{
+	ns_dir d;
+	ns_dir_init(&d, NULL, NULL);
+	cr_assert_eq(d.seen, 0);
+	cr_assert_not(d.vanished);
+	s3_object o[] = {obj("ck/", 0, 100)};
+	add_objs(&d, "ck/", o, N(o));
+	const char *p[] = {"ck/.ckptfs/"};
+	add_pfxs(&d, "ck/", p, N(p));
+	ns_dir_finish(&d);
+	cr_assert_eq(d.n, 0, "nothing to show");
+	cr_assert_eq(d.seen, 2, "but the directory exists");
+	ns_dir_free(&d);
+}
