@@ -4,7 +4,10 @@
  * Parses the command line and -o options into mount_args; fs/mount.c does
  * the work.  Options that mount(8) passes through (rw, dev, _netdev, ...)
  * are accepted and ignored; anything unknown is an error, so a typo never
- * silently changes behaviour.
+ * silently changes behaviour.  The request options (first_byte_timeout,
+ * low_speed_time, low_speed_limit, retry_max_delay, retry_timeout) tune the
+ * retry policy (s3/retry.h), which becomes the process's default for the
+ * S3 client once the command line parsed.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -15,6 +18,10 @@
 
 #include "cli/cli.h"
 #include "fs/mount.h"
+#include "s3/retry.h"
+
+/* The request options, applied with retry_policy_set_default. */
+static retry_policy net;
 
 static const char *const ignored_opts[] = {
 	"rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto",
@@ -52,6 +59,12 @@ static void mount_usage(FILE *f)
 		"      writers wait; 0 = no limit) upload_hold=S (longest a\n"
 		"      closed file waits to upload while the application still\n"
 		"      writes, 10; 0 = upload at once)\n"
+		"      first_byte_timeout=S (longest wait for a reply once a\n"
+		"      request is sent, 5) low_speed_time=S low_speed_limit=B\n"
+		"      (a transfer under B bytes/s for S seconds is abandoned, 5\n"
+		"      and 1) retry_max_delay=S (longest pause between retries,\n"
+		"      5) retry_timeout=S (a request is not retried after this\n"
+		"      long, 60: reads fail with EIO; commits keep retrying)\n"
 		"\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -134,6 +147,55 @@ static int apply_cache_opt(mount_args *a, const char *k, const char *v)
 	return 0;
 }
 
+/* Seconds into milliseconds of the policy: 0 .. 1 day. */
+static int set_ms(const char *k, const char *v, unsigned *ms)
+{
+	double d;
+	if (parse_num(k, v, 0, &d, NULL) < 0)
+		return -1;
+	if (d > 86400) {
+		fprintf(stderr, "ckptfs: mount option %s: at most 86400 "
+				"seconds\n", k);
+		return -1;
+	}
+	*ms = (unsigned)(d * 1000 + 0.5);
+	return 0;
+}
+
+static int apply_net_opt(const char *k, const char *v)
+{
+	if (!strcmp(k, "first_byte_timeout"))
+		return set_ms(k, v, &net.first_byte_ms);
+	if (!strcmp(k, "low_speed_time"))
+		return set_ms(k, v, &net.low_speed_ms);
+	if (!strcmp(k, "retry_max_delay"))
+		return set_ms(k, v, &net.max_ms);
+	if (!strcmp(k, "retry_timeout"))
+		return set_ms(k, v, &net.budget_ms);
+	uint64_t n; /* low_speed_limit: bytes/s, "64K" allowed */
+	if (parse_size(k, v, &n) < 0)
+		return -1;
+	if (n > UINT32_MAX) {
+		fprintf(stderr, "ckptfs: invalid value '%s' for mount option "
+				"%s\n", v, k);
+		return -1;
+	}
+	net.low_speed_bytes = (unsigned)n;
+	return 0;
+}
+
+static bool is_net_opt(const char *k)
+{
+	static const char *const names[] = {
+		"first_byte_timeout", "low_speed_time", "low_speed_limit",
+		"retry_max_delay", "retry_timeout", NULL,
+	};
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(k, names[i]))
+			return true;
+	return false;
+}
+
 static bool is_cache_opt(const char *k)
 {
 	static const char *const names[] = {
@@ -150,6 +212,8 @@ static int apply_opt(mount_args *a, const char *k, const char *v)
 {
 	if (v && is_cache_opt(k))
 		return apply_cache_opt(a, k, v);
+	if (v && is_net_opt(k))
+		return apply_net_opt(k, v);
 	unsigned long ul;
 	if (!v) {
 		if (!strcmp(k, "allow_other"))
@@ -320,7 +384,12 @@ static int cmd_mount(int argc, char **argv)
 {
 	mount_args a;
 	mount_args_init(&a);
-	int rc = parse_args(&a, argc, argv) < 0 ? 1 : fs_mount_main(&a);
+	net = retry_policy_default();
+	int rc = 1;
+	if (parse_args(&a, argc, argv) == 0) {
+		retry_policy_set_default(&net);
+		rc = fs_mount_main(&a);
+	}
 	mount_args_free(&a);
 	return rc;
 }
