@@ -255,6 +255,7 @@ class _Conn:
         self.s = None
         self.sf = None
         self.killed = threading.Event()
+        self.stalled = False
 
     def kill(self):
         """From any thread: make the serving thread reset the connection.
@@ -313,7 +314,9 @@ class _Conn:
             self.p._forget(self)
 
     def _stall(self):
-        """Never answers: waits until down() or close() kills the connection."""
+        """Never answers: waits until down(), reset_stalled() or close()
+        kills the connection."""
+        self.stalled = True
         while not self.killed.wait(1.0):
             if self.p._closed:
                 break
@@ -536,6 +539,15 @@ class FaultProxy:
         for c in conns:
             self._count("down")
             c.kill()
+
+    def reset_stalled(self):
+        """Resets the connections stalled so far (their clients see a reset
+        now); for tests that end with requests still stalled."""
+        with self._lock:
+            conns = [c for c in self._conns if c.stalled]
+        for c in conns:
+            c.kill()
+        return len(conns)
 
     def is_down(self):
         return self._is_down()
