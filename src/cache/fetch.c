@@ -408,7 +408,11 @@ void fetch_make_urgent(cache *c, centry *e, uint32_t first, uint32_t last)
 		unsigned pos = (c->urg_head + c->urg_len) % URGENT_MAX;
 		c->urgent[pos] = (urgent){e, i};
 		c->urg_len++;
-		e->not_before[i] = 0; /* a reader waits: no backoff sleep */
+		/* a chunk backing off after a failure keeps its not_before
+		 * (at most retry_max_delay): a reader waiting must not turn
+		 * the retries against a throttling or failing server into
+		 * a loop without pauses; the sweep or the reader's next
+		 * wake starts it once due */
 	}
 }
 

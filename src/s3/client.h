@@ -203,7 +203,9 @@ int s3_request_header(s3_request *r, const char *name, const char *value);
  */
 int s3_request_perform(s3_client *c, const s3_request *r, http_xfer *x,
 		       unsigned *attempts, s3_err *e);
-/* Signs one attempt into x: url, headers, method, timeout, upload. */
+/* Signs one attempt into x: url, headers, method, upload, and the
+ * deadlines of its attempt number (see s3_prepare_get for how x counts
+ * attempts). */
 int s3_request_prepare(s3_client *c, const s3_request *r, http_xfer *x,
 		       s3_err *e);
 /* Like s3_classify for a completed attempt of r (runs r->check on 2xx). */

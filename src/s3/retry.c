@@ -340,7 +340,7 @@ unsigned retry_server_wait_ms(const retry_policy *p, uint64_t items,
 {
 	p = pol(p);
 	const uint64_t hour = 3600ull * 1000;
-	uint64_t w = umax(p->first_byte_ms, 30000);
+	uint64_t w = p->first_byte_ms;
 	w += (items < hour ? items : hour) * 20;
 	w += bytes / (32ull << 20) * 1000;
 	return (unsigned)(w < hour ? w : hour);

@@ -185,9 +185,12 @@ uint64_t retry_request_budget_ms(const retry_policy *p, unsigned wait_ms);
 
 /*
  * The first-byte allowance of a request that makes the server work before
- * it answers: at least max(first_byte_ms, 30 s), plus 20 ms per item
- * (parts assembled by CompleteMultipartUpload, keys of a DeleteObjects)
- * and 1 s per 32 MiB copied server-side, capped at one hour.
+ * it answers: first_byte_ms plus 20 ms per item (parts assembled by
+ * CompleteMultipartUpload: the size of the object in parts; keys of a
+ * DeleteObjects) and 1 s per 32 MiB copied server-side, capped at one
+ * hour.  So a small one is no slower to give up on than any request, and
+ * one over 10 000 parts waits 205 s (AWS sends keep-alive spaces while it
+ * works, which count as progress; Ceph RGW sends nothing).
  */
 unsigned retry_server_wait_ms(const retry_policy *p, uint64_t items,
 			      uint64_t bytes);

@@ -768,7 +768,7 @@ int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
 			   .key = key,
 			   /* S3 may take minutes to assemble many parts; AWS
 			    * sends whitespace meanwhile, RGW nothing: the
-			    * first byte may take 30 s + 20 ms per part */
+			    * first byte may take 20 ms more per part */
 			   .timeout_ms = s3_client_data_timeout(c, 0) + 180000,
 			   .wait_ms = s3_client_server_wait_ms(c, n, 0),
 			   .check = check_complete, .check_arg = &w};

@@ -487,10 +487,12 @@ Test(retry, adaptive_first_byte_deadline)
 Test(retry, server_work_allowance)
 {
 	retry_policy p = RETRY_POLICY_DEFAULT;
-	cr_expect_eq(retry_server_wait_ms(&p, 0, 0), 30000);
-	cr_expect_eq(retry_server_wait_ms(&p, 10000, 0), 230000);
-	cr_expect_eq(retry_server_wait_ms(&p, 1000, 0), 50000);
-	cr_expect_eq(retry_server_wait_ms(&p, 0, 5ull << 30), 190000);
+	cr_expect_eq(retry_server_wait_ms(&p, 0, 0), 5000);
+	cr_expect_eq(retry_server_wait_ms(&p, 2, 0), 5040);
+	cr_expect_eq(retry_server_wait_ms(&p, 10000, 0), 205000);
+	cr_expect_eq(retry_server_wait_ms(&p, 1000, 0), 25000);
+	cr_expect_eq(retry_server_wait_ms(&p, 0, 8 << 20), 5000);
+	cr_expect_eq(retry_server_wait_ms(&p, 0, 5ull << 30), 165000);
 	cr_expect_eq(retry_server_wait_ms(&p, UINT64_MAX, UINT64_MAX),
 		     3600000);
 	p.first_byte_ms = 45000;
