@@ -35,7 +35,7 @@
 #define EASY_POOL_MAX 64
 /* stall checks: how often, and how much of a body may sit in socket
  * buffers after curl handed it over (its sending time is allowed again) */
-#define STALL_CHECK_S 0.1
+#define STALL_CHECK_S 0.09 /* a poll timeout of 100 ms may wake a bit early */
 #define STALL_POLL_MS 100
 #define STALL_BUFFER (8.0 * 1024 * 1024)
 /* curl's upload buffer (default 64 KiB): bigger means fewer read callbacks
