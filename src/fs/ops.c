@@ -31,6 +31,7 @@
 #include "fs/listing.h"
 #include "fs/namespace.h"
 #include "util/buf.h"
+#include "s3/retry.h"
 #include "util/log.h"
 
 /* ---- context ---------------------------------------------------------- */
@@ -257,17 +258,34 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 	int rc = nd ? fs_listing_fetch(fs->s3, fs->mcache, prefix, report_key, fs, nd, &man,
 				       &e)
 		    : -1;
+	/* the store unreachable or failing (transport, 5xx, throttled) and
+	 * a listing from before: keep serving that one, so what is cached
+	 * stays readable through an outage; it counts as fresh for another
+	 * dir_timeout, so a path's lookups do not each wait out the retries.
+	 * A final answer (403, no such bucket) is an error. */
+	bool stale = false;
 	if (rc < 0) {
-		log_error("%s", e.msg[0] ? e.msg : "out of memory listing");
 		free(nd);
 		nd = NULL;
 		rc = -(e.err ? e.err : EIO);
+		stale = e.err != ENOMEM &&
+			retry_is_transient(e.curl_code, e.http_status,
+					   e.code[0] ? e.code : NULL);
+		if (stale)
+			log_warn("%s (serving the last listing of /%s)", e.msg,
+				 d->path);
+		else
+			log_error("%s", e.msg[0] ? e.msg : "out of memory listing");
 	}
 	free(prefix);
 
 	fs_itable_lock(fs->it);
 	d->listing_busy = false;
 	fs_itable_broadcast(fs->it);
+	if (stale && d->listing) {
+		d->listing_time = fs_now();
+		rc = 0;
+	}
 	if (nd) {
 		if (d->listing) {
 			ns_dir_free(d->listing);

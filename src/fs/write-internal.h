@@ -42,6 +42,11 @@ int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 void wr_touch(ov_txn *x);
 bool wr_is_single_root(const ov_node *o);
 int wr_seal(fs_ctx *fs, ov_txn *x);
+/* Drops at once the local nodes of transactions the engine has made
+ * visible (the idle thread does it within 250 ms), so the names are
+ * remote ones again: a rename right after a commit renames the committed
+ * directory.  Table locked. */
+void wr_reap(fs_ctx *fs);
 int wr_put_file(fs_ctx *fs, ov_node *o);
 int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size);
 int wr_new_stage(fs_ctx *fs, ov_node *o);

@@ -571,6 +571,7 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int err;
 	fs_itable_lock(fs->it);
 	wr_pt_wait_releases(fs); /* a rename may commit what they wrote */
+	wr_reap(fs); /* committed meanwhile: the names are remote now */
 	fs_inode *p = wr_parent_dir(fs, parent, &err);
 	fs_inode *np = p ? wr_parent_dir(fs, newparent, &err) : NULL;
 	if (!np) {

@@ -650,6 +650,31 @@ static void hold_tick(fs_ctx *fs, double now)
 	}
 }
 
+/* Drops the nodes of what the engine made visible (reap), after asking it
+ * what is still pending.  locked: called with the table locked (it stays
+ * locked), else the table is locked around the reap only (the idle
+ * thread: eng_status then runs without it). */
+static void reap_now(fs_ctx *fs, bool locked)
+{
+	eng_txn_status *st = NULL;
+	size_t n = 0;
+	int rc = eng_status(fs->eng, &st, &n);
+	drop_ctx d = {fs, NULL, 0, false};
+	if (rc == 0 && n)
+		d.pending = calloc(n, sizeof *d.pending);
+	for (size_t i = 0; d.pending && i < n; i++)
+		d.pending[d.n++] = st[i].id;
+	if (rc == 0)
+		eng_status_free(st, n);
+	if (!locked)
+		fs_itable_lock(fs->it);
+	if (rc == 0 && (n == 0 || d.pending))
+		reap(fs, &d);
+	if (d.changed)
+		fs->listing_gen++;
+	free(d.pending);
+}
+
 static void *idle_main(void *arg)
 {
 	fs_ctx *fs = arg;
@@ -691,25 +716,19 @@ static void *idle_main(void *arg)
 		if (!any_sealed && !whiteouts)
 			continue;
 		fs_itable_unlock(fs->it);
-		eng_txn_status *st = NULL;
-		size_t n = 0;
-		int rc = eng_status(fs->eng, &st, &n);
-		drop_ctx d = {fs, NULL, 0, false};
-		if (rc == 0 && n)
-			d.pending = calloc(n, sizeof *d.pending);
-		for (size_t i = 0; d.pending && i < n; i++)
-			d.pending[d.n++] = st[i].id;
-		if (rc == 0)
-			eng_status_free(st, n);
-		fs_itable_lock(fs->it);
-		if (rc == 0 && (n == 0 || d.pending))
-			reap(fs, &d);
-		if (d.changed)
-			fs->listing_gen++;
-		free(d.pending);
+		reap_now(fs, false);
 	}
 	fs_itable_unlock(fs->it);
 	return NULL;
+}
+
+void wr_reap(fs_ctx *fs)
+{
+	bool any_sealed = false;
+	for (ov_txn *x = fs->ov.txns; x; x = x->next)
+		any_sealed |= x->sealed && !x->done;
+	if (any_sealed)
+		reap_now(fs, true);
 }
 
 void fs_ctx_set_engine(fs_ctx *fs, eng *e, double commit_delay)
@@ -947,5 +966,10 @@ int fs_sync(fs_ctx *fs,
 		if (!x->done && x->open == 0)
 			wr_seal(fs, x);
 	fs_itable_unlock(fs->it);
-	return eng_sync(fs->eng, progress, arg);
+	int rc = eng_sync(fs->eng, progress, arg);
+	/* what became visible is remote from now on, not in 250 ms */
+	fs_itable_lock(fs->it);
+	wr_reap(fs);
+	fs_itable_unlock(fs->it);
+	return rc;
 }
