@@ -1,0 +1,304 @@
+"""Issue 12: a training loop saving tmp-checkpoint-N (4 shards of 1-3 MiB and
+a .metadata written last), renaming it to checkpoint-N and rotating (keep
+the newest 3, shutil.rmtree), while the writer's ckptfs is SIGKILLed at
+random moments (seeded; the seed is logged, CKPTFS_CRASHLOOP_SEED replays
+one) and remounted on the same cache directory.  The job dies with the
+mount and is restarted after each remount; it removes its own half-written
+tmp-* directories at start-up and continues after the newest complete
+checkpoint.  Workload, observer and checks: crashloop_lib.py (the long
+version: bench/crashloop.py).
+
+Asserted:
+  * another mount polling all along never lists a checkpoint-N empty or
+    partial (an ENOENT for one deleted between the listings is fine),
+    never shows a tmp-* name, and reads the job's bytes;
+  * after the last remount the job finishes 3 more saves, `ckptfs sync`
+    returns 0 within 2 minutes and `ckptfs status --json` lists nothing
+    pending;
+  * the bucket (boto3): the checkpoints the job's rotation kept are there
+    byte for byte, the ones it rotated away are gone, no tmp-* key, no
+    pending marker;
+  * the job never failed while its mount was alive.
+On failure the message carries the journal rows, `ckptfs status --json`
+and the bucket listing (also in tmp_path/failure.txt); crashloop.log has
+every job event and kill, the mount logs stay in the test's tmp_path
+(CKPTFS_CRASHLOOP_DEBUG=1 mounts with -o debug).  CKPTFS_CRASHLOOP_KILLS
+(default 20) and CKPTFS_CRASHLOOP_MORE (saves after the last remount, 3)
+change the run; 20 kills take about 40 s.
+
+The other tests pin down, deterministically, what the loop can only hit
+by chance: the start-up clean-up of a temp directory a kill left behind
+(empty, or with some files), and two ways a rotation's rm -r reaches the
+bucket as single-file deletes that an observer sees one by one (the
+checkpoint removed is still committing; another write lands in the middle
+of the rm -r)."""
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+import crashloop_lib
+import helpers
+from crashloop_lib import (MiB, CrashLoop, Observer, bucket_tree, ckpt_files, final_checks,
+                           journal_dump, save_checkpoint)
+from helpers import (UploadThrottleProxy, ckptfs_status, ckptfs_sync, kill_ckptfs,
+                     observer_options, observer_settle, run, s3_sizes, wait_until)
+
+KILLS = int(os.environ.get("CKPTFS_CRASHLOOP_KILLS", "20"))
+MORE = int(os.environ.get("CKPTFS_CRASHLOOP_MORE", "3"))  # saves after the last remount
+SYNC_LIMIT = 120.0
+
+
+@pytest.fixture(autouse=True)
+def _stop_pollers(mount):
+    """Observers and jobs of a test that failed midway stop before its
+    mounts go."""
+    yield
+    crashloop_lib.stop_all()
+    helpers.stop_all_pollers()
+
+
+def _diagnostics(s3, bucket, w, cdir):
+    out = []
+    try:
+        out.append("status: " + json.dumps(ckptfs_status(w.path, timeout=10).get("pending")))
+    except Exception as e:  # noqa: BLE001 - diagnostics only
+        out.append(f"status: {e}")
+    out.append(journal_dump(cdir))
+    keys = bucket_tree(s3, bucket, "")
+    out.append(f"bucket ({len(keys)} keys): " + " ".join(sorted(keys)))
+    out.append(f"writer log: {w.log}")
+    return "\n".join(out)
+
+
+@pytest.mark.timeout(420)
+def test_crash_loop_of_a_rotating_training_job(s3server, bucket, mount, tmp_path):
+    """Issue 12 end to end: KILLS SIGKILLs, the job restarted after each,
+    an observer polling all along, then the checks of the module doc."""
+    try:
+        _crash_loop(s3server, bucket, mount, tmp_path)
+    except (AssertionError, pytest.fail.Exception) as e:
+        (tmp_path / "failure.txt").write_text(str(e))
+        raise
+
+
+def _crash_loop(s3server, bucket, mount, tmp_path):
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    seed = int(os.environ.get("CKPTFS_CRASHLOOP_SEED") or
+               int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    debug = ["debug"] if os.environ.get("CKPTFS_CRASHLOOP_DEBUG") else []
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o", *debug))
+    log = open(tmp_path / "crashloop.log", "w")
+    opts = [f"cache_dir={cdir}"] + debug
+
+    def mount_writer():
+        return mount(bucket, options=opts, mountpoint=mp)
+
+    loop = CrashLoop(mount_writer, kill_ckptfs, o / "run", kills=KILLS, seed=seed,
+                     step_sleep=0.3, log=log)
+    print(f"crash loop seed {seed} (replay: CKPTFS_CRASHLOOP_SEED={seed})")
+    t_start = time.monotonic()
+    loop.run_kills()
+    job = loop.run_final(more=MORE, timeout=90 + 3 * MORE)
+    w = loop.writer
+    first_failure = ""
+    if loop.job_failures:
+        i, rc, err, events = loop.job_failures[0]
+        first_failure = (f"{len(loop.job_failures)} earlier incarnations failed by themselves, "
+                         f"the first (#{i}, exit {rc}, after {events}):\n{err}\n")
+    assert job.proc.returncode == 0 and job.has("done"), \
+        f"seed {seed}: the job after the last remount did not finish: rc " \
+        f"{job.proc.returncode}, events {job.events[-6:]}\n{job.stderr_tail}\n" \
+        + first_failure + _diagnostics(s3, bucket, w, cdir)
+
+    t0 = time.monotonic()
+    try:
+        p = run([helpers.CKPTFS_BIN, "sync", str(w.path)], timeout=SYNC_LIMIT, check=False)
+        sync_s = time.monotonic() - t0
+        sync_err = None if p.returncode == 0 else f"exit {p.returncode}: {p.stderr[-500:]}"
+    except helpers.CommandError as e:
+        sync_s = time.monotonic() - t0
+        sync_err = f"did not return within {SYNC_LIMIT:.0f}s ({str(e).splitlines()[0]})"
+    loop.note(f"sync after the last remount: {sync_s:.1f}s ({sync_err or 'ok'})")
+    if sync_err:
+        diag = _diagnostics(s3, bucket, w, cdir)
+        loop.observer.stop()
+        kill_ckptfs(w)  # its unmount would wait for the same queue
+        pytest.fail(f"seed {seed}: ckptfs sync after the last remount {sync_err}\n"
+                    f"observer: {loop.observer.summary()}\n"
+                    f"partial sightings: {loop.observer.partial_report()}\n{diag}",
+                    pytrace=False)
+    pending = ckptfs_status(w.path)["pending"]
+    observer_settle()
+    kept, gone = loop.expected_after()
+    # the observer, after the sync, shows exactly what the job kept
+    wait_until(lambda: sorted(n for n in os.listdir(o / "run")) ==
+               sorted(f"checkpoint-{n}" for n in kept), 5)
+    shown = sorted(os.listdir(o / "run"))
+    loop.observer.stop()
+    summary = loop.observer.summary()
+    problems = final_checks(s3, bucket, "run", kept, gone, job.saved())
+    elapsed = time.monotonic() - t_start
+    loop.note(f"observer: {summary}; run {elapsed:.0f}s")
+    ctx = (f"seed {seed}; incarnations: {loop.incarnations}\nobserver: {summary}\n"
+           f"partial sightings: {loop.observer.partial_report()}")
+    assert pending == [], f"{ctx}\npending after sync: {pending}\n" + \
+        _diagnostics(s3, bucket, w, cdir)
+    assert not problems, f"{ctx}\n" + "\n".join(problems) + "\n" + \
+        _diagnostics(s3, bucket, w, cdir)
+    assert shown == sorted(f"checkpoint-{n}" for n in kept), \
+        f"{ctx}\nthe observer shows {shown}, the job kept {sorted(kept)}"
+    assert not loop.job_failures, f"{ctx}\njobs failed while their mount lived: " \
+        f"{loop.job_failures}"
+    ob = loop.observer
+    assert not ob.partial, f"{ctx}\n{len(ob.partial)} partial sightings " \
+        f"({len(ob.empty)} empty): {loop.observer.partial_report()}"
+    assert not ob.temp_visible, f"{ctx}\ntemp names shown: {ob.temp_visible[:5]}"
+    assert not ob.bad_bytes, f"{ctx}\nwrong bytes read: {ob.bad_bytes[:5]}"
+    assert not ob.errors, f"{ctx}\nobserver errors: {ob.errors[:5]}"
+    assert summary["checkpoints_seen_complete"] >= len(kept), ctx
+
+
+def _writer_behind(mount, s3server, bucket, tmp_path, proxy):
+    """A writer mount talking to S3 through proxy."""
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    opts = [f"cache_dir={tmp_path / 'cache-w'}"]
+    if os.environ.get("CKPTFS_CRASHLOOP_DEBUG"):
+        opts.append("debug")
+    argv = mount.argv(bucket, "", mp, opts, endpoint=False)
+    argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+    return mount(bucket, argv=argv, mountpoint=mp)
+
+
+@pytest.mark.timeout(150)
+def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tmp_path):
+    """What the crash loop produces whenever commits lag behind saves (a
+    slow link, or the backlog a remount resumes): the rotation removes a
+    checkpoint that is renamed (sealed) but not yet visible.  Its files
+    are local nodes of a committing transaction, so each unlink becomes a
+    delete of its own behind the commit, the rmdir another: an observer
+    must still never list that checkpoint partial or empty.  The writer's
+    link is slow (4 MiB/s up, 0.3 s per response) so the commit runs
+    after the rotation and each queued step lasts long enough to be seen."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    hist = {}
+    obs = Observer(o / "run", history=lambda n: hist.get(n, []), interval=0.02)
+    with UploadThrottleProxy(s3server.endpoint, ttfb=0.3, up_rate=4 * MiB) as proxy:
+        w = _writer_behind(mount, s3server, bucket, tmp_path, proxy)
+        t0 = time.monotonic()
+        save_checkpoint(w / "run", 1)
+        save_checkpoint(w / "run", 2)
+        shutil.rmtree(w / "run" / "checkpoint-1")       # keep the newest one
+        hist[1] = [(round(time.monotonic() - t0, 2), "deleted")]
+        # its marker still there: the rotation came before its commit point
+        still_pending = [k for k in s3_sizes(s3, bucket, "run/.ckptfs-pending/checkpoint-1/")]
+        t_sync = time.monotonic()
+        ckptfs_sync(w)
+        sync_s = time.monotonic() - t_sync
+        observer_settle()
+        obs.stop()
+    keys = s3_sizes(s3, bucket, "run/")
+    summary = obs.summary()
+    print(f"observer {summary}; checkpoint-1 shown complete after its delete: "
+          f"{1 in obs.first_complete}; sync {sync_s:.1f}s")
+    assert still_pending, "checkpoint-1 was visible before the rotation: the link is too " \
+        "fast for the test"
+    assert not obs.partial, f"{len(obs.partial)} partial sightings ({len(obs.empty)} empty) " \
+        f"of the rotated-away checkpoint: {obs.partial_report()}"
+    assert not [k for k in keys if k.startswith("run/checkpoint-1/")], sorted(keys)
+    problems = final_checks(s3, bucket, "run", {2}, {1}, [2])
+    assert not problems, problems
+
+
+@pytest.mark.timeout(150)
+def test_rotation_interleaved_with_another_write(s3server, bucket, mount, tmp_path):
+    """The rotation's rm -r of a committed checkpoint reaches the bucket as
+    one directory delete (marker, objects, manifests, marker) because the
+    unlinks are held until the rmdir.  Another write through the mount in
+    the middle of it (a `latest` file, a log: any other thread of the job)
+    must not split it into single-file deletes that an observer sees one
+    by one (and that a SIGKILL right then would leave for good).  The
+    writer's link answers in 0.4 s so each step can be seen."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    with UploadThrottleProxy(s3server.endpoint, ttfb=0.4) as proxy:
+        w = _writer_behind(mount, s3server, bucket, tmp_path, proxy)
+        save_checkpoint(w / "run", 1)
+        save_checkpoint(w / "run", 2)
+        ckptfs_sync(w)
+        obs = Observer(o / "run", interval=0.02)
+        wait_until(lambda: len(obs.first_complete) == 2, 10)
+        d = w / "run" / "checkpoint-1"
+        names = sorted(os.listdir(d))
+        for name in names[:2]:
+            os.unlink(d / name)
+        (w / "run" / "latest").write_text("checkpoint-2")
+        for name in names[2:]:
+            os.unlink(d / name)
+        os.rmdir(d)
+        ckptfs_sync(w)
+        observer_settle()
+        obs.stop()
+    print(f"observer {obs.summary()}")
+    assert len(obs.first_complete) == 2, "the observer never saw both checkpoints"
+    assert not obs.partial, f"{len(obs.partial)} partial sightings ({len(obs.empty)} empty) " \
+        f"of the checkpoint being deleted: {obs.partial_report()}"
+    problems = final_checks(s3, bucket, "run", {2}, {1}, [])
+    assert not problems, problems
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("files", [0, 2])
+def test_restart_cleanup_of_a_temp_dir_left_by_a_kill(s3server, bucket, mount, tmp_path, files):
+    """The crash loop's start-up step, pinned down: ckptfs is killed right
+    after the job made tmp-checkpoint-1 (files=0: before any file was
+    closed; files=2: two closed, a third open), the mount is restarted on
+    the same cache, and the job's start-up does what real jobs do: list the
+    run directory and shutil.rmtree its own tmp-* directories.  That must
+    work (the recovered directory is listed, so it must open), nothing may
+    stay pending, and the job then saves checkpoint-1."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    opts = [f"cache_dir={cdir}"] + (["debug"] if os.environ.get("CKPTFS_CRASHLOOP_DEBUG") else [])
+    w = mount(bucket, options=opts, mountpoint=mp)
+    tmp = w / "run" / "tmp-checkpoint-1"
+    os.mkdir(tmp)
+    bodies = list(ckpt_files(1).items())
+    for name, body in bodies[:files]:
+        (tmp / name).write_bytes(body)
+    held = open(tmp / bodies[files][0], "wb") if files else None
+    kill_ckptfs(w)
+    if held:
+        try:
+            held.close()
+        except OSError:
+            pass
+    w = mount(bucket, options=opts, mountpoint=mp)
+    listed = sorted(os.listdir(w / "run"))
+    assert listed == ["tmp-checkpoint-1"], listed
+    try:
+        shutil.rmtree(w / "run" / "tmp-checkpoint-1")
+    except OSError as e:
+        pytest.fail(f"the recovered tmp-checkpoint-1 is listed but cannot be removed: {e!r}\n"
+                    f"status: {ckptfs_status(w.path)['pending']}\n{journal_dump(cdir)}",
+                    pytrace=False)
+    assert sorted(os.listdir(w / "run")) == []
+    save_checkpoint(w / "run", 1)
+    ckptfs_sync(w)
+    assert ckptfs_status(w.path)["pending"] == []
+    problems = final_checks(s3, bucket, "run", {1}, set(), [1])
+    assert not problems, problems
