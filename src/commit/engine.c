@@ -1825,3 +1825,15 @@ void eng_foreach_pending_txn(eng *e,
 	}
 	pthread_mutex_unlock(&e->mu);
 }
+
+void eng_foreach_pending_removal(eng *e,
+				 void (*fn)(void *arg, const char *path,
+					    bool is_dir),
+				 void *arg)
+{
+	pthread_mutex_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next)
+		if (!t->done && (t->kind == T_RDEL || t->kind == T_RREN))
+			fn(arg, t->root, t->is_dir);
+	pthread_mutex_unlock(&e->mu);
+}

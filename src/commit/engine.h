@@ -317,4 +317,12 @@ void eng_foreach_pending_txn(eng *e,
 					    const char *path, const eng_meta *m),
 			     void *arg);
 
+/* The names that pending remote deletes and renames take away (the
+ * source of a rename), for the overlay after a restart: they must not
+ * show again before their step runs. */
+void eng_foreach_pending_removal(eng *e,
+				 void (*fn)(void *arg, const char *path,
+					    bool is_dir),
+				 void *arg);
+
 #endif

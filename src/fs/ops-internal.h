@@ -142,6 +142,9 @@ void wr_pt_unbind(fs_ctx *fs, fs_inode *n); /* n's last handle went */
 void wr_pt_wait_releases(fs_ctx *fs); /* before a commit trigger */
 /* Whether the overlay has a local directory at n's path.  Table locked. */
 bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n);
+/* Whether n has a node in the overlay at all (a directory restored from the
+ * journal and merged with the bucket's listing included).  Table locked. */
+bool wr_has_local_node(fs_ctx *fs, const fs_inode *n);
 /* Merges the overlay into a directory snapshot.  Table locked. */
 int wr_merge_listing(fs_ctx *fs, fs_inode *d, fs_dirhandle *dh);
 /* open of a local file, or for writing: true when it replied. */

@@ -728,9 +728,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	}
 	/* gone from the bucket (deleted since the parent was listed, or
 	 * being deleted): ENOENT as for a removed local directory, never an
-	 * empty listing; the mount root always exists */
-	if (!local && dh->n == 0 && d->listing && d->listing->vanished &&
-	    d->path[0]) {
+	 * empty listing; the mount root always exists, and so does a
+	 * directory this mount holds in its overlay (a temp-named directory
+	 * restored after a crash is in no listing) */
+	if (!local && !wr_has_local_node(fs, d) && dh->n == 0 &&
+	    d->listing && d->listing->vanished && d->path[0]) {
 		fs_itable_unlock(fs->it);
 		dirhandle_free(dh);
 		fuse_reply_err(req, ENOENT);

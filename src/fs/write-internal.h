@@ -36,6 +36,9 @@ void wr_meta_of(const ov_node *o, eng_meta *m, buf *xa);
 void wr_flush_deletes(fs_ctx *fs);
 int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir);
 void wr_ordered(fs_ctx *fs);
+/* wr_ordered, for a fact about path only: sends the held deletes only when
+ * one of them overlaps path.  Table locked. */
+void wr_ordered_for(fs_ctx *fs, const char *path);
 char *wr_manifest_root(fs_ctx *fs, fs_inode *p);
 int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 		       ov_txn **out);

@@ -305,11 +305,14 @@ int wr_remove_local(fs_ctx *fs, ov_node *o)
 	if (o->st && !o->st->handed && o->st->refs == 1 && o->opens == 0 &&
 	    ftruncate(o->st->fd, 0) == 0)
 		o->size = 0;
-	wr_ordered(fs);
 	if (x && x->sealed) {
-		/* it is being committed: delete it after the commit */
-		rc = eng_remote_delete(fs->eng, o->path, o->kind == OV_DIR);
-	} else if (root) {
+		/* it is being committed: delete it after the commit, held
+		 * like a remote name, so that an rm -r of the directory
+		 * becomes one atomic directory delete instead of a file
+		 * delete per unlink (readers saw the checkpoint shrink file
+		 * by file; a kill mid-rm -r left it damaged for good) */
+		rc = wr_hold_delete(fs, o->path, o->kind == OV_DIR);
+	} else if ((wr_ordered(fs), root)) {
 		rc = eng_txn_abort(fs->eng, x->id);
 		if (rc == 0)
 			x->done = true;

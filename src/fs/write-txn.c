@@ -148,6 +148,30 @@ void wr_ordered(fs_ctx *fs)
 		wr_flush_deletes(fs);
 }
 
+/* Whether one of a and b is the other or lies under it. */
+static bool overlaps(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t l = la < lb ? la : lb;
+	return !strncmp(a, b, l) &&
+	       (la == lb || (la < lb ? b[l] : a[l]) == '/');
+}
+
+/* Before a fact about path only: held deletes of other paths (an rm -r in
+ * progress) stay held, so its rmdir still makes them one directory delete
+ * (a `latest` written in the middle of a rotation's rm -r split it into
+ * file deletes, seen by readers).  Those deletes then reach the bucket
+ * after this fact, never before it: the safe direction.  Table locked. */
+void wr_ordered_for(fs_ctx *fs, const char *path)
+{
+	struct wr_deletes *d = fs->dels;
+	for (size_t i = 0; d && i < d->n; i++)
+		if (overlaps(d->v[i].path, path)) {
+			wr_flush_deletes(fs);
+			return;
+		}
+}
+
 /* Nearest ancestor of directory inode p (p included) that readers filter
  * by manifests, or NULL (malloc'd).  Table locked. */
 char *wr_manifest_root(fs_ctx *fs, fs_inode *p)
@@ -178,7 +202,7 @@ int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 		*out = pd->txn;
 		return 0;
 	}
-	wr_ordered(fs);
+	wr_ordered_for(fs, path);
 	char *mroot = wr_manifest_root(fs, p);
 	fs_itable_unlock(fs->it);
 	uint64_t id = 0;
@@ -216,7 +240,7 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
 		return 0;
 	if (eng_path_has_temp(fs->eng, x->root))
 		return 0; /* waits for a final name (a file too) */
-	wr_ordered(fs);
+	wr_ordered_for(fs, x->root);
 	int rc = eng_txn_seal(fs->eng, x->id);
 	if (rc == 0)
 		x->sealed = true;
@@ -249,7 +273,7 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 	if (o->txn->sealed && !wr_is_single_root(o)) {
 		ov_txn *nx = NULL;
 		char *mroot = strdup(o->txn->root);
-		wr_ordered(fs);
+		wr_ordered_for(fs, o->path);
 		fs_itable_unlock(fs->it);
 		uint64_t id = 0;
 		int rc = eng_txn_begin(fs->eng, o->path, false, mroot, &id);
@@ -272,7 +296,7 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 	} else if (o->txn->sealed) {
 		/* a rewrite of a committing single file: a new transaction,
 		 * ordered after the first */
-		wr_ordered(fs);
+		wr_ordered_for(fs, o->path);
 		fs_itable_unlock(fs->it);
 		uint64_t id = 0;
 		int rc = eng_txn_begin(fs->eng, o->path, false, NULL, &id);
@@ -292,7 +316,7 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 		o->txn = nx;
 		nx->nodes++;
 	}
-	wr_ordered(fs);
+	wr_ordered_for(fs, o->path);
 	eng_meta m;
 	buf xa = BUF_INIT;
 	wr_meta_of(o, &m, &xa);
@@ -874,6 +898,20 @@ static void restore_one(void *arg, uint64_t txn, const char *path,
 	r->n++;
 }
 
+/* A remote name a journaled delete or rename takes away: a whiteout until
+ * its step runs, as before the restart (the resumed job saw deleted
+ * checkpoints again and deleted them once more).  Table locked. */
+static void restore_removal(void *arg, const char *path, bool is_dir)
+{
+	restore_ctx *r = arg;
+	(void)is_dir;
+	if (ov_get(&r->fs->ov, path))
+		return;
+	ov_node *w = ov_add(&r->fs->ov, path, OV_WHITEOUT, NULL);
+	if (w)
+		w->wo_time = wr_now_s();
+}
+
 void fs_ctx_restore(fs_ctx *fs)
 {
 	if (!fs->eng)
@@ -882,6 +920,7 @@ void fs_ctx_restore(fs_ctx *fs)
 	fs_itable_lock(fs->it);
 	eng_foreach_pending_txn(fs->eng, restore_txn, restore_dir, &r);
 	eng_foreach_pending_file(fs->eng, restore_one, &r);
+	eng_foreach_pending_removal(fs->eng, restore_removal, &r);
 	fs_itable_unlock(fs->it);
 	if (r.n || r.txns)
 		log_info("resuming %zu journaled transaction%s, %zu file%s",

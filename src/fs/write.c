@@ -92,6 +92,11 @@ bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n)
 	return o && o->kind == OV_DIR && !o->merge;
 }
 
+bool wr_has_local_node(fs_ctx *fs, const fs_inode *n)
+{
+	return wr_local_of(fs, n) != NULL;
+}
+
 int wr_lookup(fs_ctx *fs, fs_inode *p, const char *name, fs_inode **out)
 {
 	*out = NULL;
