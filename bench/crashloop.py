@@ -38,58 +38,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "integration"))
+sys.path.insert(0, str(REPO / "bench"))
 import helpers  # noqa: E402
 import crashloop_lib as cl  # noqa: E402
-
-RGW_SH = REPO / "tests" / "s3server" / "rgw.sh"
-REGION = "us-east-1"
-
-
-class BenchMount:
-    """A foreground `ckptfs mount` (the interface helpers.kill_ckptfs
-    needs: path, proc, pids(), unmount(), expect_clean_exit)."""
-
-    def __init__(self, argv, path, log, env):
-        self.path = Path(path)
-        self.log = Path(log)
-        self.argv = argv
-        self.expect_clean_exit = True
-        self.unmounted = False
-        with open(log, "ab") as f:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f,
-                                         stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not helpers.is_fuse_mount(self.path):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError(f"ckptfs did not mount {path}:\n"
-                                   f"{helpers.file_tail(log, 20)}")
-            time.sleep(0.02)
-
-    def __truediv__(self, other):
-        return self.path / other
-
-    def pids(self):
-        return [self.proc.pid] if self.proc.poll() is None else []
-
-    def unmount(self, timeout=300):
-        """Clean unmount (waits for ckptfs to commit what is pending);
-        returns its exit status, or None when it had to be killed."""
-        if self.unmounted:
-            return self.proc.poll()
-        self.unmounted = True
-        if helpers.mount_entry(self.path):
-            subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True,
-                           timeout=30)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            subprocess.run(["fusermount3", "-uz", str(self.path)], capture_output=True,
-                           timeout=30)
-            return None
+from lib_bench import REGION, RGW, BenchMount  # noqa: E402
 
 
 def _interrupted(signum, frame):
@@ -144,8 +96,7 @@ def main():
             if not m.unmounted:
                 m.expect_clean_exit = False
                 m.unmount(timeout=30)
-        subprocess.run(["bash", str(RGW_SH), "stop", str(rgw)], env=helpers.clean_env(),
-                       capture_output=True, timeout=120)
+        RGW.stop_dir(rgw)
         if a.keep or rc != 0:
             print(f"scratch directory kept: {work}")
         else:
@@ -155,35 +106,14 @@ def main():
 
 def run(a, work, rgw, mounts):
     t_setup = time.monotonic()
-    env = helpers.clean_env()
-    env["RGW_COMPRESSION"] = "none"
-    p = subprocess.run(["bash", str(RGW_SH), "start", str(rgw)], env=env, capture_output=True,
-                       text=True, timeout=300)
-    if p.returncode != 0:
-        print(f"crashloop: the S3 server did not start:\n{p.stdout}\n{p.stderr}", file=sys.stderr)
+    try:
+        server = RGW.start(rgw, work)
+    except RuntimeError as e:
+        print(f"crashloop: {e}", file=sys.stderr)
         return 2
-    s3env = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
-    home = work / "home"
-    (home / ".aws").mkdir(parents=True)
-    (work / "aws-config").write_text(f"[default]\nregion = {REGION}\n")
-    cenv = helpers.clean_env()
-    cenv.update(HOME=str(home), AWS_CONFIG_FILE=str(work / "aws-config"),
-                AWS_SHARED_CREDENTIALS_FILE=str(work / "aws-creds"),
-                AWS_EC2_METADATA_DISABLED="true", LC_ALL="C.UTF-8",
-                AWS_ACCESS_KEY_ID=s3env["S3_ACCESS_KEY"],
-                AWS_SECRET_ACCESS_KEY=s3env["S3_SECRET_KEY"])
-    (work / "aws-creds").write_text("")
-    for k, v in cenv.items():
-        if k.startswith("AWS_"):
-            os.environ[k] = v
-    import boto3
-    import botocore.config
-    s3 = boto3.session.Session(
-        aws_access_key_id=s3env["S3_ACCESS_KEY"], aws_secret_access_key=s3env["S3_SECRET_KEY"],
-        region_name=REGION).client(
-        "s3", endpoint_url=s3env["S3_ENDPOINT"],
-        config=botocore.config.Config(s3={"addressing_style": "path"},
-                                      retries={"max_attempts": 5, "mode": "standard"}))
+    s3env = {"S3_ENDPOINT": server.endpoint}
+    cenv = server.env
+    s3 = server.client(max_pool_connections=10, connect_timeout=60, read_timeout=60)
     bucket = f"crashloop-{os.getpid()}"
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="run/", Body=b"")
