@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cache/internal.h"
-#include "commit/protocol.h"
+#include "proto/crc.h"
 #include "util/clock.h"
 #include "util/log.h"
 

@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "proto/keys.h"
 #include "s3/client.h"
 
 typedef struct eng eng;
@@ -75,7 +76,8 @@ typedef struct eng_opts {
 	                            * (ENG_DEFAULT_TEMP_PATTERNS) */
 } eng_opts;
 
-#define ENG_DEFAULT_TEMP_PATTERNS "*tmp*,*.tempstate*,*_temp,_checkpoint,*.__lock"
+/* the format's default (proto/keys.h) */
+#define ENG_DEFAULT_TEMP_PATTERNS PROTO_DEFAULT_TEMP_PATTERNS
 
 /* File attributes kept remotely (object metadata and the manifest). */
 typedef struct eng_meta {
@@ -85,7 +87,7 @@ typedef struct eng_meta {
 	/* user.* extended attributes, may be NULL: records of the name, a
 	 * NUL, the value's length as 4 bytes little-endian, then the value's
 	 * bytes (values may hold NULs); proto_xattr_append in
-	 * commit/protocol.h builds them */
+	 * proto/meta.h builds them */
 	const char *xattrs;
 	size_t xattrs_len;
 	/* symlink target: the object is a symlink of that target */

@@ -3,16 +3,17 @@
  */
 #include "commit/gc.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/visibility.h"
+#include "proto/keys.h"
+#include "proto/manifest.h"
+#include "proto/visibility.h"
 #include "util/buf.h"
 
-#define PENDING_COMP VIS_PENDING_DIR "/"
-#define META_COMP VIS_META_DIR "/"
+#define PENDING_COMP PROTO_PENDING_DIR "/"
+#define META_COMP PROTO_META_DIR "/"
 
 /* ---- keys ------------------------------------------------------------- */
 
@@ -66,30 +67,10 @@ static char *manifest_dir(const char *key, const char **name)
 	if (!md || (md != key && md[-1] != '/'))
 		return NULL;
 	const char *n = md + strlen(META_COMP);
-	size_t len = strlen(n);
-	if (strchr(n, '/') || strncmp(n, "manifest.", 9) || len <= 14 ||
-	    strcmp(n + len - 5, ".json"))
+	if (!proto_is_manifest_name(n))
 		return NULL;
 	*name = n;
 	return strndup(key, (size_t)(md - key));
-}
-
-/* Whether manifest file name belongs to writer w: manifest.W.json or
- * manifest.W.N.json (N digits). */
-static bool manifest_of(const char *name, const char *w)
-{
-	size_t wl = strlen(w);
-	const char *p = name + 9;
-	if (strncmp(p, w, wl))
-		return false;
-	p += wl;
-	if (!strcmp(p, ".json"))
-		return true;
-	if (*p++ != '.' || !(*p >= '0' && *p <= '9'))
-		return false;
-	while (*p >= '0' && *p <= '9')
-		p++;
-	return !strcmp(p, ".json");
 }
 
 static bool has_prefix(const char *s, const char *pfx)
@@ -107,7 +88,7 @@ static bool overlap(const char *a, const char *b)
 static bool internal_below(const char *key, const char *root)
 {
 	for (const char *p = key + strlen(root); *p;) {
-		if (!strncmp(p, ".ckptfs", 7))
+		if (!strncmp(p, PROTO_RESERVED, strlen(PROTO_RESERVED)))
 			return true;
 		const char *slash = strchr(p, '/');
 		if (!slash)
@@ -302,8 +283,7 @@ typedef struct parsed_doc {
 	char *dir;
 	const char *name;
 	int state; /* 0 unreadable, 1 pending, 2 committed */
-	vis_manifest m;
-	strv dirs; /* "dirs" of a committed manifest: paths, no '/' at end */
+	vis_manifest m; /* m.dirs: "dirs" of a committed manifest */
 	bool planned; /* already in the plan's deletions */
 } parsed_doc;
 
@@ -328,23 +308,6 @@ static void parse_doc(parsed_doc *d, const gc_doc *g)
 	if (vis_manifest_add_json(&d->m, g->body, g->len, NULL) < 0)
 		return;
 	d->state = d->m.committed ? 2 : d->m.pending ? 1 : 0;
-	if (d->state != 2)
-		return;
-	/* directories a committed manifest keeps (empty ones: their
-	 * "name/" marker objects are part of the commit) */
-	json_t *root = json_loadb(g->body, g->len, 0, NULL);
-	json_t *dirs = json_object_get(root, "dirs");
-	size_t i;
-	json_t *e;
-	json_array_foreach(dirs, i, e)
-	{
-		const char *p = json_string_value(json_object_get(e, "path"));
-		if (p && p[0] && strv_push(&d->dirs, strdup(p)) < 0) {
-			d->state = 0; /* out of memory: leave the root alone */
-			break;
-		}
-	}
-	json_decref(root);
 }
 
 static int push_del(gc_plan *p, size_t *cap, const char *key, gc_kind kind,
@@ -402,9 +365,11 @@ static int plan_root(gc_plan *p, size_t *dcap, size_t ti,
 				covered = true;
 			rc = strv_push(&keep, buf_steal(&k));
 		}
-		for (size_t f = 0; f < pd->dirs.n && rc == 0; f++) {
+		/* directories a committed manifest keeps (empty ones: their
+		 * "name/" marker objects are part of the commit) */
+		for (size_t f = 0; f < pd->m.n_dirs && rc == 0; f++) {
 			buf k = BUF_INIT;
-			buf_printf(&k, "%s%s/", pd->dir, pd->dirs.v[f]);
+			buf_printf(&k, "%s%s/", pd->dir, pd->m.dirs[f]);
 			rc = strv_push(&keep, buf_steal(&k));
 		}
 	}
@@ -433,7 +398,7 @@ static int plan_root(gc_plan *p, size_t *dcap, size_t ti,
 			continue;
 		bool ours = false;
 		for (size_t w = 0; w < t->n_writers && !ours; w++)
-			ours = manifest_of(pd->name, t->writers[w]) &&
+			ours = proto_manifest_of(pd->name, t->writers[w]) &&
 			       (at_root ||
 				(strcmp(pd->name + 9 + strlen(t->writers[w]),
 					".json") &&
@@ -521,7 +486,6 @@ int gc_make_plan(const gc_object *objs, size_t n, time_t now,
 	for (size_t d = 0; pd && d < n_docs; d++) {
 		free(pd[d].dir);
 		vis_manifest_free(&pd[d].m);
-		strv_free(&pd[d].dirs);
 	}
 	strv_free(&live_writers);
 	free(pd);

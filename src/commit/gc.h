@@ -5,7 +5,8 @@
  *
  * Abandoned transactions.  A pending marker P/.ckptfs-pending/C/W@lease
  * (at any depth) whose lease expired by the server's clock (LastModified +
- * lease <= the Date of the listing, as readers judge it: vis_marker_live)
+ * lease <= the Date of the listing, as readers judge it: vis_marker_live,
+ * proto/visibility.h)
  * names an abandoned transaction rooted at P/C/.  For each such root the
  * plan deletes, in this order:
  *   1. every object under P/C/ that no committed manifest names, where the

@@ -1,7 +1,9 @@
 /*
  * Shared between the files of the commit engine (engine.c: interface,
  * state and waiting; transfer.c: the upload workers; visible.c: the
- * visibility queue and marker renewal).  Not part of the interface.
+ * visibility queue and marker renewal; meta.c: eng_meta <-> proto_meta;
+ * order.c: the upload ordering rule).  Not part of the interface.  The
+ * bucket format itself is src/proto/.
  *
  * Locking: one mutex (eng.mu) guards everything in memory and the journal
  * connection (journal writes happen under it; they are local fsyncs, never
@@ -28,7 +30,10 @@
 #include "cache/cache.h"
 #include "commit/engine.h"
 #include "commit/journal.h"
-#include "commit/protocol.h"
+#include "proto/crc.h"
+#include "proto/keys.h"
+#include "proto/manifest.h"
+#include "proto/meta.h"
 #include "s3/upload.h"
 
 enum tkind { T_DIR = 1, T_FILE = 2, T_RDEL = 3, T_RREN = 4 };
@@ -56,7 +61,7 @@ typedef struct efile {
 	uint8_t *pst;
 	char (*petag)[S3_ETAG_MAX];
 	uint32_t *pcrc;
-	char **pseg; /* per part: its segments' CRCs (protocol.h), or NULL */
+	char **pseg; /* per part: its segments' CRCs (proto/crc.h), or NULL */
 	char etag[S3_ETAG_MAX];
 	uint32_t crc;
 	char *blocks; /* stored: CRCs of its PROTO_BLOCK blocks, or NULL */
@@ -229,5 +234,28 @@ void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
 /* visible.c */
 void *eng_vis_main(void *arg);
 void *eng_renew_main(void *arg);
+
+/* meta.c: the engine's public eng_meta and the format's proto_meta.
+ * proto_meta_from copies m (NULL: mode 0644, nothing else); proto_meta_to
+ * points m at s's strings (valid while s is). */
+void proto_meta_from(proto_meta *d, const eng_meta *m);
+void proto_meta_to(const proto_meta *s, eng_meta *m);
+
+/* order.c */
+/* One entry of the visibility queue as the ordering rule sees it. */
+typedef struct eng_order_step {
+	const char *a, *b; /* paths it touches (b: a rename's target, or NULL) */
+	bool done;         /* finished or aborted: constrains nothing */
+} eng_order_step;
+/*
+ * Whether the upload of path, for the step at index self of q[0..n) (in
+ * queue order), must wait: some earlier unfinished step touches an
+ * overlapping path (a delete, rename or commit there must land first, or
+ * its objects would be overwritten or deleted under it).  The rule
+ * eng_upload_blocked applies to the live queue (which also skips parked
+ * steps), stated on plain paths for its unit test.
+ */
+bool eng_order_blocked(const eng_order_step *q, size_t n, size_t self,
+		       const char *path);
 
 #endif

@@ -15,14 +15,12 @@
  *   commit point); deletion of garbage (objects of old names).
  */
 #include <errno.h>
-#include <jansson.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "commit/internal.h"
-#include "fs/visibility.h"
+#include "proto/visibility.h"
 #include "util/log.h"
 
 /* ---- snapshots ---------------------------------------------------------- */
@@ -31,7 +29,7 @@ typedef struct snap_file {
 	char *path, *key, *etag;
 	uint64_t sid, size;
 	uint32_t crc;
-	char *blocks; /* block checksums (protocol.h), or NULL */
+	char *blocks; /* block checksums (proto/crc.h), or NULL */
 	proto_meta m;
 } snap_file;
 
@@ -632,42 +630,6 @@ static int copy_one(eng *e, const char *src, const char *dst, uint64_t size,
 	return rc;
 }
 
-/* Attributes of a file of the source's manifests, for the new manifest. */
-static void meta_from_vis(const vis_file *v, proto_meta *m)
-{
-	memset(m, 0, sizeof *m);
-	m->mode = v->has_attrs ? v->mode : 0644;
-	m->uid = v->uid;
-	m->gid = v->gid;
-	m->mtime_ns = v->mtime_ns;
-	m->symlink = v->symlink ? strdup(v->symlink) : NULL;
-	json_t *x = v->xattrs_json ? json_loads(v->xattrs_json, 0, NULL) : NULL;
-	const char *name;
-	json_t *val;
-	buf b = BUF_INIT;
-	json_object_foreach(x, name, val)
-	{
-		const char *s = json_string_value(val);
-		size_t len = s ? strlen(s) : 0;
-		unsigned char *out = malloc(len + 4);
-		int n = out ? EVP_DecodeBlock(out, (const unsigned char *)s,
-					      (int)len)
-			    : -1;
-		if (n >= 0) {
-			/* EVP_DecodeBlock counts padding bytes as data */
-			while (len && s[len - 1] == '=' && n > 0) {
-				n--;
-				len--;
-			}
-			proto_xattr_append(&b, name, out, (uint32_t)n);
-		}
-		free(out);
-	}
-	json_decref(x);
-	m->xattrs_len = b.len;
-	m->xattrs = buf_steal(&b);
-}
-
 static int load_src_manifests(eng *e, keylist *l, size_t plen,
 			      vis_manifest *vm, s3_err *x)
 {
@@ -737,7 +699,7 @@ static int rename_dir(eng *e, snap *sn, s3_err *x)
 				? strdup(v->blocks)
 				: NULL;
 		if (v)
-			meta_from_vis(v, &s->m);
+			vis_file_meta(v, &s->m);
 		else
 			s->m.mode = 0644;
 	}

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "commit/engine.h"
-#include "fs/namespace.h"
+#include "proto/namespace.h"
 #include "fs/ops.h"
 #include "util/buf.h"
 #include "util/log.h"

@@ -26,8 +26,8 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "fs/namespace.h"
-#include "fs/visibility.h"
+#include "proto/manifest.h"
+#include "proto/namespace.h"
 
 typedef struct fs_inode fs_inode;
 

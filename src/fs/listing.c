@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "proto/keys.h"
 #include "util/buf.h"
 #include "util/log.h"
 
@@ -101,7 +102,7 @@ static int hide_pending(s3_client *s3, const char *dir_prefix, ns_dir *d,
 			s3_err *e)
 {
 	buf p = BUF_INIT;
-	buf_printf(&p, "%s%s/", dir_prefix, VIS_PENDING_DIR);
+	buf_printf(&p, "%s%s/", dir_prefix, PROTO_PENDING_DIR);
 	struct hidden h = {NULL, 0, 0};
 	int rc = list_all(s3, buf_cstr(&p), NULL, page_markers, &h, e);
 	if (rc == 0)
@@ -176,13 +177,6 @@ struct manifests {
 	int rc;
 };
 
-static bool is_manifest_name(const char *name)
-{
-	size_t n = strlen(name);
-	return !strchr(name, '/') && !strncmp(name, "manifest.", 9) &&
-	       n > 14 && !strcmp(name + n - 5, ".json");
-}
-
 static void read_manifest(struct manifests *ms, const s3_object *o)
 {
 	if (o->size > MANIFEST_MAX) {
@@ -232,7 +226,7 @@ static int page_manifests(void *arg, const char *prefix,
 	for (size_t i = 0; i < p->n_objects && ms->rc == 0; i++) {
 		const s3_object *o = &p->objects[i];
 		if (o->key_len > plen && o->key_len == strlen(o->key) &&
-		    is_manifest_name(o->key + plen))
+		    proto_is_manifest_name(o->key + plen))
 			read_manifest(ms, o);
 	}
 	return 0;
@@ -247,7 +241,7 @@ static int load_manifests(s3_client *s3, fs_mcache *mc,
 		return -1;
 	vis_manifest_init(m);
 	buf p = BUF_INIT;
-	buf_printf(&p, "%s%s/", dir_prefix, VIS_META_DIR);
+	buf_printf(&p, "%s%s/", dir_prefix, PROTO_META_DIR);
 	struct manifests ms = {s3, mc, m, e, 0};
 	int rc = list_all(s3, buf_cstr(&p), NULL, page_manifests, &ms, e);
 	buf_free(&p);

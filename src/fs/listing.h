@@ -2,14 +2,14 @@
  * fs_listing: fetching one directory's view from S3 — the delimiter
  * listing (namespace rules), minus children hidden by live pending markers,
  * plus the directory's own manifests when it is a transaction root
- * (visibility.h).  Runs without any fs lock held (network I/O).
+ * (proto/visibility.h).  Runs without any fs lock held (network I/O).
  */
 #ifndef CKPTFS_FS_LISTING_H
 #define CKPTFS_FS_LISTING_H
 
 #include "fs/mcache.h"
-#include "fs/namespace.h"
-#include "fs/visibility.h"
+#include "proto/namespace.h"
+#include "proto/visibility.h"
 #include "s3/client.h"
 
 /*

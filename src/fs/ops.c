@@ -25,11 +25,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "commit/protocol.h"
 #include "fs/inode.h"
 #include "fs/ops-internal.h"
 #include "fs/listing.h"
-#include "fs/namespace.h"
+#include "proto/crc.h"
+#include "proto/meta.h"
+#include "proto/namespace.h"
 #include "util/buf.h"
 #include "s3/retry.h"
 #include "util/log.h"
@@ -218,7 +219,7 @@ static void set_manifest(fs_inode *d, vis_manifest *man)
 }
 
 /* Inside a transaction root only the files of its committed manifests
- * show (visibility.h).  Table locked. */
+ * show (proto/visibility.h).  Table locked. */
 static void apply_manifest(fs_inode *d, ns_dir *nd)
 {
 	fs_inode *r = d;
@@ -407,17 +408,9 @@ bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
 	return true;
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
 /*
  * A file outside any manifest keeps its attributes in its object's
- * metadata (x-amz-meta-mode/uid/gid/mtime/symlink, commit/protocol.h):
+ * metadata (x-amz-meta-mode/uid/gid/mtime/symlink, proto/meta.h):
  * read once per version, on lookup, getattr and open.  Listings never
  * carry metadata, so readdirplus gives such files no attribute lifetime
  * (fill_entry) and a stat comes here.  Table locked; dropped for the HEAD.
@@ -438,50 +431,33 @@ void fs_check_meta(fs_ctx *fs, fs_inode *n)
 	int rc = key && etag ? s3_head_ext(fs->s3, key, &hr, &e) : -1;
 	fs_itable_lock(fs->it);
 	if (rc == 0 && etag && !strcmp(hr.etag, etag)) {
-		bool has = false;
-		char *sl = NULL;
-		for (size_t i = 0; i < hr.n_meta; i++) {
-			const char *k = hr.meta[i].name, *v = hr.meta[i].value;
-			if (!strcmp(k, "mode")) {
-				n->mode = (uint32_t)strtoul(v, NULL, 8);
-				has = true;
-			} else if (!strcmp(k, "uid")) {
-				n->uid = (uint32_t)strtoul(v, NULL, 10);
-			} else if (!strcmp(k, "gid")) {
-				n->gid = (uint32_t)strtoul(v, NULL, 10);
-			} else if (!strcmp(k, "mtime")) {
-				long long ns = strtoll(v, NULL, 10);
-				if (ns > 0) {
-					n->mtime.tv_sec = (time_t)(ns / 1000000000);
-					n->mtime.tv_nsec = (long)(ns % 1000000000);
-				}
-			} else if (!strcmp(k, "xattrs")) {
-				free(n->xattrs_json);
-				n->xattrs_json = strdup(v);
-			} else if (!strcmp(k, "symlink")) {
-				sl = malloc(strlen(v) + 1);
-				char *o = sl;
-				for (const char *p = v; sl && *p; p++) {
-					if (*p == '%' && hexval(p[1]) >= 0 &&
-					    hexval(p[2]) >= 0) {
-						*o++ = (char)(hexval(p[1]) * 16 +
-							      hexval(p[2]));
-						p += 2;
-					} else {
-						*o++ = *p;
-					}
-				}
-				if (o)
-					*o = 0;
-			}
+		proto_meta m;
+		char *xattrs = NULL;
+		unsigned has =
+		    proto_object_meta_parse(hr.meta, hr.n_meta, &m, &xattrs);
+		if (has & PROTO_HAS_MODE)
+			n->mode = m.mode;
+		if (has & PROTO_HAS_UID)
+			n->uid = m.uid;
+		if (has & PROTO_HAS_GID)
+			n->gid = m.gid;
+		if ((has & PROTO_HAS_MTIME) && m.mtime_ns > 0) {
+			n->mtime.tv_sec = (time_t)(m.mtime_ns / 1000000000);
+			n->mtime.tv_nsec = (long)(m.mtime_ns % 1000000000);
 		}
-		if (has) {
+		if (has & PROTO_HAS_XATTRS) {
+			free(n->xattrs_json);
+			n->xattrs_json = xattrs;
+			xattrs = NULL;
+		}
+		if (has & PROTO_HAS_MODE) {
 			n->has_attrs = true;
 			free(n->symlink);
-			n->symlink = sl;
-			sl = NULL;
+			n->symlink = m.symlink;
+			m.symlink = NULL;
 		}
-		free(sl);
+		free(xattrs);
+		proto_meta_free(&m);
 		free(n->meta_etag);
 		n->meta_etag = strdup(etag);
 	}

@@ -3,7 +3,7 @@
  *
  * One function per fuse_lowlevel_ops entry, each replying exactly once.
  * Directory contents come from ListObjectsV2 listings cached per directory
- * inode for dir_timeout seconds (namespace rules in fs/namespace.h); file
+ * inode for dir_timeout seconds (namespace rules in proto/namespace.h); file
  * attributes come from those listings and are refreshed by a HEAD at open,
  * which also pins the ETag the handle reads.  Reads are served from the
  * local cache (cache/cache.h) by splicing from the cache file; when the

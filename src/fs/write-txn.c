@@ -15,7 +15,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "commit/protocol.h"
+#include "proto/crc.h"
 #include "fs/write-internal.h"
 #include "util/log.h"
 

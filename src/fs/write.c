@@ -37,10 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
-#include <openssl/evp.h>
-
 #include "fs/write-internal.h"
+#include "proto/meta.h"
 #include "util/log.h"
 
 /* ---- attributes -------------------------------------------------------- */
@@ -905,26 +903,14 @@ static int remote_xattrs(const fs_inode *n, ov_node *tmp)
 	memset(tmp, 0, sizeof *tmp);
 	if (!n->xattrs_json)
 		return 0;
-	json_t *x = json_loads(n->xattrs_json, 0, NULL);
-	const char *name;
-	json_t *val;
-	json_object_foreach(x, name, val)
-	{
-		const char *s = json_string_value(val);
-		size_t len = s ? strlen(s) : 0;
-		unsigned char *out = malloc(len + 4);
-		int k = out ? EVP_DecodeBlock(out, (const unsigned char *)s,
-					      (int)len)
-			    : -1;
-		while (k > 0 && len && s[len - 1] == '=') {
-			k--; /* EVP_DecodeBlock counts padding as data */
-			len--;
-		}
-		if (k >= 0)
-			ov_xattr_set(tmp, name, out, (size_t)k, 0);
-		free(out);
-	}
-	json_decref(x);
+	buf blob = BUF_INIT;
+	proto_xattrs_decode(n->xattrs_json, &blob);
+	size_t pos = 0;
+	const char *name, *val;
+	uint32_t vlen;
+	while (proto_xattr_next(blob.data, blob.len, &pos, &name, &val, &vlen))
+		ov_xattr_set(tmp, name, val, vlen, 0);
+	buf_free(&blob);
 	return 0;
 }
 

@@ -4,7 +4,7 @@ objects their transactions left that no committed manifest names, their
 pending manifests) and old incomplete multipart uploads, and never a
 committed file, a live marker or anything outside the prefix.  The
 protocol objects are planted with boto3 as a writing mount lays them out
-(doc/commit.md, src/fs/visibility.h)."""
+(doc/commit.md, src/proto/visibility.h)."""
 import json
 import time
 

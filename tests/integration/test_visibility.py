@@ -1,4 +1,4 @@
-"""Reader side of the commit protocol (doc/commit.md, src/fs/visibility.h):
+"""Reader side of the commit protocol (doc/commit.md, src/proto/visibility.h):
 what another host's mount shows while a transaction is pending, after it
 commits, and of the objects of a crashed writer.  The markers and manifests
 are written with boto3 exactly as a writing mount lays them out."""

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cache/internal.h"
-#include "commit/protocol.h"
+#include "proto/crc.h"
 #include "util/log.h"
 
 static void quiet(void)

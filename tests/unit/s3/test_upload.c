@@ -115,6 +115,23 @@ Test(part_count, counts)
 	cr_assert_eq(s3_part_count(20 * MiB, 8 * MiB), 3); /* last is short */
 }
 
+Test(part_size, grows_so_5tib_fits)
+{
+	uint64_t mib = 1024 * 1024;
+	cr_assert_eq(s3_part_size(1024 * mib, 8 * mib), 8 * mib);
+	cr_assert_eq(s3_part_count(1024 * mib, 8 * mib), 128);
+	uint64_t big = 200ull << 30; /* 200 GiB: 8 MiB parts would be 25600 */
+	uint64_t ps = s3_part_size(big, 8 * mib);
+	cr_assert_geq(ps, 8 * mib);
+	cr_assert_leq(s3_part_count(big, ps), 10000);
+	cr_assert_eq(ps % mib, 0);
+	uint64_t tib5 = 5ull << 40;
+	ps = s3_part_size(tib5, 8 * mib);
+	cr_assert_neq(ps, 0);
+	cr_assert_leq(s3_part_count(tib5, ps), 10000);
+	cr_assert_eq(s3_part_size(tib5 + 1, 8 * mib), 0);
+}
+
 /* ---- copy source -------------------------------------------------------- */
 
 static void check_source(const char *bucket, const char *key, const char *want)

@@ -1,13 +1,17 @@
 /*
  * ns: the rules that turn S3 keys under a directory prefix into directory
- * entries (DESIGN.md, "Namespace").
+ * entries (DESIGN.md, "Namespace"; the choices where it is silent are in
+ * doc/architecture.md, "Namespace").  Part of the bucket format: what a
+ * key means as a path, and which names are ckptfs' own (proto/keys.h).
  *
  * A listing of prefix P with delimiter '/' yields objects P+name and common
  * prefixes P+name+'/'.  Rules, applied in ns_dir_finish:
  *  - the marker object P itself (key == P, "dir/") is not an entry;
  *  - a name that is empty, ".", "..", longer than 255 bytes, or contains a
  *    NUL byte cannot be a path component: skipped and reported;
- *  - a name beginning with ".ckptfs" belongs to ckptfs: hidden silently;
+ *  - a name beginning with ".ckptfs" belongs to ckptfs: hidden silently
+ *    (its ".ckptfs-pending/" and ".ckptfs/" prefixes are noted, for
+ *    proto/visibility.h);
  *  - a name that is both an object and a common prefix is shown as the
  *    directory; the object is shadowed and reported (mountpoint-s3 does the
  *    same);
@@ -15,8 +19,8 @@
  * Entries are sorted by name (bytewise) so lookups can bisect.
  * Reports go through a callback so the caller can log each key once.
  */
-#ifndef CKPTFS_FS_NAMESPACE_H
-#define CKPTFS_FS_NAMESPACE_H
+#ifndef CKPTFS_PROTO_NAMESPACE_H
+#define CKPTFS_PROTO_NAMESPACE_H
 
 #include <stdbool.h>
 #include <stddef.h>

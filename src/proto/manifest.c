@@ -1,16 +1,102 @@
 /*
- * vis: manifest parsing (jansson), marker parsing, and listing filters.
- * Pure functions; ops.c fetches the objects and applies the results.
+ * proto/manifest: the manifest document written (proto_manifest_json) and
+ * read (vis_manifest_*), with jansson (manifest.h).  Pure functions but
+ * for one log_warn per document with malformed block lists.
  */
-#include "fs/visibility.h"
+#include "proto/manifest.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "commit/protocol.h"
+#include "proto/crc.h"
 #include "util/buf.h"
 #include "util/log.h"
+
+/* ---- writer ------------------------------------------------------------ */
+
+static int put_attrs(json_t *o, const proto_meta *m)
+{
+	if (!m)
+		return 0;
+	int rc = json_object_set_new(o, "mode", json_integer(m->mode)) |
+		 json_object_set_new(o, "uid", json_integer(m->uid)) |
+		 json_object_set_new(o, "gid", json_integer(m->gid)) |
+		 json_object_set_new(o, "mtime", json_integer(m->mtime_ns));
+	if (m->symlink) {
+		json_t *s = json_string(m->symlink);
+		if (!s)
+			return -1;
+		rc |= json_object_set_new(o, "symlink", s);
+	}
+	if (m->xattrs_len) {
+		json_t *x = proto_xattrs_json(m->xattrs, m->xattrs_len);
+		rc |= x ? json_object_set_new(o, "xattrs", x) : -1;
+	}
+	return rc ? -1 : 0;
+}
+
+static json_t *manifest_head(const char *writer, uint64_t txn,
+			     const char *state)
+{
+	return json_pack("{s:i,s:s,s:s,s:I}", "version", 1, "writer", writer,
+			 "state", state, "txn", (json_int_t)txn);
+}
+
+char *proto_manifest_json(const char *writer, uint64_t txn, int64_t time_ns,
+			  const proto_mfile *f, size_t nf, const proto_mdir *d,
+			  size_t nd)
+{
+	json_t *root = manifest_head(writer, txn, "committed");
+	json_t *files = json_array(), *dirs = json_array();
+	bool ok = root && files && dirs &&
+		  !json_object_set_new(root, "time", json_integer(time_ns));
+	char crc[9];
+	for (size_t i = 0; ok && i < nf; i++) {
+		json_t *p = json_string(f[i].path);
+		json_t *o = p ? json_pack("{s:o,s:I,s:s}", "path", p, "size",
+					  (json_int_t)f[i].size, "etag",
+					  f[i].etag ? f[i].etag : "")
+			      : NULL;
+		if (o && f[i].has_crc) {
+			snprintf(crc, sizeof crc, "%08" PRIx32, f[i].crc32c);
+			json_object_set_new(o, "crc32c", json_string(crc));
+		}
+		if (o && proto_blocks_valid(f[i].blocks, f[i].size, f[i].block)) {
+			json_object_set_new(o, "block", json_integer(f[i].block));
+			json_object_set_new(o, "blocks",
+					    json_string(f[i].blocks));
+		}
+		ok = o && !put_attrs(o, f[i].m) && !json_array_append_new(files, o);
+	}
+	for (size_t i = 0; ok && i < nd; i++) {
+		json_t *p = json_string(d[i].path);
+		json_t *o = p ? json_pack("{s:o}", "path", p) : NULL;
+		ok = o && !put_attrs(o, d[i].m) && !json_array_append_new(dirs, o);
+	}
+	char *s = NULL;
+	if (ok) {
+		json_object_set(root, "files", files);
+		json_object_set(root, "dirs", dirs);
+		s = json_dumps(root, JSON_COMPACT);
+	}
+	json_decref(files);
+	json_decref(dirs);
+	json_decref(root);
+	return s;
+}
+
+char *proto_intent_json(const char *writer, uint64_t txn)
+{
+	json_t *root = manifest_head(writer, txn, "pending");
+	char *s = root ? json_dumps(root, JSON_COMPACT) : NULL;
+	json_decref(root);
+	return s;
+}
+
+/* ---- reader ------------------------------------------------------------ */
 
 void vis_manifest_init(vis_manifest *m)
 {
@@ -357,126 +443,16 @@ bool vis_manifest_has_dir(const vis_manifest *m, const char *rel)
 	return has;
 }
 
-int vis_parse_marker(const char *rel, char **child, unsigned *lease)
+void vis_file_meta(const vis_file *v, proto_meta *m)
 {
-	const char *slash = strchr(rel, '/');
-	if (!slash || slash == rel)
-		return -1;
-	const char *writer = slash + 1;
-	const char *at = strrchr(writer, '@');
-	if (!at || at == writer || strchr(writer, '/'))
-		return -1;
-	char *end;
-	unsigned long l = strtoul(at + 1, &end, 10);
-	if (!at[1] || *end || l == 0 || l > 86400)
-		return -1;
-	*child = strndup(rel, (size_t)(slash - rel));
-	*lease = (unsigned)l;
-	return *child ? 0 : -1;
-}
-
-bool vis_marker_live(time_t last_modified, unsigned lease, time_t now)
-{
-	return last_modified + (time_t)lease > now;
-}
-
-static void remove_at(ns_dir *d, size_t i)
-{
-	free(d->v[i].name);
-	free(d->v[i].etag);
-	memmove(&d->v[i], &d->v[i + 1], (d->n - i - 1) * sizeof *d->v);
-	d->n--;
-}
-
-void vis_filter_listing(ns_dir *d, const vis_manifest *m, const char *rel)
-{
-	if (!m)
-		return;
-	buf p = BUF_INIT;
-	for (size_t i = 0; i < d->n;) {
-		buf_reset(&p);
-		if (rel[0])
-			buf_printf(&p, "%s/", rel);
-		buf_puts(&p, d->v[i].name);
-		bool keep = d->v[i].is_dir ? vis_manifest_has_dir(m, p.data)
-					   : vis_manifest_find(m, p.data) != NULL;
-		if (keep)
-			i++;
-		else
-			remove_at(d, i);
-	}
-	buf_free(&p);
-}
-
-void vis_hide_names(ns_dir *d, char *const *hidden, size_t n)
-{
-	for (size_t k = 0; k < n; k++) {
-		for (size_t i = 0; i < d->n; i++) {
-			if (!strcmp(d->v[i].name, hidden[k])) {
-				remove_at(d, i);
-				break;
-			}
-		}
-	}
-}
-
-void vis_keep_listed(ns_dir *d, const ns_dir *again)
-{
-	for (size_t i = 0; i < d->n;) {
-		if (ns_dir_find(again, d->v[i].name))
-			i++;
-		else
-			remove_at(d, i);
-	}
-}
-
-char *vis_own_markers_prefix(const char *dir_prefix)
-{
-	size_t n = strlen(dir_prefix);
-	if (n < 2 || dir_prefix[n - 1] != '/')
-		return NULL;
-	size_t start = n - 1; /* the name: dir_prefix[start, n - 1) */
-	while (start > 0 && dir_prefix[start - 1] != '/')
-		start--;
+	memset(m, 0, sizeof *m);
+	m->mode = v->has_attrs ? v->mode : 0644;
+	m->uid = v->uid;
+	m->gid = v->gid;
+	m->mtime_ns = v->mtime_ns;
+	m->symlink = v->symlink ? strdup(v->symlink) : NULL;
 	buf b = BUF_INIT;
-	buf_printf(&b, "%.*s%s/%.*s/", (int)start, dir_prefix, VIS_PENDING_DIR,
-		   (int)(n - 1 - start), dir_prefix + start);
-	return buf_steal(&b);
-}
-
-void vis_hide_all(ns_dir *d)
-{
-	while (d->n)
-		remove_at(d, d->n - 1);
-}
-
-bool vis_listing_misses(const ns_dir *d, const vis_manifest *m)
-{
-	char *name = NULL;
-	size_t cap = 0;
-	bool miss = false;
-	const char *prev = NULL;
-	size_t prev_len = 0;
-	for (size_t i = 0; i < m->n && !miss; i++) {
-		const char *p = m->files[i].path;
-		const char *slash = strchr(p, '/');
-		size_t len = slash ? (size_t)(slash - p) : strlen(p);
-		/* sorted: the files of one subdirectory come together */
-		if (prev && len == prev_len && !strncmp(p, prev, len))
-			continue;
-		prev = p;
-		prev_len = len;
-		if (len + 1 > cap) {
-			char *nn = realloc(name, len + 1);
-			if (!nn)
-				break;
-			name = nn;
-			cap = len + 1;
-		}
-		memcpy(name, p, len);
-		name[len] = 0;
-		miss = ns_dir_find(d, name) == NULL;
-	}
-	free(name);
-	return miss;
+	proto_xattrs_decode(v->xattrs_json, &b);
+	m->xattrs_len = b.len;
+	m->xattrs = buf_steal(&b);
 }

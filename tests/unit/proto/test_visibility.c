@@ -1,10 +1,10 @@
-/* Unit tests for the reader side of the commit protocol: manifests,
- * pending markers, listing filters. */
+/* Unit tests for proto/visibility: pending markers, and the listing
+ * filters readers apply with a root's manifests. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/visibility.h"
+#include "proto/visibility.h"
 
 static vis_manifest m;
 
@@ -28,76 +28,6 @@ static int add(const char *json)
 		cr_assert_not_null(err, "a rejection explains itself");
 	free(err);
 	return rc;
-}
-
-Test(vis, committed_manifest_lists_files)
-{
-	cr_assert_eq(add("{\"version\":1,\"writer\":\"a\",\"state\":\"committed\","
-			 "\"files\":[{\"path\":\"model.pt\",\"size\":10,"
-			 "\"etag\":\"\\\"e1\\\"\",\"crc32c\":\"deadbeef\"},"
-			 "{\"path\":\"sub/opt.pt\",\"size\":0}]}"),
-		     0);
-	vis_manifest_finish(&m);
-	cr_assert_eq(m.n, 2);
-	cr_assert_eq(m.committed, 1);
-	const vis_file *f = vis_manifest_find(&m, "model.pt");
-	cr_assert_not_null(f);
-	cr_assert_eq(f->size, 10);
-	cr_assert_str_eq(f->etag, "\"e1\"");
-	cr_assert(f->has_crc);
-	cr_assert_eq(f->crc32c, 0xdeadbeefu);
-	cr_assert_null(vis_manifest_find(&m, "model"));
-	cr_assert(vis_manifest_has_dir(&m, "sub"));
-	cr_assert(vis_manifest_has_dir(&m, ""));
-	cr_assert_not(vis_manifest_has_dir(&m, "su"));
-	cr_assert_not(vis_manifest_has_dir(&m, "model.pt"));
-}
-
-Test(vis, pending_manifest_adds_nothing)
-{
-	cr_assert_eq(add("{\"state\":\"pending\"}"), 0);
-	vis_manifest_finish(&m);
-	cr_assert_eq(m.n, 0);
-	cr_assert_eq(m.pending, 1);
-	cr_assert_eq(m.committed, 0);
-	cr_assert_not(vis_manifest_has_dir(&m, ""));
-}
-
-Test(vis, union_of_writers_deduplicated)
-{
-	add("{\"state\":\"committed\",\"files\":[{\"path\":\"__0_0.distcp\","
-	    "\"size\":1},{\"path\":\".metadata\",\"size\":2}]}");
-	add("{\"state\":\"committed\",\"files\":[{\"path\":\"__1_0.distcp\","
-	    "\"size\":1},{\"path\":\".metadata\",\"size\":2}]}");
-	vis_manifest_finish(&m);
-	cr_assert_eq(m.n, 3);
-	cr_assert_str_eq(m.files[0].path, ".metadata");
-	cr_assert_not_null(vis_manifest_find(&m, "__1_0.distcp"));
-}
-
-Test(vis, malformed_manifests_rejected_whole)
-{
-	cr_assert_eq(add("not json"), -1);
-	cr_assert_eq(add("[]"), -1);
-	cr_assert_eq(add("{\"state\":\"done\",\"files\":[]}"), -1);
-	cr_assert_eq(add("{\"state\":\"committed\"}"), -1);
-	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[{\"path\":\"ok\","
-			 "\"size\":1},{\"path\":\"../escape\",\"size\":1}]}"),
-		     -1);
-	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[{\"path\":\"/abs\","
-			 "\"size\":1}]}"),
-		     -1);
-	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[{\"path\":\"a//b\","
-			 "\"size\":1}]}"),
-		     -1);
-	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[{\"path\":\"a\","
-			 "\"size\":-1}]}"),
-		     -1);
-	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[{\"path\":\"a\"}]}"),
-		     -1);
-	vis_manifest_finish(&m);
-	cr_assert_eq(m.n, 0, "a rejected manifest leaves nothing behind");
-	cr_assert_eq(m.committed, 0);
 }
 
 Test(vis, markers_parse_and_expire)
@@ -245,61 +175,4 @@ Test(vis, keep_listed_drops_names_gone_or_new_in_the_second_listing)
 	cr_assert_eq(d.n, 0, "nothing listed again: nothing shows");
 	ns_dir_free(&d);
 	ns_dir_free(&again);
-}
-
-Test(vis, time_rule_newest_manifest_wins)
-{
-	/* an addendum (later "time") rewrites model.pt; order of adding
-	 * must not matter */
-	add("{\"state\":\"committed\",\"time\":200,\"files\":[{\"path\":"
-	    "\"model.pt\",\"size\":2,\"etag\":\"\\\"new\\\"\"}]}");
-	add("{\"state\":\"committed\",\"time\":100,\"files\":[{\"path\":"
-	    "\"model.pt\",\"size\":1,\"etag\":\"\\\"old\\\"\"},{\"path\":"
-	    "\"b\",\"size\":3}]}");
-	vis_manifest_finish(&m);
-	cr_assert_eq(m.n, 2);
-	const vis_file *f = vis_manifest_find(&m, "model.pt");
-	cr_assert_str_eq(f->etag, "\"new\"");
-	cr_assert_eq(f->size, 2);
-	cr_assert_eq(f->time, 200);
-}
-
-Test(vis, time_rule_ties_go_to_the_last_added)
-{
-	add("{\"state\":\"committed\",\"files\":[{\"path\":\"x\",\"size\":1}]}");
-	add("{\"state\":\"committed\",\"files\":[{\"path\":\"x\",\"size\":2}]}");
-	vis_manifest_finish(&m);
-	cr_assert_eq(m.n, 1);
-	cr_assert_eq(m.files[0].size, 2);
-}
-
-Test(vis, dirs_and_attributes)
-{
-	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[{\"path\":\"a\","
-			 "\"size\":1,\"mode\":420,\"uid\":7,\"gid\":8,"
-			 "\"mtime\":99,\"symlink\":\"t\",\"xattrs\":"
-			 "{\"user.x\":\"AA==\"}}],\"dirs\":[{\"path\":"
-			 "\"e/f\"},{\"path\":\"e/f\"}]}"),
-		     0);
-	vis_manifest_finish(&m);
-	cr_assert_eq(m.n_dirs, 1, "deduplicated");
-	cr_assert(vis_manifest_has_dir(&m, "e"));
-	cr_assert(vis_manifest_has_dir(&m, "e/f"));
-	cr_assert_not(vis_manifest_has_dir(&m, "e/g"));
-	const vis_file *f = vis_manifest_find(&m, "a");
-	cr_assert(f->has_attrs);
-	cr_assert_eq(f->mode, 0644);
-	cr_assert_eq(f->uid, 7);
-	cr_assert_eq(f->mtime_ns, 99);
-	cr_assert_str_eq(f->symlink, "t");
-	cr_assert_str_eq(f->xattrs_json, "{\"user.x\":\"AA==\"}");
-	/* only the empty directory: the root still shows */
-	vis_manifest_free(&m);
-	vis_manifest_init(&m);
-	add("{\"state\":\"committed\",\"files\":[],\"dirs\":[{\"path\":\"d\"}]}");
-	vis_manifest_finish(&m);
-	cr_assert(vis_manifest_has_dir(&m, ""));
-	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[],\"dirs\":"
-			 "[{\"path\":\"../x\"}]}"),
-		     -1, "bad dir path rejects the manifest");
 }

@@ -1,5 +1,5 @@
 /*
- * Unit tests for ns (src/fs/namespace.c): every rule of DESIGN.md
+ * Unit tests for ns (src/proto/namespace.c): every rule of DESIGN.md
  * "Namespace" as listing pages built by hand (s3xml is not called).
  */
 #include <criterion/criterion.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/namespace.h"
+#include "proto/namespace.h"
 
 /* --- helpers ---------------------------------------------------------- */
 

@@ -1,6 +1,5 @@
 /*
- * ns: S3 listing pages -> one directory's entries (contract: namespace.h and
- * DESIGN.md, "Namespace").
+ * ns: S3 listing pages -> one directory's entries (contract: namespace.h).
  *
  * Two phases.  ns_dir_add_page appends one candidate entry per usable key in
  * O(1) amortized time, in listing order, without looking for duplicates.
@@ -32,14 +31,16 @@
  *  - on ENOMEM, entries added so far stay owned by d; ns_dir_free releases
  *    them.
  */
-#include "fs/namespace.h"
+#include "proto/namespace.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/keys.h"
+
 #define NS_NAME_MAX 255
-#define NS_HIDDEN ".ckptfs"
+#define NS_HIDDEN PROTO_RESERVED
 #define NS_HIDDEN_LEN (sizeof(NS_HIDDEN) - 1)
 
 bool
@@ -188,9 +189,11 @@ ns_add_rest(ns_dir *d, const char *key, size_t key_len, const char *rest,
 	}
 	if (ns_name_hidden(rest, len)) {
 		/* the commit protocol's directories: visibility.h */
-		if (is_dir && len == 15 && !memcmp(rest, ".ckptfs-pending", 15))
+		if (is_dir && len == sizeof PROTO_PENDING_DIR - 1 &&
+		    !memcmp(rest, PROTO_PENDING_DIR, len))
 			d->saw_pending = true;
-		if (is_dir && len == 7 && !memcmp(rest, ".ckptfs", 7))
+		if (is_dir && len == sizeof PROTO_META_DIR - 1 &&
+		    !memcmp(rest, PROTO_META_DIR, len))
 			d->saw_meta = true;
 		return 0;
 	}

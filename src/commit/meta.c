@@ -1,0 +1,45 @@
+/*
+ * The engine's public attribute type (eng_meta, commit/engine.h) and the
+ * format's (proto_meta, proto/meta.h): the engine takes eng_meta from the
+ * FUSE layer and keeps proto_meta in its state and journal.  The names
+ * stay proto_meta_from/proto_meta_to, as the engine files call them;
+ * declared in commit/internal.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commit/internal.h"
+
+void proto_meta_from(proto_meta *d, const eng_meta *m)
+{
+	memset(d, 0, sizeof *d);
+	if (!m) {
+		d->mode = 0644;
+		return;
+	}
+	d->mode = m->mode & 07777;
+	d->uid = m->uid;
+	d->gid = m->gid;
+	d->mtime_ns = (int64_t)m->mtime.tv_sec * 1000000000LL + m->mtime.tv_nsec;
+	if (m->xattrs && m->xattrs_len) {
+		d->xattrs = malloc(m->xattrs_len);
+		if (d->xattrs) {
+			memcpy(d->xattrs, m->xattrs, m->xattrs_len);
+			d->xattrs_len = m->xattrs_len;
+		}
+	}
+	d->symlink = m->symlink ? strdup(m->symlink) : NULL;
+}
+
+void proto_meta_to(const proto_meta *s, eng_meta *m)
+{
+	memset(m, 0, sizeof *m);
+	m->mode = s->mode;
+	m->uid = s->uid;
+	m->gid = s->gid;
+	m->mtime.tv_sec = (time_t)(s->mtime_ns / 1000000000LL);
+	m->mtime.tv_nsec = (long)(s->mtime_ns % 1000000000LL);
+	m->xattrs = s->xattrs;
+	m->xattrs_len = s->xattrs_len;
+	m->symlink = s->symlink;
+}

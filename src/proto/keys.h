@@ -1,0 +1,95 @@
+/*
+ * proto/keys: the names of things in the bucket (doc/commit.md, "Remote
+ * protocol"), as the writer makes them and the readers recognise them.
+ *
+ * For a transaction rooted at P/C written by writer W, under the mount's
+ * key prefix (prefix is "" or ends with '/'; paths are mount-relative,
+ * no leading or trailing '/'):
+ *
+ *   prefix P/C/<path>                        the objects
+ *   prefix P/.ckptfs-pending/C/W@<lease>     its pending marker
+ *   prefix P/C/.ckptfs/manifest.W.json       its manifest
+ *   prefix M/.ckptfs/manifest.W.<txn>.json   an addendum, written into the
+ *                                            directory M whose manifests
+ *                                            govern the transaction
+ *
+ * Names beginning with ".ckptfs" belong to ckptfs (PROTO_RESERVED): the
+ * namespace rules (proto/namespace.h) hide them.  Reading markers back
+ * (child, writer, lease; liveness) is the readers' side:
+ * proto/visibility.h.
+ *
+ * Writer ids: hostname reduced to [A-Za-z0-9-] (at most 40 characters,
+ * "host" when nothing is left) + '-' + 8 random hex digits.
+ *
+ * Temp names: comma-separated fnmatch patterns on one path component
+ * (PROTO_DEFAULT_TEMP_PATTERNS unless configured); a writer uploads
+ * nothing under such a name until a rename gives it a final one.
+ *
+ * Path rules: proto_under and proto_overlap say whether two mount-relative
+ * paths lie on one branch.  They are the containment every rule of the
+ * format uses (a manifest at M governs the paths under M, a marker hides
+ * what lies under its root), which is why they live here and not with the
+ * engine's queue that applies them most (commit/engine.c).
+ */
+#ifndef CKPTFS_PROTO_KEYS_H
+#define CKPTFS_PROTO_KEYS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Directory components of the format. */
+#define PROTO_PENDING_DIR ".ckptfs-pending" /* P/.ckptfs-pending/C/W@lease */
+#define PROTO_META_DIR ".ckptfs"            /* C/.ckptfs/manifest.W.json */
+/* Names beginning with this belong to ckptfs. */
+#define PROTO_RESERVED ".ckptfs"
+
+#define PROTO_WRITER_MAX 96
+
+/* Writer id (see above) into out. */
+void proto_writer_id(char out[PROTO_WRITER_MAX]);
+
+#define PROTO_DEFAULT_TEMP_PATTERNS                                           \
+	"*tmp*,*.tempstate*,*_temp,_checkpoint,*.__lock"
+
+/* Temp patterns: comma-separated fnmatch patterns, parsed once. */
+typedef struct proto_pats {
+	char **v;
+	size_t n;
+} proto_pats;
+/* spec NULL: PROTO_DEFAULT_TEMP_PATTERNS. */
+int proto_pats_parse(proto_pats *p, const char *spec);
+void proto_pats_free(proto_pats *p);
+/* Whether the last component of path matches a pattern. */
+bool proto_is_temp(const proto_pats *p, const char *path);
+/* Whether some component of path does (a file under a temp directory). */
+bool proto_has_temp(const proto_pats *p, const char *path);
+
+/* Path rules (mount-relative paths, no leading or trailing '/'). */
+/* Whether a equals b or one lies under the other. */
+bool proto_overlap(const char *a, const char *b);
+/* Whether path equals dir or lies under it; *rest gets what follows. */
+bool proto_under(const char *path, const char *dir, const char **rest);
+
+/* Keys; prefix is "" or ends with '/'.  All malloc'd. */
+char *proto_key(const char *prefix, const char *path);
+/* prefix + parent(root) + ".ckptfs-pending/" + base(root) + "/" + W@lease */
+char *proto_marker_key(const char *prefix, const char *root,
+		       const char *writer, unsigned lease);
+/* prefix + root + "/.ckptfs/manifest.W.json" */
+char *proto_manifest_key(const char *prefix, const char *root,
+			 const char *writer);
+/* prefix + mroot + "/.ckptfs/manifest.W.<txn>.json" (an addendum) */
+char *proto_addendum_key(const char *prefix, const char *mroot,
+			 const char *writer, uint64_t txn);
+/* Whether key (relative to a transaction root) is one of its manifests. */
+bool proto_is_meta_key(const char *rel);
+
+/* Whether name (a key's part after ".ckptfs/") is a manifest's:
+ * "manifest.*.json", no '/'. */
+bool proto_is_manifest_name(const char *name);
+/* Whether manifest name belongs to writer: manifest.W.json or
+ * manifest.W.N.json (N digits). */
+bool proto_manifest_of(const char *name, const char *writer);
+
+#endif

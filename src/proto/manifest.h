@@ -1,0 +1,131 @@
+/*
+ * proto/manifest: the manifest document (doc/commit.md), written by the
+ * commit engine and read by every reader (fs/listing.c, the rename step
+ * of commit/visible.c, commit/gc.c).
+ *
+ * A transaction root C holds C/.ckptfs/manifest.<writer>.json, and
+ * transactions committed inside C later add addenda
+ * manifest.<writer>.<txn>.json there (proto/keys.h).  The document:
+ *   {"version":1, "writer":W, "state":"pending"|"committed", "txn":N,
+ *    "time":NS,
+ *    "files":[{"path":"sub/x.pt","size":N,"etag":"\"...\"",
+ *              "crc32c":"hex", "block":8388608, "blocks":"hex...",
+ *              "mode":420, "uid":0, "gid":0,
+ *              "mtime":NS, "xattrs":{"user.k":"base64"},
+ *              "symlink":"target"}, ...],
+ *    "dirs":[{"path":"sub/empty","mode":493,"uid":0,"gid":0,
+ *             "mtime":NS}, ...]}
+ * Paths are relative to C.  Only "state", and "path" and "size" of files,
+ * are required; a pending document (the writer's intent) has no files.
+ * "time" is the writer's wall clock at commit (the time rule,
+ * proto/visibility.h; absent = 0).  crc32c is the standard CRC-32C of the
+ * object, 8 hex digits; "blocks" holds the standard CRC-32C of each
+ * "block"-byte block of it (proto/crc.h).  Attributes and xattrs are as
+ * in proto/meta.h.
+ *
+ * Writer side (proto_*): proto_manifest_json and proto_intent_json.
+ * Reader side (vis_*, what the manifests make visible): vis_manifest is
+ * the union of one root's manifests.  Each document is added whole or not
+ * at all (a path that is absolute, empty or has "."/".." components, a
+ * size that is not a non-negative integer, a bad "dirs" entry reject it);
+ * a block list that does not fit the size (wrong length, a bad digit, a
+ * block size out of range) is dropped with one warning per document: the
+ * file shows, unverified.  vis_manifest_finish then applies the time
+ * rule: when several committed documents name one path, the entry of the
+ * one with the greatest "time" wins, ties going to the one added last.
+ */
+#ifndef CKPTFS_PROTO_MANIFEST_H
+#define CKPTFS_PROTO_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/meta.h"
+
+/* ---- writer ------------------------------------------------------------ */
+
+/* One file of a committed manifest. */
+typedef struct proto_mfile {
+	const char *path; /* relative to the manifest's directory */
+	uint64_t size;
+	const char *etag;
+	uint32_t crc32c;
+	bool has_crc;
+	const proto_meta *m; /* NULL: no attributes */
+	/* block checksums: hex list (8 digits per block), NULL for none; a
+	 * list that does not fit size and block is left out */
+	uint32_t block;
+	const char *blocks;
+} proto_mfile;
+
+typedef struct proto_mdir {
+	const char *path;
+	const proto_meta *m;
+} proto_mdir;
+
+/*
+ * The committed manifest (malloc'd JSON text), "time": time_ns.  NULL on
+ * a path or xattr name that is not UTF-8 (cannot be JSON).
+ */
+char *proto_manifest_json(const char *writer, uint64_t txn, int64_t time_ns,
+			  const proto_mfile *f, size_t nf, const proto_mdir *d,
+			  size_t nd);
+/* {"version":1,"writer":W,"state":"pending","txn":N} */
+char *proto_intent_json(const char *writer, uint64_t txn);
+
+/* ---- reader ------------------------------------------------------------ */
+
+typedef struct vis_file {
+	char *path; /* relative to the transaction root */
+	uint64_t size;
+	char *etag;
+	uint32_t crc32c;
+	bool has_crc;
+	/* block checksums, when the manifest has a valid list: block size
+	 * and hex list (proto/crc.h); blocks NULL otherwise */
+	uint32_t block;
+	char *blocks;
+	/* attributes, when the manifest has them (has_attrs) */
+	bool has_attrs;
+	uint32_t mode, uid, gid;
+	int64_t mtime_ns;
+	char *symlink;     /* NULL: not a symlink */
+	char *xattrs_json; /* the "xattrs" object as compact JSON, or NULL */
+	int64_t time;      /* "time" of the manifest it came from */
+	size_t order;      /* order of addition (ties of the time rule) */
+} vis_file;
+
+/* The union of a transaction root's committed manifests. */
+typedef struct vis_manifest {
+	vis_file *files; /* sorted by path, unique (after finish) */
+	size_t n, cap;
+	size_t committed, pending; /* manifests seen of each state */
+	char **dirs; /* "dirs" paths of committed manifests, sorted, unique */
+	size_t n_dirs, cap_dirs;
+	size_t added; /* files ever added (vis_file.order) */
+} vis_manifest;
+
+void vis_manifest_init(vis_manifest *m);
+void vis_manifest_free(vis_manifest *m);
+
+/* Adds one manifest document.  Returns -1 (and *err, malloc'd) when it is
+ * not a valid manifest; the caller then ignores it. */
+int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
+			  char **err);
+/* Sorts and de-duplicates (the time rule) after the last add. */
+void vis_manifest_finish(vis_manifest *m);
+
+const vis_file *vis_manifest_find(const vis_manifest *m, const char *path);
+/* Whether some file or listed directory lies under directory rel ("" = the
+ * root itself), or rel is a listed directory. */
+bool vis_manifest_has_dir(const vis_manifest *m, const char *rel);
+
+/* v's block CRCs decoded: *crc (malloc'd) and *n; -1 when v has none. */
+int vis_file_blocks(const vis_file *v, uint32_t **crc, size_t *n);
+/* v's attributes as the format's proto_meta (owned copies, xattrs as a
+ * blob): mode 0644 and no owner when the manifest recorded none.  Free
+ * with proto_meta_free. */
+void vis_file_meta(const vis_file *v, proto_meta *m);
+
+#endif

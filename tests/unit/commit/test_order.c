@@ -1,0 +1,27 @@
+/* Unit test for the ordering rule of the visibility queue
+ * (commit/order.c). */
+#include <criterion/criterion.h>
+
+#include "commit/internal.h"
+
+Test(order, upload_blocked_by_earlier_overlapping_steps)
+{
+	eng_order_step q[] = {
+	    {"ckpt-1", NULL, false},          /* commit of ckpt-1 */
+	    {"old", NULL, false},             /* delete of old */
+	    {"a", "b/c", false},              /* rename a -> b/c */
+	    {"ckpt-1", NULL, false},          /* rewrite of ckpt-1 */
+	    {"done", NULL, true},             /* finished: constrains nothing */
+	    {"x", NULL, false},
+	};
+	size_t n = sizeof q / sizeof *q;
+	cr_assert_not(eng_order_blocked(q, n, 0, "ckpt-1/model.pt"));
+	cr_assert(eng_order_blocked(q, n, 3, "ckpt-1/model.pt"));
+	cr_assert(eng_order_blocked(q, n, 5, "old/x"));
+	cr_assert(eng_order_blocked(q, n, 5, "b/c/d"));
+	cr_assert(eng_order_blocked(q, n, 5, "b"));
+	cr_assert_not(eng_order_blocked(q, n, 5, "b/d"));
+	cr_assert_not(eng_order_blocked(q, n, 5, "done/x"));
+	cr_assert_not(eng_order_blocked(q, n, 1, "old/x"),
+		      "only earlier steps count");
+}
