@@ -13,7 +13,7 @@ FaultProxy (in this process) between a fresh ckptfs mount and RGW:
   stalls  1% stall before reaching RGW + 1% after RGW acted, never
           answered (2% silent stalls, seeded)
 
-The mount gets nothing special (cache_dir= only: first_byte_timeout=5 and
+The mount gets nothing special (cache_dir= only: first_byte_timeout=2 and
 low_speed_time=5 are ckptfs's defaults); faults are on from before the
 mount until the sequence ends.  The sequence, every step a program under
 --step-timeout with its exit status checked:

@@ -60,7 +60,7 @@ static void mount_usage(FILE *f)
 		"      closed file waits to upload while the application still\n"
 		"      writes, 10; 0 = upload at once)\n"
 		"      first_byte_timeout=S (longest wait for a reply once a\n"
-		"      request is sent, 5) low_speed_time=S low_speed_limit=B\n"
+		"      request is sent, 2) low_speed_time=S low_speed_limit=B\n"
 		"      (a transfer under B bytes/s for S seconds is abandoned, 5\n"
 		"      and 1) retry_max_delay=S (longest pause between retries,\n"
 		"      5) retry_timeout=S (a request is not retried after this\n"

@@ -26,6 +26,10 @@ struct fs_ctx {
 	char *prefix;
 	fs_itable *it;
 	fs_mcache *mcache; /* manifest bodies by ETag (fs/mcache.h) */
+	/* directory listings being fetched (dir_load; table lock): while
+	 * one is, the application is not quiet, it waits for the store (a
+	 * stalled request), so held deletes are not sent yet */
+	unsigned fetching;
 	fs_opts o;
 	struct timespec mount_time;
 	pthread_mutex_t log_mu;
@@ -145,6 +149,9 @@ bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n);
 /* Whether n has a node in the overlay at all (a directory restored from the
  * journal and merged with the bucket's listing included).  Table locked. */
 bool wr_has_local_node(fs_ctx *fs, const fs_inode *n);
+/* The last directory listing being fetched returned: the quiet time of
+ * held deletes starts again now.  Table locked. */
+void wr_fetch_done(fs_ctx *fs);
 /* Merges the overlay into a directory snapshot.  Table locked. */
 int wr_merge_listing(fs_ctx *fs, fs_inode *d, fs_dirhandle *dh);
 /* open of a local file, or for writing: true when it replied. */

@@ -251,6 +251,7 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 	uint64_t gen = fs->listing_gen;
 	fs_inode_ref(d);
 	char *prefix = dir_prefix(fs, d);
+	fs->fetching++;
 	fs_itable_unlock(fs->it);
 
 	ns_dir *nd = calloc(1, sizeof *nd);
@@ -282,6 +283,8 @@ static int dir_load(fs_ctx *fs, fs_inode *d)
 
 	fs_itable_lock(fs->it);
 	d->listing_busy = false;
+	if (--fs->fetching == 0)
+		wr_fetch_done(fs);
 	fs_itable_broadcast(fs->it);
 	if (stale && d->listing) {
 		d->listing_time = fs_now();

@@ -95,6 +95,12 @@ void wr_flush_deletes(fs_ctx *fs)
 	wr_dels_clear(d);
 }
 
+void wr_fetch_done(fs_ctx *fs)
+{
+	if (fs->dels && fs->dels->n)
+		fs->dels->last = wr_now_s();
+}
+
 /* Holds a remote delete of path (see the top of the file). */
 int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir)
 {
@@ -717,7 +723,10 @@ static void *idle_main(void *arg)
 			break;
 		double t = wr_now_s();
 		hold_tick(fs, t);
-		if (fs->dels->n && t - fs->dels->last > DELETE_QUIET_S)
+		/* quiet: no change for a while and no listing on its way
+		 * (an rm -r waiting for a stalled LIST is not done) */
+		if (fs->dels->n && t - fs->dels->last > DELETE_QUIET_S &&
+		    !fs->fetching)
 			wr_flush_deletes(fs);
 		for (ov_txn *x = fs->ov.txns; x; x = x->next) {
 			if (!x->sealed && !x->done && x->open == 0 &&

@@ -340,7 +340,11 @@ unsigned retry_server_wait_ms(const retry_policy *p, uint64_t items,
 {
 	p = pol(p);
 	const uint64_t hour = 3600ull * 1000;
-	uint64_t w = p->first_byte_ms;
+	/* the server works before it answers: never less than the 5 s the
+	 * first-byte deadline had before it came down to 2 s */
+	uint64_t w = p->first_byte_ms > RETRY_SERVER_WAIT_MIN_MS
+			     ? p->first_byte_ms
+			     : RETRY_SERVER_WAIT_MIN_MS;
 	w += (items < hour ? items : hour) * 20;
 	w += bytes / (32ull << 20) * 1000;
 	return (unsigned)(w < hour ? w : hour);

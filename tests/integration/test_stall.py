@@ -15,7 +15,7 @@ from faultproxy import FaultProxy
 from helpers import ckptfs_sync, det_bytes, s3_get, sha256_bytes
 
 MiB = 1 << 20
-DEADLINE = 5  # first_byte_timeout and low_speed_time defaults, seconds
+DEADLINE = 2  # the first_byte_timeout default, seconds (low_speed_time: 5)
 
 
 @pytest.fixture

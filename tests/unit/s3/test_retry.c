@@ -424,21 +424,22 @@ Test(retry, deadlines_of_the_first_attempt_are_the_options)
 {
 	retry_policy p = RETRY_POLICY_DEFAULT;
 	retry_deadlines d = retry_attempt_deadlines(&p, 1, 0, 0, 0);
-	cr_expect_eq(d.first_byte_ms, 5000);
+	cr_expect_eq(d.first_byte_ms, 2000);
 	cr_expect_eq(d.low_speed_ms, 5000);
 	cr_expect_eq(d.low_speed_bytes, 1);
 	cr_expect_eq(d.connect_ms, 5000);
 	d = retry_attempt_deadlines(&p, 0, 0, 0, 0); /* 0 counts as 1 */
-	cr_expect_eq(d.first_byte_ms, 5000);
+	cr_expect_eq(d.first_byte_ms, 2000);
 }
 
 Test(retry, deadlines_double_per_attempt_up_to_the_cap)
 {
 	retry_policy p = RETRY_POLICY_DEFAULT;
 	unsigned want[] = {5000, 10000, 20000, 40000, 80000, 120000, 120000};
+	unsigned fb[] = {2000, 4000, 8000, 16000, 32000, 64000, 120000};
 	for (unsigned a = 1; a <= 7; a++) {
 		retry_deadlines d = retry_attempt_deadlines(&p, a, 0, 0, 0);
-		cr_expect_eq(d.first_byte_ms, want[a - 1], "attempt %u", a);
+		cr_expect_eq(d.first_byte_ms, fb[a - 1], "attempt %u", a);
 		cr_expect_eq(d.low_speed_ms, want[a - 1], "attempt %u", a);
 	}
 	retry_deadlines d = retry_attempt_deadlines(&p, UINT_MAX, 0, 0, 0);
@@ -446,7 +447,7 @@ Test(retry, deadlines_double_per_attempt_up_to_the_cap)
 	/* no cap: no doubling */
 	p.deadline_max_ms = 0;
 	d = retry_attempt_deadlines(&p, 5, 0, 0, 0);
-	cr_expect_eq(d.first_byte_ms, 5000);
+	cr_expect_eq(d.first_byte_ms, 2000);
 }
 
 Test(retry, deadlines_off_when_disabled)
@@ -469,7 +470,7 @@ Test(retry, adaptive_first_byte_deadline)
 {
 	retry_policy p = RETRY_POLICY_DEFAULT;
 	cr_expect_eq(retry_attempt_deadlines(&p, 1, 0, 40, 0).first_byte_ms,
-		     5000);
+		     2000);
 	cr_expect_eq(retry_attempt_deadlines(&p, 1, 0, 3000, 0).first_byte_ms,
 		     12000);
 	cr_expect_eq(retry_attempt_deadlines(&p, 2, 0, 3000, 0).first_byte_ms,
@@ -624,5 +625,5 @@ Test(retry, default_policy_can_be_set)
 	cr_expect_eq(retry_policy_default().first_byte_ms, 2500);
 	cr_expect_eq(retry_policy_default().max_ms, 3000);
 	retry_policy_set_default(NULL);
-	cr_expect_eq(retry_policy_default().first_byte_ms, 5000);
+	cr_expect_eq(retry_policy_default().first_byte_ms, 2000);
 }
