@@ -172,7 +172,9 @@ static void range_failed(cache *c, struct chunk_xfer *t, const s3_err *err,
 		e->first_try[i] = 0;
 		e->state[i] = CH_FAILED;
 		e->failed = true;
-		e->err = err->err == ESTALE || !err->err ? EIO : err->err;
+		/* ESTALE: the object changed since it was opened (If-Match
+		 * failed); the reader decides (fs/ops.c switch_version) */
+		e->err = err->err ? err->err : EIO;
 	}
 	if (retry && !c->stopping) {
 		log_debug("chunks %u-%u of %s: %s; retrying", t->idx + t->cur,

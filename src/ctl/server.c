@@ -264,6 +264,8 @@ static bool pf_progress(pf_set *set, uint64_t *done, int *err)
 		cache_file_progress(set->v[i].cf, &d, &t);
 		*done += d;
 		int e = cache_file_error(set->v[i].cf);
+		if (e == ESTALE) /* replaced while prefetched */
+			e = EIO;
 		if (e)
 			*err = e;
 	}

@@ -67,7 +67,14 @@ struct fs_handle {
 	fs_handle *prev, *next; /* fs->handles [table lock] */
 	bool linked;
 	fs_inode *node; /* holds a reference */
-	cache_file *cf; /* NULL: uncached reads through the window */
+	/* NULL: uncached reads through the window.  Replaced once at most,
+	 * by a read that found the version gone (switch_version): read and
+	 * written with __atomic builtins, the old one kept in stale_cf until
+	 * release (reads in flight may still use it) */
+	cache_file *cf;
+	cache_file *stale_cf;
+	atomic_bool served; /* a read returned bytes */
+	bool etag_switchable; /* opened without keep_cache (switch_version) */
 	bool hit;       /* every byte was cached at open */
 	bool flushed;   /* counted in fs->closing */
 	atomic_bool cache_failed; /* download failed: read uncached from now on */

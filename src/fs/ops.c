@@ -862,6 +862,8 @@ static void handle_free(fs_ctx *fs, fs_handle *h, bool counted)
 	}
 	if (h->cf)
 		cache_file_close(h->cf);
+	if (h->stale_cf)
+		cache_file_close(h->stale_cf);
 	bool local = h->ov != NULL;
 	if (local)
 		wr_release(fs, h, counted);
@@ -1082,6 +1084,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	n->etag = strdup(hr.etag);
 	n->attr_time = fs_now();
 	set_page_cache_mode(n, h, fi);
+	/* a version new to the inode (no kept pages): may switch to a newer
+	 * one if it is gone before the first read (switch_version) */
+	h->etag_switchable = !fi->keep_cache;
 	fs_itable_unlock(fs->it);
 	if (reg)
 		register_backing(fs, n, h);
@@ -1190,10 +1195,73 @@ static bool local_cache_error(int err)
  * uncached — losing the cache never fails a read by itself.  Errors of the
  * object (changed or deleted remotely) are replied as they are.
  */
+/*
+ * The object was replaced since open pinned its version: the listing that
+ * open trusted was up to attr_timeout old, and the old bytes are gone from
+ * the bucket (the GET's If-Match failed).  A handle that has returned
+ * nothing yet takes the current version when its size is the one the
+ * kernel knows, as if it had been opened a moment later: a reader of a
+ * `latest` file another host rewrites gets the new text, not EIO.  It
+ * was opened without keep_cache (the version was new to the inode), so
+ * the kernel holds no pages of the old one.  Otherwise the inode's
+ * attributes are dropped, so that the next open sees the new version, and
+ * the read fails as before.  Returns 0 when switched.
+ */
+static int switch_version(fs_ctx *fs, fs_handle *h, bool keep_cache)
+{
+	s3_head_result hr;
+	s3_err e;
+	pthread_mutex_lock(&h->mu);
+	char was[sizeof h->etag];
+	snprintf(was, sizeof was, "%s", h->etag);
+	int rc = s3_head(fs->s3, h->key, &hr, &e) < 0 ? -EIO : 0;
+	if (!rc && !strcmp(hr.etag, was))
+		rc = -EIO; /* the same version: it did not change after all */
+	bool can = !rc && hr.size == h->size && !keep_cache &&
+		   !atomic_load(&h->served) && !h->stale_cf;
+	if (can) {
+		cache_file *old = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
+		snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
+		free(h->vcrc);
+		h->vcrc = NULL;
+		h->cf = NULL;
+		attach_cache(fs, h);
+		cache_file *nw = h->cf;
+		h->stale_cf = old;
+		__atomic_store_n(&h->cf, nw, __ATOMIC_RELEASE);
+		log_info("read %s: replaced since it was opened; reading the "
+			 "new version",
+			 h->key);
+	}
+	pthread_mutex_unlock(&h->mu);
+	fs_itable_lock(fs->it);
+	fs_inode *n = h->node;
+	if (!rc) {
+		free(n->etag);
+		n->etag = strdup(hr.etag);
+		n->size = hr.size;
+		n->attr_time = can ? fs_now() : 0;
+	} else {
+		n->attr_time = 0;
+	}
+	if (n->parent)
+		n->parent->listing_time = -1e9;
+	fs_itable_unlock(fs->it);
+	return can ? 0 : -EIO;
+}
+
 static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
 			size_t size)
 {
-	int fd = cache_file_ready(h->cf, off, size);
+	cache_file *cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
+	int fd = cache_file_ready(cf, off, size);
+	if (fd == -ESTALE && h->etag_switchable &&
+	    switch_version(ctx(req), h, false) == 0) {
+		cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
+		fd = cf ? cache_file_ready(cf, off, size) : -EIO;
+	}
+	if (fd == -ESTALE)
+		fd = -EIO;
 	if (fd < 0 && !local_cache_error(-fd)) {
 		fuse_reply_err(req, -fd);
 		return true;
@@ -1211,6 +1279,7 @@ static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	bv.buf[0].fd = fd;
 	bv.buf[0].pos = (off_t)off;
+	atomic_store(&h->served, true);
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 	return true;
 }
@@ -1227,8 +1296,8 @@ static void do_read(fuse_req_t req, size_t size, off_t off,
 	}
 	if (size > h->size - uoff)
 		size = (size_t)(h->size - uoff);
-	if (h->cf && !atomic_load(&h->cache_failed) &&
-	    read_cached(req, h, uoff, size))
+	if (__atomic_load_n(&h->cf, __ATOMIC_ACQUIRE) &&
+	    !atomic_load(&h->cache_failed) && read_cached(req, h, uoff, size))
 		return;
 	pthread_mutex_lock(&h->mu);
 	bool hit = uoff >= h->win_off && uoff + size <= h->win_off + h->win_len;
@@ -1241,6 +1310,7 @@ static void do_read(fuse_req_t req, size_t size, off_t off,
 		return;
 	}
 	h->next_seq = uoff + size;
+	atomic_store(&h->served, true);
 	fuse_reply_buf(req, h->win + (uoff - h->win_off), size);
 	pthread_mutex_unlock(&h->mu);
 }

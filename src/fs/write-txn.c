@@ -517,6 +517,8 @@ int wr_fetch_remote(fs_ctx *fs, fs_inode *n, const char *key, int fd,
 						check ? &x : NULL, &cf, &hit);
 		if (rc == 0) {
 			int in = cache_file_ready(cf, 0, (size_t)hr.size);
+			if (in == -ESTALE) /* replaced meanwhile */
+				in = -EIO;
 			rc = in < 0 ? in : wr_copy_fd(in, fd, hr.size);
 			cache_file_close(cf);
 			if (rc == 0 || in < 0) {

@@ -10,6 +10,7 @@ ordinary programs (cat, sha256sum, dd, du, python os.pread / mmap).  Counters
 come from `ckptfs status MOUNT --json` (per daemon process)."""
 
 import json
+import errno
 import os
 import select
 import signal
@@ -946,3 +947,28 @@ def test_mmap_private_of_cached_and_uncached_files(s3server, bucket, mount, cdir
         assert sha_of(m / name) == sha256_bytes(body), "private mapping write leaked"
     s = wait_idle(m)
     assert cache_of(s)["hits"] >= 2 and cache_of(s)["misses"] == 2, s
+
+
+@pytest.mark.timeout(60)
+def test_replaced_between_listing_and_first_read_reads_the_new_version(
+        s3server, bucket, mount, cdir):
+    """Another host rewrites a small file (a `latest` tracker: same size)
+    after this mount listed it: open trusts the listing (attr_timeout), the
+    old bytes are gone from the bucket, and the first read takes the new
+    version instead of failing with EIO (Megatron's loader polling
+    latest_checkpointed_iteration.txt saw EIO for a second).  A new size
+    cannot be switched to under the kernel's size: that read fails, and
+    the next open reads the new version."""
+    s3server.put(bucket, "run/latest", b"100")
+    s3server.put(bucket, "run/other", b"x" * 10)
+    m = mount(bucket, options=copts(cdir, "attr_timeout=30", "entry_timeout=30",
+                                    "dir_timeout=30"))
+    assert os.stat(m / "run/latest").st_size == 3  # listed: ETag of "100"
+    assert os.stat(m / "run/other").st_size == 10
+    s3server.put(bucket, "run/latest", b"200")
+    assert (m / "run/latest").read_bytes() == b"200"
+    s3server.put(bucket, "run/other", b"y" * 12)
+    with pytest.raises(OSError) as ei:
+        (m / "run/other").read_bytes()
+    assert ei.value.errno == errno.EIO
+    assert (m / "run/other").read_bytes() == b"y" * 12
