@@ -17,39 +17,17 @@
 
 #define MANIFEST_MAX (64u << 20)
 
-typedef int (*page_fn)(void *arg, const char *prefix, const s3_list_result *p);
-
-/* Runs every page of a listing through fn. */
+/* Runs every page of a listing through fn (s3_list_all). */
 static int list_all(s3_client *s3, const char *prefix, const char *delim,
-		    page_fn fn, void *arg, s3_err *e)
+		    s3_page_fn fn, void *arg, s3_err *e)
 {
-	char *token = NULL;
-	int rc = 0;
-	do {
-		s3_list_result page = {0};
-		rc = s3_list_page(s3, prefix, delim, token, 1000, &page, e);
-		free(token);
-		token = NULL;
-		if (rc < 0)
-			break;
-		rc = fn(arg, prefix, &page);
-		if (rc == 0 && page.truncated && page.next_token)
-			token = strdup(page.next_token);
-		s3_list_result_free(&page);
-		if (rc < 0) {
-			memset(e, 0, sizeof *e);
-			e->err = ENOMEM;
-			snprintf(e->msg, sizeof e->msg, "LIST %s: out of memory",
-				 prefix);
-		}
-	} while (token);
-	return rc;
+	return s3_list_all(s3, prefix, delim, fn, arg, e);
 }
 
 static int page_into_dir(void *arg, const char *prefix,
 			 const s3_list_result *p)
 {
-	return ns_dir_add_page(arg, prefix, p);
+	return ns_dir_add_page(arg, prefix, p) < 0 ? -ENOMEM : 0;
 }
 
 /* ---- pending markers -------------------------------------------------- */
@@ -90,7 +68,7 @@ static int page_markers(void *arg, const char *prefix,
 		char **nv = realloc(h->v, (h->n + 1) * sizeof *nv);
 		if (!nv) {
 			free(child);
-			return -1;
+			return -ENOMEM;
 		}
 		h->v = nv;
 		h->v[h->n++] = child;

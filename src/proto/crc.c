@@ -4,6 +4,7 @@
  * manifests (crc.h).  Pure functions.
  */
 #include "proto/crc.h"
+#include "util/hex.h"
 
 #include <inttypes.h>
 #include <isa-l/crc.h>
@@ -73,14 +74,6 @@ uint64_t proto_block_count(uint64_t size, uint32_t block)
 	return block ? (size + block - 1) / block : 0;
 }
 
-static int hexdigit(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
 bool proto_blocks_valid(const char *hex, uint64_t size, uint32_t block)
 {
 	if (!hex || block < PROTO_BLOCK_MIN || block > PROTO_BLOCK_MAX)
@@ -90,7 +83,7 @@ bool proto_blocks_valid(const char *hex, uint64_t size, uint32_t block)
 	if (n > SIZE_MAX / 8 || len != n * 8)
 		return false;
 	for (size_t i = 0; i < len; i++)
-		if (hexdigit(hex[i]) < 0)
+		if (hex_val(hex[i]) < 0)
 			return false;
 	return true;
 }
@@ -100,7 +93,7 @@ int proto_blocks_decode(const char *hex, size_t n, uint32_t *out)
 	for (size_t i = 0; i < n; i++) {
 		uint32_t v = 0;
 		for (size_t k = 0; k < 8; k++) {
-			int d = hexdigit(hex[i * 8 + k]);
+			int d = hex_val(hex[i * 8 + k]);
 			if (d < 0)
 				return -1;
 			v = v << 4 | (uint32_t)d;

@@ -3,6 +3,7 @@
  * (meta.h).  Pure functions; base64 through OpenSSL, JSON through jansson.
  */
 #include "proto/meta.h"
+#include "util/hex.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -186,22 +187,14 @@ size_t proto_object_meta(const proto_meta *m, s3_meta out[PROTO_META_N],
 	return n;
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
 /* The symlink pair's value, percent-decoded (malloc'd). */
 static char *symlink_of(const char *v)
 {
 	char *sl = malloc(strlen(v) + 1);
 	char *o = sl;
 	for (const char *p = v; sl && *p; p++) {
-		if (*p == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
-			*o++ = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+		if (*p == '%' && hex_val(p[1]) >= 0 && hex_val(p[2]) >= 0) {
+			*o++ = (char)(hex_val(p[1]) * 16 + hex_val(p[2]));
 			p += 2;
 		} else {
 			*o++ = *p;

@@ -546,6 +546,36 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 	return rc;
 }
 
+int s3_list_all(s3_client *c, const char *prefix, const char *delimiter,
+		s3_page_fn fn, void *arg, s3_err *e)
+{
+	char *token = NULL;
+	int rc = 0;
+	do {
+		s3_list_result page = {0};
+		rc = s3_list_page(c, prefix, delimiter, token, 1000, &page, e);
+		free(token);
+		token = NULL;
+		if (rc < 0)
+			break;
+		rc = fn(arg, prefix, &page);
+		if (rc == 0 && page.truncated && page.next_token) {
+			token = strdup(page.next_token);
+			if (!token)
+				rc = -ENOMEM;
+		}
+		s3_list_result_free(&page);
+		if (rc < 0) {
+			memset(e, 0, sizeof *e);
+			e->err = -rc;
+			snprintf(e->msg, sizeof e->msg, "LIST %s: %s", prefix,
+				 rc == -ENOMEM ? "out of memory" : strerror(-rc));
+			rc = -1;
+		}
+	} while (token);
+	return rc < 0 ? -1 : 0;
+}
+
 static void parse_http_date(const char *s, struct timespec *ts)
 {
 	struct tm tm;

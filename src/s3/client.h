@@ -52,6 +52,18 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 		 const char *token, unsigned max_keys, s3_list_result *out,
 		 s3_err *e);
 
+/*
+ * Every page of a listing, in order, through fn (the one paging loop of
+ * the tree): fn returns 0 to go on, 1 to stop early (s3_list_all then
+ * returns 0), or -errno (an ENOMEM is reported in e as "LIST prefix: out
+ * of memory", any other errno as "LIST prefix: <strerror>").  Returns 0 or
+ * -1 with e filled.
+ */
+typedef int (*s3_page_fn)(void *arg, const char *prefix,
+			  const s3_list_result *page);
+int s3_list_all(s3_client *c, const char *prefix, const char *delimiter,
+		s3_page_fn fn, void *arg, s3_err *e);
+
 typedef struct s3_head_result {
 	uint64_t size;
 	char etag[128];

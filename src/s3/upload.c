@@ -23,6 +23,7 @@
 #include "s3/uri.h"
 #include "s3/xml.h"
 #include "util/log.h"
+#include "util/hex.h"
 
 /* ---- pure helpers ------------------------------------------------------- */
 
@@ -252,17 +253,6 @@ void s3_content_md5(const void *data, size_t n, char out[25])
 	EVP_EncodeBlock((unsigned char *)out, md, (int)len);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Parses a plain-MD5 ETag ("hex" or hex) into 16 bytes. */
 static int etag_md5(const char *etag, unsigned char md[16])
 {
@@ -274,7 +264,7 @@ static int etag_md5(const char *etag, unsigned char md[16])
 	if (n != 32)
 		return -1;
 	for (int i = 0; i < 16; i++) {
-		int hi = hexval(etag[2 * i]), lo = hexval(etag[2 * i + 1]);
+		int hi = hex_val(etag[2 * i]), lo = hex_val(etag[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return -1;
 		md[i] = (unsigned char)(hi << 4 | lo);

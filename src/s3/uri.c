@@ -16,6 +16,7 @@
  *    bytes (%00); callers that care use the reported length, not strlen.
  */
 #include "s3/uri.h"
+#include "util/hex.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,17 +53,6 @@ int uri_encode(buf *out, const char *s, size_t n, bool keep_slash)
 }
 
 /* Value of one hex digit, or -1. */
-static int uri_hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 char *uri_decode(const char *s, size_t n, bool plus_is_space, size_t *out_len)
 {
 	if (n == SIZE_MAX)
@@ -82,8 +72,8 @@ char *uri_decode(const char *s, size_t n, bool plus_is_space, size_t *out_len)
 			continue;
 		}
 		/* Both digits must exist and be hex: "%", "%2", "%zz" fail. */
-		int hi = i + 2 < n ? uri_hexval(s[i + 1]) : -1;
-		int lo = hi >= 0 ? uri_hexval(s[i + 2]) : -1;
+		int hi = i + 2 < n ? hex_val(s[i + 1]) : -1;
+		int lo = hi >= 0 ? hex_val(s[i + 2]) : -1;
 		if (lo < 0) {
 			free(out);
 			return NULL;
