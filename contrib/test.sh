@@ -75,8 +75,7 @@ run_integration() { # run_integration BINARY LABEL [TEST FILES...]
 # CI time.
 ASAN_SUITES=(test_read.py test_namespace.py test_errors.py test_readonly.py
 	test_cache.py test_visibility.py test_write.py test_commit.py
-	test_crash.py test_write_diskfull.py test_engine.py test_recovery.py
-	test_stall.py)
+	test_crash.py test_write_diskfull.py test_engine.py test_recovery.py)
 
 # The crash loop's CI length: 10 kills (bench/crashloop.py runs the long one)
 export CKPTFS_CRASHLOOP_KILLS=${CKPTFS_CRASHLOOP_KILLS:-10}

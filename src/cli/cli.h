@@ -1,7 +1,8 @@
 /*
  * cli: the ckptfs command line.  One file per subcommand (cmd-NAME.c),
  * each exporting one cli_cmd entry listed in main.c's table, so adding a
- * command touches one new file and one table line.
+ * command touches one new file and one table line.  Below: the output
+ * helpers of format.c; the -o list parser is cli/options.h.
  */
 #ifndef CKPTFS_CLI_CLI_H
 #define CKPTFS_CLI_CLI_H

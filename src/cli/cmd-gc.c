@@ -20,7 +20,9 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "commit/gc.h"
+#include "proto/keys.h"
 #include "s3/client.h"
 #include "s3/config.h"
 #include "s3/upload.h"
@@ -67,52 +69,26 @@ static void gc_usage(FILE *f)
 		"                         addressing=auto|path|virtual insecure\n");
 }
 
-static int set_str(char **dst, const char *v)
+/* One -o item (cli_opt_fn over gc_args). */
+static int apply_opt(void *arg, const char *k, const char *v)
 {
-	free(*dst);
-	*dst = strdup(v);
-	return *dst ? 0 : -1;
-}
-
-static int apply_opt(gc_args *a, const char *k, const char *v)
-{
+	gc_args *a = arg;
 	if (!v && !strcmp(k, "insecure"))
 		return a->insecure = true, 0;
 	if (v && !strcmp(k, "endpoint"))
-		return set_str(&a->s.endpoint, v);
+		return cli_set_str(&a->s.endpoint, v);
 	if (v && !strcmp(k, "region"))
-		return set_str(&a->s.region, v);
+		return cli_set_str(&a->s.region, v);
 	if (v && !strcmp(k, "profile"))
-		return set_str(&a->s.profile, v);
+		return cli_set_str(&a->s.profile, v);
 	if (v && !strcmp(k, "ca_bundle"))
-		return set_str(&a->s.ca_bundle, v);
-	if (v && !strcmp(k, "addressing")) {
-		if (!strcmp(v, "auto"))
-			return a->s.addressing = S3_ADDR_AUTO, 0;
-		if (!strcmp(v, "path"))
-			return a->s.addressing = S3_ADDR_PATH, 0;
-		if (!strcmp(v, "virtual"))
-			return a->s.addressing = S3_ADDR_VIRTUAL, 0;
-	}
+		return cli_set_str(&a->s.ca_bundle, v);
+	if (v && !strcmp(k, "addressing") &&
+	    cli_parse_addressing(v, &a->s.addressing) == 0)
+		return 0;
 	fprintf(stderr, "ckptfs: gc: unknown option '%s%s%s'\n", k,
 		v ? "=" : "", v ? v : "");
 	return -1;
-}
-
-static int parse_opts(gc_args *a, const char *list)
-{
-	char *copy = strdup(list);
-	int rc = copy ? 0 : -1;
-	char *save = NULL;
-	for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-		if (eq)
-			*eq++ = '\0';
-		rc = apply_opt(a, tok, eq);
-	}
-	free(copy);
-	return rc;
 }
 
 enum { OPT_ENDPOINT = 256, OPT_REGION, OPT_PROFILE, OPT_OLDER };
@@ -152,7 +128,7 @@ static int parse_args(gc_args *a, int argc, char **argv)
 			a->dry_run = true;
 			break;
 		case 'o':
-			if (parse_opts(a, optarg) < 0)
+			if (cli_parse_opts(optarg, apply_opt, a) < 0)
 				return -1;
 			break;
 		case OPT_OLDER:
@@ -165,13 +141,13 @@ static int parse_args(gc_args *a, int argc, char **argv)
 			}
 			break;
 		case OPT_ENDPOINT:
-			set_str(&a->s.endpoint, optarg);
+			cli_set_str(&a->s.endpoint, optarg);
 			break;
 		case OPT_REGION:
-			set_str(&a->s.region, optarg);
+			cli_set_str(&a->s.region, optarg);
 			break;
 		case OPT_PROFILE:
-			set_str(&a->s.profile, optarg);
+			cli_set_str(&a->s.profile, optarg);
 			break;
 		default:
 			fprintf(stderr, "ckptfs: gc: unknown or incomplete "
@@ -209,37 +185,32 @@ static int push_obj(gc_run *g, const s3_object *o)
 	return 0;
 }
 
-static void list_error(const s3_err *e)
+/* One page of list_into (s3_page_fn): the objects, and the earliest
+ * server Date seen. */
+static int page_into(void *arg, const char *prefix, const s3_list_result *page)
 {
-	fprintf(stderr, "ckptfs: gc: %s\n", e->msg[0] ? e->msg : "listing failed");
+	(void)prefix;
+	gc_run *g = arg;
+	if (page->server_time && (!g->now || page->server_time < g->now))
+		g->now = page->server_time;
+	for (size_t i = 0; i < page->n_objects; i++)
+		if (push_obj(g, &page->objects[i]) < 0)
+			return -ENOMEM;
+	return 0;
 }
 
 /* Every object under prefix (delim NULL: recursive). */
 static int list_into(gc_run *g, const char *prefix, const char *delim)
 {
-	char *token = NULL;
-	int rc = 0;
-	do {
-		s3_list_result page = {0};
-		s3_err e = {0};
-		rc = s3_list_page(g->c, prefix, delim, token, 1000, &page, &e);
-		free(token);
-		token = NULL;
-		if (rc < 0) {
-			list_error(&e);
-			break;
-		}
-		if (page.server_time && (!g->now || page.server_time < g->now))
-			g->now = page.server_time;
-		for (size_t i = 0; i < page.n_objects && rc == 0; i++)
-			rc = push_obj(g, &page.objects[i]);
-		if (rc == 0 && page.truncated && page.next_token)
-			token = strdup(page.next_token);
-		s3_list_result_free(&page);
-		if (rc < 0)
-			fprintf(stderr, "ckptfs: gc: out of memory\n");
-	} while (token);
-	return rc;
+	s3_err e = {0};
+	if (s3_list_all(g->c, prefix, delim, page_into, g, &e) == 0)
+		return 0;
+	if (e.err == ENOMEM)
+		fprintf(stderr, "ckptfs: gc: out of memory\n");
+	else
+		fprintf(stderr, "ckptfs: gc: %s\n",
+			e.msg[0] ? e.msg : "listing failed");
+	return -1;
 }
 
 /* The prefix, plus .ckptfs/ of every directory above it (manifests there
@@ -254,7 +225,8 @@ static int list_all(gc_run *g)
 		if (q != prefix && q[-1] != '/')
 			continue;
 		buf_reset(&p);
-		buf_printf(&p, "%.*s.ckptfs/", (int)(q - prefix), prefix);
+		buf_printf(&p, "%.*s" PROTO_META_DIR "/", (int)(q - prefix),
+			   prefix);
 		if (!strcmp(buf_cstr(&p), prefix)) /* the prefix is .ckptfs/ */
 			continue;
 		if (list_into(g, buf_cstr(&p), "/") < 0) {
@@ -578,7 +550,7 @@ static int gc_main(gc_args *a)
 	http_loop *loop;
 	s3_client *c;
 	s3_err e;
-	int rc = s3_connect(s, a->insecure, &creds, &loop, &c, &err, &e);
+	int rc = s3_connect(s, a->insecure, NULL, &creds, &loop, &c, &err, &e);
 	if (rc == -2) {
 		explain_access_error(s, &e);
 		return 1;

@@ -1,13 +1,13 @@
 /*
  * ckptfs mount s3://bucket[/prefix] MOUNTPOINT [options]
  *
- * Parses the command line and -o options into mount_args; fs/mount.c does
- * the work.  Options that mount(8) passes through (rw, dev, _netdev, ...)
- * are accepted and ignored; anything unknown is an error, so a typo never
- * silently changes behaviour.  The request options (first_byte_timeout,
- * low_speed_time, low_speed_limit, retry_max_delay, retry_timeout) tune the
- * retry policy (s3/retry.h), which becomes the process's default for the
- * S3 client once the command line parsed.
+ * Parses the command line and -o options (cli/options.h) into mount_args;
+ * daemon/mount.c does the work.  Options that mount(8) passes through (rw,
+ * dev, _netdev, ...) are accepted and ignored; anything unknown is an
+ * error, so a typo never silently changes behaviour.  The request options
+ * (first_byte_timeout, low_speed_time, low_speed_limit, retry_max_delay,
+ * retry_timeout) tune the retry policy (s3/retry.h) in mount_args.retry,
+ * which the daemon gives the S3 client (s3_connect).
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -17,11 +17,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "fs/mount.h"
+#include "cli/options.h"
+#include "daemon/mount.h"
 #include "s3/retry.h"
-
-/* The request options, applied with retry_policy_set_default. */
-static retry_policy net;
 
 static const char *const ignored_opts[] = {
 	"rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto",
@@ -67,13 +65,6 @@ static void mount_usage(FILE *f)
 		"      long, 60: reads fail with EIO; commits keep retrying)\n"
 		"\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
-}
-
-static int set_str(char **dst, const char *v)
-{
-	free(*dst);
-	*dst = strdup(v);
-	return *dst ? 0 : -1;
 }
 
 static int parse_num(const char *k, const char *v, int base, double *dbl,
@@ -124,7 +115,7 @@ static int apply_cache_opt(mount_args *a, const char *k, const char *v)
 {
 	uint64_t n;
 	if (!strcmp(k, "cache_dir"))
-		return set_str(&a->cache_dir, v);
+		return cli_set_str(&a->cache_dir, v);
 	if (!strcmp(k, "cache_verify"))
 		return a->cache.verify = strcmp(v, "0") && strcmp(v, "off"), 0;
 	if (parse_size(k, v, &n) < 0)
@@ -162,16 +153,16 @@ static int set_ms(const char *k, const char *v, unsigned *ms)
 	return 0;
 }
 
-static int apply_net_opt(const char *k, const char *v)
+static int apply_net_opt(retry_policy *net, const char *k, const char *v)
 {
 	if (!strcmp(k, "first_byte_timeout"))
-		return set_ms(k, v, &net.first_byte_ms);
+		return set_ms(k, v, &net->first_byte_ms);
 	if (!strcmp(k, "low_speed_time"))
-		return set_ms(k, v, &net.low_speed_ms);
+		return set_ms(k, v, &net->low_speed_ms);
 	if (!strcmp(k, "retry_max_delay"))
-		return set_ms(k, v, &net.max_ms);
+		return set_ms(k, v, &net->max_ms);
 	if (!strcmp(k, "retry_timeout"))
-		return set_ms(k, v, &net.budget_ms);
+		return set_ms(k, v, &net->budget_ms);
 	uint64_t n; /* low_speed_limit: bytes/s, "64K" allowed */
 	if (parse_size(k, v, &n) < 0)
 		return -1;
@@ -180,7 +171,7 @@ static int apply_net_opt(const char *k, const char *v)
 				"%s\n", v, k);
 		return -1;
 	}
-	net.low_speed_bytes = (unsigned)n;
+	net->low_speed_bytes = (unsigned)n;
 	return 0;
 }
 
@@ -208,12 +199,14 @@ static bool is_cache_opt(const char *k)
 	return false;
 }
 
-static int apply_opt(mount_args *a, const char *k, const char *v)
+/* One -o item (cli_opt_fn over mount_args). */
+static int apply_opt(void *arg, const char *k, const char *v)
 {
+	mount_args *a = arg;
 	if (v && is_cache_opt(k))
 		return apply_cache_opt(a, k, v);
 	if (v && is_net_opt(k))
-		return apply_net_opt(k, v);
+		return apply_net_opt(&a->retry, k, v);
 	unsigned long ul;
 	if (!v) {
 		if (!strcmp(k, "allow_other"))
@@ -234,20 +227,16 @@ static int apply_opt(mount_args *a, const char *k, const char *v)
 			if (!strcmp(k, ignored_opts[i]))
 				return 0;
 	} else if (!strcmp(k, "endpoint")) {
-		return set_str(&a->endpoint, v);
+		return cli_set_str(&a->endpoint, v);
 	} else if (!strcmp(k, "region")) {
-		return set_str(&a->region, v);
+		return cli_set_str(&a->region, v);
 	} else if (!strcmp(k, "profile")) {
-		return set_str(&a->profile, v);
+		return cli_set_str(&a->profile, v);
 	} else if (!strcmp(k, "ca_bundle")) {
-		return set_str(&a->ca_bundle, v);
+		return cli_set_str(&a->ca_bundle, v);
 	} else if (!strcmp(k, "addressing")) {
-		if (!strcmp(v, "auto"))
-			return a->addressing = S3_ADDR_AUTO, 0;
-		if (!strcmp(v, "path"))
-			return a->addressing = S3_ADDR_PATH, 0;
-		if (!strcmp(v, "virtual"))
-			return a->addressing = S3_ADDR_VIRTUAL, 0;
+		if (cli_parse_addressing(v, &a->addressing) == 0)
+			return 0;
 	} else if (!strcmp(k, "uid")) {
 		if (parse_num(k, v, 10, NULL, &ul) < 0)
 			return -1;
@@ -274,7 +263,7 @@ static int apply_opt(mount_args *a, const char *k, const char *v)
 		return a->eng.lease_s = (unsigned)ul, 0;
 	} else if (!strcmp(k, "temp_patterns")) {
 		/* commas separate mount options: patterns use ':' */
-		if (set_str(&a->temp_patterns, v) < 0)
+		if (cli_set_str(&a->temp_patterns, v) < 0)
 			return -1;
 		for (char *c = a->temp_patterns; *c; c++)
 			if (*c == ':')
@@ -295,22 +284,6 @@ static int apply_opt(mount_args *a, const char *k, const char *v)
 	fprintf(stderr, "ckptfs: unknown mount option '%s%s%s'\n", k,
 		v ? "=" : "", v ? v : "");
 	return -1;
-}
-
-static int parse_opts(mount_args *a, const char *list)
-{
-	char *copy = strdup(list);
-	int rc = copy ? 0 : -1;
-	char *save = NULL;
-	for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-		if (eq)
-			*eq++ = '\0';
-		rc = apply_opt(a, tok, eq);
-	}
-	free(copy);
-	return rc;
 }
 
 enum { OPT_ENDPOINT = 256, OPT_REGION, OPT_PROFILE };
@@ -354,17 +327,17 @@ static int parse_args(mount_args *a, int argc, char **argv)
 			mount_usage(stdout);
 			exit(0);
 		case 'o':
-			if (parse_opts(a, optarg) < 0)
+			if (cli_parse_opts(optarg, apply_opt, a) < 0)
 				return -1;
 			break;
 		case OPT_ENDPOINT:
-			set_str(&a->endpoint, optarg);
+			cli_set_str(&a->endpoint, optarg);
 			break;
 		case OPT_REGION:
-			set_str(&a->region, optarg);
+			cli_set_str(&a->region, optarg);
 			break;
 		case OPT_PROFILE:
-			set_str(&a->profile, optarg);
+			cli_set_str(&a->profile, optarg);
 			break;
 		default:
 			mount_usage(stderr);
@@ -384,12 +357,9 @@ static int cmd_mount(int argc, char **argv)
 {
 	mount_args a;
 	mount_args_init(&a);
-	net = retry_policy_default();
 	int rc = 1;
-	if (parse_args(&a, argc, argv) == 0) {
-		retry_policy_set_default(&net);
-		rc = fs_mount_main(&a);
-	}
+	if (parse_args(&a, argc, argv) == 0)
+		rc = daemon_mount_main(&a);
 	mount_args_free(&a);
 	return rc;
 }

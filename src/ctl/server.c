@@ -6,6 +6,12 @@
  * (prefetch can run for minutes).  ctl_server_stop closes the listener,
  * flags the connection threads to stop and waits until all have finished,
  * so nothing they use (the cache, the S3 client) is freed under them.
+ *
+ * Prefetch fetches what the mount shows: it reads directories through the
+ * mount's listing path (fs_listing_fetch: the namespace rules, children of
+ * live pending markers hidden, transaction roots' manifests) and filters
+ * them by the manifests of the nearest transaction root, as fs/ops.c does,
+ * so files of pending transactions are never downloaded.
  */
 #include "ctl/ctl.h"
 
@@ -24,8 +30,11 @@
 #include <unistd.h>
 
 #include "commit/engine.h"
-#include "proto/namespace.h"
+#include "fs/listing.h"
 #include "fs/ops.h"
+#include "proto/keys.h"
+#include "proto/namespace.h"
+#include "proto/visibility.h"
 #include "util/buf.h"
 #include "util/log.h"
 
@@ -186,22 +195,6 @@ typedef struct pf_set {
 	uint64_t total;
 } pf_set;
 
-static bool key_visible(const char *rel)
-{
-	/* every component must be a valid, non-hidden name */
-	const char *p = rel;
-	while (*p) {
-		const char *slash = strchr(p, '/');
-		size_t len = slash ? (size_t)(slash - p) : strlen(p);
-		if (!ns_name_valid(p, len) || ns_name_hidden(p, len))
-			return false;
-		if (!slash)
-			break;
-		p = slash + 1;
-	}
-	return *rel != '\0';
-}
-
 static int pf_add(ctl_server *s, pf_set *set, const char *key,
 		  const char *etag, uint64_t size)
 {
@@ -225,34 +218,139 @@ static int pf_add(ctl_server *s, pf_set *set, const char *key,
 	return 0;
 }
 
-/* Opens every object under dirkey ("" or ending in '/'), recursively. */
-static int pf_add_dir(ctl_server *s, pf_set *set, const char *dirkey,
-		      s3_err *e)
+/* The manifests in force for a directory: those of the nearest transaction
+ * root at or above it within the mount (m NULL: none), and the length of
+ * that root's path relative to the mount (a leading part of the
+ * directory's). */
+typedef struct pf_scope {
+	const vis_manifest *m;
+	size_t root_len;
+} pf_scope;
+
+static void manifest_free(vis_manifest *m)
 {
-	char *token = NULL;
-	size_t plen = strlen(s->t.prefix);
+	if (m) {
+		vis_manifest_free(m);
+		free(m);
+	}
+}
+
+/*
+ * Directory rel of the mount ("" or without trailing '/') as the mount
+ * shows it: *out (finished and filtered; the caller frees it), *own its
+ * manifests when it is a transaction root (the caller frees them; *sc then
+ * points at them), *sc the scope for rel.  Returns 0, or a negative errno
+ * with e filled.
+ */
+static int pf_list(ctl_server *s, const char *rel, pf_scope *sc, ns_dir *out,
+		   vis_manifest **own, s3_err *e)
+{
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s%s%s", s->t.prefix, rel, rel[0] ? "/" : "");
+	int rc = fs_listing_fetch(s->t.s3, NULL, buf_cstr(&p), NULL, NULL, out,
+				  own, e);
+	buf_free(&p);
+	if (rc < 0)
+		return -(e->err ? e->err : EIO);
+	if (*own)
+		*sc = (pf_scope){*own, strlen(rel)};
+	if (sc->m) {
+		const char *in_root = rel + sc->root_len;
+		if (*in_root == '/')
+			in_root++;
+		vis_filter_listing(out, sc->m, in_root);
+	}
+	return 0;
+}
+
+/* Opens every visible file under directory rel, recursively. */
+static int pf_add_dir(ctl_server *s, pf_set *set, const char *rel,
+		      pf_scope sc, s3_err *e)
+{
+	ns_dir d;
+	vis_manifest *own = NULL;
+	int rc = pf_list(s, rel, &sc, &d, &own, e);
+	if (rc < 0)
+		return rc;
+	buf child = BUF_INIT;
+	for (size_t i = 0; i < d.n && rc == 0; i++) {
+		const ns_entry *en = &d.v[i];
+		buf_reset(&child);
+		buf_printf(&child, "%s%s%s", rel, rel[0] ? "/" : "", en->name);
+		if (en->is_dir) {
+			rc = pf_add_dir(s, set, buf_cstr(&child), sc, e);
+		} else {
+			char *key = proto_key(s->t.prefix, buf_cstr(&child));
+			rc = key ? pf_add(s, set, key, en->etag, en->size)
+				 : -ENOMEM;
+			free(key);
+		}
+	}
+	buf_free(&child);
+	ns_dir_free(&d);
+	manifest_free(own);
+	return rc;
+}
+
+/*
+ * Opens rel: a file, or every file under a directory.  Walks down from the
+ * mount root one listing per component, so the manifests of a transaction
+ * root above rel apply and a name hidden anywhere on the way is ENOENT.
+ */
+static int pf_add_path(ctl_server *s, pf_set *set, const char *rel, s3_err *e)
+{
+	pf_scope sc = {NULL, 0};
+	vis_manifest *held = NULL; /* sc.m, once a directory had manifests */
+	buf dir = BUF_INIT;        /* the path walked so far */
 	int rc = 0;
-	do {
-		s3_list_result page = {0};
-		rc = s3_list_page(s->t.s3, dirkey, NULL, token, 1000, &page, e);
-		free(token);
-		token = NULL;
+	const char *p = rel;
+	while (*p == '/')
+		p++;
+	if (!*p)
+		rc = 1; /* the mount root */
+	while (rc == 0) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		const char *next = p + len;
+		while (*next == '/')
+			next++;
+		ns_dir d;
+		vis_manifest *own = NULL;
+		rc = pf_list(s, buf_cstr(&dir), &sc, &d, &own, e);
 		if (rc < 0)
 			break;
-		for (size_t i = 0; i < page.n_objects && rc == 0; i++) {
-			const s3_object *o = &page.objects[i];
-			if (o->key_len != strlen(o->key) ||
-			    strlen(o->key) <= plen ||
-			    !key_visible(o->key + plen) ||
-			    o->key[o->key_len - 1] == '/')
-				continue;
-			rc = pf_add(s, set, o->key, o->etag, o->size);
+		if (own) {
+			manifest_free(held);
+			held = own;
 		}
-		if (rc == 0 && page.truncated && page.next_token)
-			token = strdup(page.next_token);
-		s3_list_result_free(&page);
-	} while (token);
-	return rc;
+		char *name = strndup(p, len);
+		const ns_entry *en = name ? ns_dir_find(&d, name) : NULL;
+		if (dir.len)
+			buf_putc(&dir, '/');
+		buf_printf(&dir, "%s", name ? name : "");
+		free(name);
+		if (!en || (!en->is_dir && *next)) {
+			rc = -ENOENT;
+		} else if (!en->is_dir) {
+			char *key = proto_key(s->t.prefix, buf_cstr(&dir));
+			rc = key ? pf_add(s, set, key, en->etag, en->size)
+				 : -ENOMEM;
+			free(key);
+			rc = rc < 0 ? rc : 2; /* done */
+		} else if (!*next) {
+			rc = 1; /* the directory to fetch */
+		}
+		ns_dir_free(&d);
+		p = next;
+	}
+	if (rc == 1) {
+		rc = pf_add_dir(s, set, buf_cstr(&dir), sc, e);
+		if (rc == 0 && set->n == 0 && dir.len)
+			rc = -ENOENT;
+	}
+	manifest_free(held);
+	buf_free(&dir);
+	return rc < 0 ? rc : 0;
 }
 
 static bool pf_progress(pf_set *set, uint64_t *done, int *err)
@@ -309,21 +407,9 @@ static void do_prefetch(ctl_server *s, int fd, const char *rel)
 		send_error(fd, "path must be relative to the mount");
 		return;
 	}
-	buf key = BUF_INIT;
-	buf_printf(&key, "%s%s", s->t.prefix, rel);
 	pf_set set = {0};
 	s3_err e = {0};
-	s3_head_result hr;
-	int rc;
-	if (rel[0] && s3_head(s->t.s3, buf_cstr(&key), &hr, &e) == 0) {
-		rc = pf_add(s, &set, buf_cstr(&key), hr.etag, hr.size);
-	} else {
-		if (rel[0] && key.data[key.len - 1] != '/')
-			buf_putc(&key, '/');
-		rc = pf_add_dir(s, &set, buf_cstr(&key), &e);
-		if (rc == 0 && set.n == 0 && rel[0])
-			rc = -ENOENT;
-	}
+	int rc = pf_add_path(s, &set, rel, &e);
 	if (rc < 0)
 		send_error(fd, e.msg[0] ? e.msg : strerror(-rc));
 	else
@@ -331,7 +417,6 @@ static void do_prefetch(ctl_server *s, int fd, const char *rel)
 	for (size_t i = 0; i < set.n; i++)
 		cache_file_close(set.v[i].cf);
 	free(set.v);
-	buf_free(&key);
 }
 
 /* ---- commit and sync ---------------------------------------------------- */

@@ -793,8 +793,9 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 	return rc;
 }
 
-int s3_connect(const s3_settings *s, bool insecure, creds_chain **creds,
-	       http_loop **loop, s3_client **client, char **err, s3_err *e)
+int s3_connect(const s3_settings *s, bool insecure, const retry_policy *retry,
+	       creds_chain **creds, http_loop **loop, s3_client **client,
+	       char **err, s3_err *e)
 {
 	int rc = -1;
 	*loop = NULL;
@@ -807,7 +808,9 @@ int s3_connect(const s3_settings *s, bool insecure, creds_chain **creds,
 	s3_creds_free(&cr);
 	http_loop_opts lo = {.ca_bundle = s->ca_bundle, .insecure = insecure};
 	*loop = http_loop_new(&lo);
-	s3_client_opts co = {.retry = retry_policy_default()};
+	s3_client_opts co = {.retry = RETRY_POLICY_DEFAULT};
+	if (retry)
+		co.retry = *retry;
 	*client = *loop ? s3_client_new(s, *creds, *loop, &co) : NULL;
 	if (!*client) {
 		*err = strdup("cannot start the S3 client");

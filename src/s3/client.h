@@ -122,16 +122,18 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e);
  * What a command needs to work on the bucket of s (resolved settings): the
  * credential chain for s->profile, asked once now so that missing keys fail
  * here rather than at the first request; an HTTP loop (s->ca_bundle;
- * insecure: no TLS verification); a client with the default retry policy;
- * and a passed s3_check_access of s->prefix.  Used by mount and gc.
+ * insecure: no TLS verification); a client with retry policy `retry` (the
+ * mount options; NULL: RETRY_POLICY_DEFAULT); and a passed
+ * s3_check_access of s->prefix.  Used by mount and gc.
  * Returns 0 with *creds, *loop and *client set (the caller frees them:
  * s3_client_free, http_loop_free, creds_chain_free).  Otherwise nothing is
  * left allocated and the three are NULL: -1 with *err, a message to free
  * (NULL when out of memory), when the credentials or the client could not
  * be had; -2 with *e when the access check failed (see s3_access_hint).
  */
-int s3_connect(const s3_settings *s, bool insecure, creds_chain **creds,
-	       http_loop **loop, s3_client **client, char **err, s3_err *e);
+int s3_connect(const s3_settings *s, bool insecure, const retry_policy *retry,
+	       creds_chain **creds, http_loop **loop, s3_client **client,
+	       char **err, s3_err *e);
 
 const s3_settings *s3_client_settings(const s3_client *c);
 http_loop *s3_client_loop(const s3_client *c);

@@ -1,7 +1,8 @@
 /*
- * fs_mount: mount orchestration (see mount.h for the fork discipline).
+ * daemon: mount orchestration (see mount.h for the order of start-up and
+ * the fork discipline).
  */
-#include "fs/mount.h"
+#include "daemon/mount.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +39,7 @@ void mount_args_init(mount_args *a)
 	a->eng.upload_hold_s = 10.0;
 	a->cache.verify = true;
 	a->fs.passthrough = true;
+	a->retry = (retry_policy)RETRY_POLICY_DEFAULT;
 }
 
 /* root: /var/cache/ckptfs; others: $XDG_CACHE_HOME/ckptfs or ~/.cache/ckptfs */
@@ -222,8 +224,8 @@ static int setup_s3(mount_args *a, struct mounted *m)
 	if (check_mountpoint(a) < 0)
 		return -1;
 	s3_err e;
-	int rc = s3_connect(s, a->insecure, &m->creds, &m->loop, &m->s3, &err,
-			    &e);
+	int rc = s3_connect(s, a->insecure, &a->retry, &m->creds, &m->loop,
+			    &m->s3, &err, &e);
 	if (rc == -2) {
 		explain_access_error(s, &e);
 		return -1;
@@ -350,7 +352,7 @@ static int run(mount_args *a, int ready_fd)
 	return rc;
 }
 
-int fs_mount_main(mount_args *a)
+int daemon_mount_main(mount_args *a)
 {
 	bool syslog_mode = a->log_set ? a->use_syslog : !a->foreground;
 	log_init(a->debug ? LOG_LVL_DEBUG : LOG_LVL_INFO, syslog_mode);

@@ -1,5 +1,11 @@
 /*
- * fs_mount: bring a mount up, serve it, take it down.
+ * daemon: the ckptfs daemon's life: bring a mount up, serve it, take it
+ * down.  It sits above fs and ctl and wires the layers together in order:
+ * credentials and the http loop with the mount's retry policy
+ * (s3_connect), the bucket check, the read cache, the commit engine (not
+ * for a read-only mount), the control server (ctl/), then the FUSE
+ * session over the fs operations (fs/ops.h).  Teardown runs the other
+ * way, after what is pending has committed.
  *
  * Order matters: threads (the http loop, libfuse workers) must not exist
  * across fork(), so in background mode the process forks first and the
@@ -10,14 +16,15 @@
  * half-working mount is ever left: the FUSE mount happens only after the
  * bucket check succeeded.
  */
-#ifndef CKPTFS_FS_MOUNT_H
-#define CKPTFS_FS_MOUNT_H
+#ifndef CKPTFS_DAEMON_MOUNT_H
+#define CKPTFS_DAEMON_MOUNT_H
 
 #include <stdbool.h>
 
 #include "commit/engine.h"
 #include "fs/ops.h"
 #include "s3/config.h"
+#include "s3/retry.h"
 
 typedef struct mount_args {
 	char *url;
@@ -34,6 +41,10 @@ typedef struct mount_args {
 	char *profile;
 	char *ca_bundle;
 	s3_addressing addressing;
+	/* the S3 client's retry policy (first_byte_timeout, low_speed_time,
+	 * low_speed_limit, retry_max_delay, retry_timeout); default
+	 * RETRY_POLICY_DEFAULT */
+	retry_policy retry;
 	fs_opts fs;
 	cache_opts cache;
 	char *cache_dir; /* owned; cache.dir points here */
@@ -48,6 +59,6 @@ void mount_args_init(mount_args *a);
 void mount_args_free(mount_args *a);
 
 /* Runs the mount; returns the process exit status. */
-int fs_mount_main(mount_args *a);
+int daemon_mount_main(mount_args *a);
 
 #endif

@@ -1,0 +1,43 @@
+/*
+ * cli options: the one -o list parser of the subcommands (see options.h).
+ */
+#include "cli/options.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cli_parse_opts(const char *list, cli_opt_fn apply, void *arg)
+{
+	char *copy = strdup(list);
+	int rc = copy ? 0 : -1;
+	char *save = NULL;
+	for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (eq)
+			*eq++ = '\0';
+		rc = apply(arg, tok, eq);
+	}
+	free(copy);
+	return rc;
+}
+
+int cli_set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : -1;
+}
+
+int cli_parse_addressing(const char *v, s3_addressing *out)
+{
+	if (!strcmp(v, "auto"))
+		*out = S3_ADDR_AUTO;
+	else if (!strcmp(v, "path"))
+		*out = S3_ADDR_PATH;
+	else if (!strcmp(v, "virtual"))
+		*out = S3_ADDR_VIRTUAL;
+	else
+		return -1;
+	return 0;
+}
