@@ -14,8 +14,8 @@
  *                          (its bytes are final until the next put)
  *   - eng_file_drop        a file of a transaction was removed
  *   - eng_dir_put          an empty directory inside a transaction
- *   - eng_txn_move         the transaction root (or a single-file
- *                          transaction's file) was renamed
+ *   - eng_file_move        a file or directory of a transaction, or its
+ *                          root, was renamed
  *   - eng_txn_seal         a commit trigger fired: make it visible
  *   - eng_remote_delete    a remote (already committed) file or directory
  *                          was removed

@@ -1,9 +1,32 @@
 /*
- * Shared between the files of the commit engine (engine.c: interface,
- * state and waiting; transfer.c: the upload workers; visible.c: the
- * visibility queue and marker renewal; meta.c: eng_meta <-> proto_meta;
- * order.c: the upload ordering rule).  Not part of the interface.  The
- * bucket format itself is src/proto/.
+ * Shared between the files of the commit engine.  Not part of the
+ * interface (commit/engine.h).  The bucket format itself is src/proto/.
+ *
+ * Who owns what, top to bottom; a file calls only files below it (no
+ * cycle between files: tests/tools/layers.py):
+ *   engine.c    eng_open/eng_close: the journal loaded into the model
+ *               (resume), staging swept, threads started and stopped;
+ *               waiting (eng_wait_file, eng_wait_txn, eng_sync)
+ *   facts.c     the facts API (eng_txn_begin, eng_file_put, ..., remote
+ *               deletes and renames): journal row, then model, then
+ *               scheduling
+ *   status.c    eng_status, eng_failed_text, eng_step_retry/drop,
+ *               eng_foreach_pending_*
+ *   stage.c     staging files, max_staged backpressure, the upload hold
+ *   visible.c   the publish queue's thread: which step runs, its result,
+ *               clean-up of aborted transactions, finished steps
+ *   steps.c     the remote steps (commit of a directory or a file, remote
+ *               delete, rename) on snapshots
+ *   transfer.c  the upload workers and the blocking upload helpers
+ *   marker.c    pending markers: announce, hold, delete, renewal thread
+ *   order.c     the queue rules: parked steps, failed steps and what they
+ *               hold back, when an upload may start (eng_sched_file),
+ *               settled, seal/requeue/drop of parked steps
+ *   core.c      the model's primitives: clocks, transactions and files,
+ *               key claims, the job FIFO, the error rule, garbage rows
+ *   meta.c      eng_meta (the interface's) <-> proto_meta (the format's)
+ *   journal.c   SQLite: every statement and row decoding (journal.h)
+ * gc.c (commit/gc.h) is separate: `ckptfs gc`, on the bucket alone.
  *
  * Locking: one mutex (eng.mu) guards everything in memory and the journal
  * connection (journal writes happen under it; they are local fsyncs, never
@@ -165,7 +188,8 @@ struct eng {
  * a file removed and written again (two files, one key) could otherwise
  * land after the new one's, or the delete of a stale upload after the new
  * PUT.  eng_key_claim waits until no other claim holds key, then holds it
- * (b lives on the caller's stack until eng_key_release).  Both under mu.
+ * (b lives on the caller's stack until eng_key_release).  Both under mu;
+ * core.c.
  */
 struct eng_busy {
 	const char *key;
@@ -174,38 +198,91 @@ struct eng_busy {
 void eng_key_claim(eng *e, struct eng_busy *b, const char *key); /* mu */
 void eng_key_release(eng *e, struct eng_busy *b);                /* mu */
 
-/* engine.c */
+/* ---- core.c ------------------------------------------------------------- */
 double eng_now(void);
 int64_t eng_wall_ns(void);
 char *eng_staging_path(const eng *e, uint64_t sid);
+void eng_sleep(eng *e, double seconds);         /* mu; wakes on stop */
+/* The live (not done) transaction id, or NULL.  mu */
+etxn *eng_find_txn(eng *e, uint64_t id);
+/* A new transaction at the tail of the queue (seq = id).  mu */
+etxn *eng_txn_new(eng *e, int64_t id, enum tkind k, const char *root,
+		  const char *dest, bool is_dir, enum tstate st,
+		  const char *mroot);
+efile *eng_find_file(etxn *t, const char *path);
+void eng_link_file(etxn *t, efile *f);
+void eng_unlink_file(etxn *t, efile *f);
 void eng_file_unref(eng *e, efile *f);          /* mu */
-void eng_sched_file(eng *e, efile *f);          /* mu */
-void eng_sched_all(eng *e);                     /* mu */
+void eng_free_txn(eng *e, etxn *t);             /* mu */
+/* Frees f's per-part arrays.  mu */
+void eng_free_parts(efile *f);
 bool eng_root_final(const eng *e, const etxn *t);
+void eng_push_job(eng *e, jkind k, efile *f, unsigned part); /* mu */
+void eng_push_abort(eng *e, const char *key, const char *upload_id); /* mu */
+bool eng_err_transient(const s3_err *x);
+void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent); /* mu */
+void eng_garbage(eng *e, etxn *t, const char *key); /* mu */
+
+/* ---- order.c ------------------------------------------------------------ */
+/* One entry of the visibility queue as the ordering rule sees it. */
+typedef struct eng_order_step {
+	const char *a, *b; /* paths it touches (b: a rename's target, or NULL) */
+	bool done;         /* finished, aborted or parked: constrains nothing */
+} eng_order_step;
+/* Whether an upload of path must wait for the earlier step s: s is not
+ * done and touches an overlapping path (a delete, rename or commit there
+ * must land first, or its objects would be overwritten or deleted under
+ * it).  eng_upload_blocked applies it to the live queue. */
+bool eng_order_waits(const eng_order_step *s, const char *path);
+/* Whether the upload of path, for the step at index self of q[0..n) (in
+ * queue order), must wait for some earlier step (eng_order_waits). */
+bool eng_order_blocked(const eng_order_step *q, size_t n, size_t self,
+		       const char *path);
 /* A transaction whose root has a temp name: not in the visibility order
  * until a move gives it a final name (it blocks nothing). */
 bool eng_parked(const eng *e, const etxn *t);
 /* The failed-for-good step that keeps t from running (t itself when it
  * failed), or NULL.  A failed step holds back the later steps that depend
- * on it (eng_depends), and transitively what depends on those.  mu */
+ * on it (touching its paths, or a delete/rename/file beside it), and
+ * transitively what depends on those.  mu */
 etxn *eng_blocker(eng *e, const etxn *t);
 /* The first step of the queue that may run (its turn has come), or NULL:
  * not done, not aborted, not parked, not held back by a failed step.  mu */
 etxn *eng_next_step(eng *e);
+/* The error that keeps t from ever becoming visible, or 0.  mu */
+int eng_blocked_err(eng *e, const etxn *t);
 bool eng_upload_blocked(eng *e, const etxn *t, const char *path); /* mu */
 bool eng_file_uploadable(eng *e, const efile *f); /* mu */
-void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent); /* mu */
-bool eng_err_transient(const s3_err *x);
-void eng_garbage(eng *e, etxn *t, const char *key); /* mu */
-void eng_free_txn(eng *e, etxn *t);             /* mu */
+void eng_sched_file(eng *e, efile *f);          /* mu */
+void eng_sched_all(eng *e);                     /* mu */
+/* Whether nothing up to queue position upto (0: everything) can make
+ * more progress; done and total: its bytes.  mu */
+bool eng_settled(eng *e, int64_t upto, uint64_t *done, uint64_t *total);
+/* Seals every open transaction up to queue position upto (0: all).  mu */
+void eng_seal_all(eng *e, int64_t upto);
+/* Moves t to the tail of the queue with a fresh position.  mu, inside a
+ * journal transaction. */
+int eng_requeue(eng *e, etxn *t);
+/* Drops the transactions still waiting for a final name (unmount).  mu */
+void eng_drop_parked(eng *e);
+
+/* ---- marker.c ----------------------------------------------------------- */
 int eng_put_marker(eng *e, const char *root, s3_err *x);
 int eng_put_intent(eng *e, const char *root, uint64_t txn, s3_err *x);
-void eng_sleep(eng *e, double seconds);         /* mu; wakes on stop */
+/* Marker and intent manifest of a new final-named directory root (mu not
+ * held); logs and returns -errno on failure. */
+int eng_announce(eng *e, const char *root, uint64_t txn);
+/* Whether another live transaction than except holds root's marker.  mu */
+bool eng_marker_wanted(eng *e, const char *root, const etxn *except);
+/* root's marker is held (renewed) by the running step (mu not held). */
+void eng_hold_marker(eng *e, const char *root);
+/* Stops renewing root's marker (of transaction id, or the running step's)
+ * and deletes it (mu not held). */
+int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x);
+void *eng_renew_main(void *arg);
 
-/* transfer.c */
+/* ---- transfer.c --------------------------------------------------------- */
 void *eng_worker_main(void *arg);
-void eng_push_job(eng *e, jkind k, efile *f, unsigned part); /* mu */
-void eng_push_abort(eng *e, const char *key, const char *upload_id); /* mu */
 /* Reads [off, off+len) of fd computing Content-MD5 and CRC32C, and when
  * segs is not NULL appends the CRC of each piece of the range within one
  * PROTO_BLOCK block (proto_segment_count of them) as hex. */
@@ -215,8 +292,6 @@ int eng_digest(int fd, uint64_t off, uint64_t len, char md5[25],
  * NULL when a part's segments are not known (journaled by an older
  * version).  mu */
 char *eng_parts_blocks(const efile *f);
-/* Frees f's per-part arrays.  mu */
-void eng_free_parts(efile *f);
 /* Completes f's multipart upload (blocking; mu not held). */
 int eng_complete_mpu(eng *e, const char *key, const char *upload_id,
 		     const s3_part *parts, size_t n, char etag[S3_ETAG_MAX],
@@ -231,31 +306,49 @@ int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
 void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
 		     uint32_t crc, const char *blocks);
 
-/* visible.c */
+/* ---- steps.c ------------------------------------------------------------ */
+/* A transaction as a step sees it, copied under mu. */
+typedef struct eng_snap_file {
+	char *path, *key, *etag;
+	uint64_t sid, size;
+	uint32_t crc;
+	char *blocks; /* block checksums (proto/crc.h), or NULL */
+	proto_meta m;
+} eng_snap_file;
+
+typedef struct eng_snap {
+	int64_t id;
+	enum tkind kind;
+	char *root, *dest, *mroot;
+	bool is_dir;
+	eng_snap_file *f;
+	size_t nf;
+	proto_mfile *mf; /* built for manifests */
+	proto_mdir *md;
+	proto_meta *dm;
+	char **dpath;
+	size_t nd;
+	char **garbage;
+	size_t ng;
+} eng_snap;
+void eng_snap_take(eng *e, etxn *t, eng_snap *sn); /* mu */
+void eng_snap_free(eng_snap *sn);
+/* Runs t's step (commit, remote delete or rename).  Called and returns
+ * with mu; 0, -2 when t changed meanwhile (run it again), else -1 with
+ * *x. */
+int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x);
+/* Deletes keys in batches of S3_DELETE_MAX (mu not held). */
+int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x);
+
+/* ---- visible.c ---------------------------------------------------------- */
 void *eng_vis_main(void *arg);
-void *eng_renew_main(void *arg);
 
-/* meta.c: the engine's public eng_meta and the format's proto_meta.
- * proto_meta_from copies m (NULL: mode 0644, nothing else); proto_meta_to
- * points m at s's strings (valid while s is). */
-void proto_meta_from(proto_meta *d, const eng_meta *m);
-void proto_meta_to(const proto_meta *s, eng_meta *m);
-
-/* order.c */
-/* One entry of the visibility queue as the ordering rule sees it. */
-typedef struct eng_order_step {
-	const char *a, *b; /* paths it touches (b: a rename's target, or NULL) */
-	bool done;         /* finished or aborted: constrains nothing */
-} eng_order_step;
-/*
- * Whether the upload of path, for the step at index self of q[0..n) (in
- * queue order), must wait: some earlier unfinished step touches an
- * overlapping path (a delete, rename or commit there must land first, or
- * its objects would be overwritten or deleted under it).  The rule
- * eng_upload_blocked applies to the live queue (which also skips parked
- * steps), stated on plain paths for its unit test.
- */
-bool eng_order_blocked(const eng_order_step *q, size_t n, size_t self,
-		       const char *path);
+/* ---- meta.c: the engine's public eng_meta and the format's proto_meta.
+ * eng_meta_from copies m (NULL: mode 0644, nothing else); eng_meta_to
+ * points m at s's strings (valid while s is); eng_meta_copy is a deep
+ * copy. */
+void eng_meta_from(proto_meta *d, const eng_meta *m);
+void eng_meta_to(const proto_meta *s, eng_meta *m);
+void eng_meta_copy(proto_meta *d, const proto_meta *s);
 
 #endif

@@ -1,6 +1,10 @@
 /*
  * jr: the engine journal (journal.h).  One connection, one exclusive flock
  * on the state directory, every change durable before it returns.
+ *
+ * Open, schema and upgrades, the statement runner (jr_exec) and every
+ * statement of the engine's tables with the decoding of their rows (the
+ * engine turns the decoded rows into its model: commit/engine.c).
  */
 #include "commit/journal.h"
 
@@ -366,4 +370,321 @@ int jr_txn_delete(jr *j, int64_t id)
 	else
 		jr_rollback(j);
 	return rc;
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+	return (const char *)sqlite3_column_text(s, i);
+}
+
+static int txn_row(void *arg, sqlite3_stmt *s)
+{
+	const jr_loader *l = arg;
+	jr_txn_row r = {
+	    .id = sqlite3_column_int64(s, 0),
+	    .kind = sqlite3_column_int(s, 1),
+	    .root = col_text(s, 2),
+	    .dest = col_text(s, 3),
+	    .is_dir = sqlite3_column_int(s, 4),
+	    .state = sqlite3_column_int(s, 5),
+	    .mroot = col_text(s, 6),
+	    .seq = sqlite3_column_int64(s, 7),
+	};
+	return l->txn(l->arg, &r);
+}
+
+static int file_row(void *arg, sqlite3_stmt *s)
+{
+	const jr_loader *l = arg;
+	jr_file_row r = {
+	    .id = sqlite3_column_int64(s, 0),
+	    .txn = sqlite3_column_int64(s, 1),
+	    .path = col_text(s, 2),
+	    .sid = (uint64_t)sqlite3_column_int64(s, 3),
+	    .size = (uint64_t)sqlite3_column_int64(s, 4),
+	    .mode = (uint32_t)sqlite3_column_int64(s, 5),
+	    .uid = (uint32_t)sqlite3_column_int64(s, 6),
+	    .gid = (uint32_t)sqlite3_column_int64(s, 7),
+	    .mtime_ns = sqlite3_column_int64(s, 8),
+	    .xattrs = sqlite3_column_blob(s, 9),
+	    .symlink = col_text(s, 10),
+	    .state = sqlite3_column_int(s, 11),
+	    .key = col_text(s, 12),
+	    .upload_id = col_text(s, 13),
+	    .part_size = (uint64_t)sqlite3_column_int64(s, 14),
+	    .etag = col_text(s, 15),
+	    .crc = (uint32_t)sqlite3_column_int64(s, 16),
+	    .blocks = col_text(s, 17),
+	};
+	int xl = sqlite3_column_bytes(s, 9);
+	r.xattrs_len = xl > 0 ? (size_t)xl : 0;
+	if (!r.xattrs_len)
+		r.xattrs = NULL;
+	return l->file(l->arg, &r);
+}
+
+static int dir_row(void *arg, sqlite3_stmt *s)
+{
+	const jr_loader *l = arg;
+	jr_dir_row r = {
+	    .txn = sqlite3_column_int64(s, 0),
+	    .path = col_text(s, 1),
+	    .mode = (uint32_t)sqlite3_column_int64(s, 2),
+	    .uid = (uint32_t)sqlite3_column_int64(s, 3),
+	    .gid = (uint32_t)sqlite3_column_int64(s, 4),
+	    .mtime_ns = sqlite3_column_int64(s, 5),
+	};
+	return l->dir(l->arg, &r);
+}
+
+int jr_load(jr *j, const jr_loader *l)
+{
+	int rc = jr_exec(j, txn_row, (void *)l,
+			 "SELECT id, kind, root, dest, is_dir, state, "
+			 "manifest_root, COALESCE(seq, id) FROM txns "
+			 "ORDER BY COALESCE(seq, id)",
+			 "");
+	if (!rc)
+		rc = jr_exec(j, file_row, (void *)l,
+			     "SELECT id, txn, path, sid, size, mode, uid, gid, "
+			     "mtime_ns, xattrs, symlink, state, key, upload_id, "
+			     "part_size, etag, crc32c, blocks FROM files "
+			     "ORDER BY id",
+			     "");
+	if (!rc)
+		rc = jr_exec(j, dir_row, (void *)l,
+			     "SELECT txn, path, mode, uid, gid, mtime_ns "
+			     "FROM dirs",
+			     "");
+	return rc;
+}
+
+struct part_loader {
+	int (*fn)(void *arg, const jr_part_row *r);
+	void *arg;
+};
+
+static int part_row(void *arg, sqlite3_stmt *s)
+{
+	struct part_loader *pl = arg;
+	jr_part_row r = {
+	    .n = sqlite3_column_int64(s, 0),
+	    .etag = col_text(s, 1),
+	    .crc = (uint32_t)sqlite3_column_int64(s, 2),
+	    .len = (uint64_t)sqlite3_column_int64(s, 3),
+	    .segs = col_text(s, 4),
+	};
+	return pl->fn(pl->arg, &r);
+}
+
+int jr_load_parts(jr *j, int64_t file,
+		  int (*part)(void *arg, const jr_part_row *r), void *arg)
+{
+	struct part_loader pl = {part, arg};
+	return jr_exec(j, part_row, &pl,
+		       "SELECT n, etag, crc32c, len, segs FROM parts "
+		       "WHERE file = ?",
+		       "i", file);
+}
+
+/* ---- txns ---------------------------------------------------------------- */
+
+int jr_txn_insert(jr *j, int kind, const char *root, const char *dest,
+		  bool is_dir, int state, const char *mroot, int64_t *id)
+{
+	int rc = jr_exec(j, NULL, NULL,
+			 "INSERT INTO txns(kind, root, dest, is_dir, state, "
+			 "manifest_root) VALUES(?, ?, ?, ?, ?, ?)",
+			 "ittiit", (int64_t)kind, root, dest, (int64_t)is_dir,
+			 (int64_t)state, mroot);
+	if (!rc)
+		*id = jr_last_id(j);
+	return rc;
+}
+
+int jr_txn_set_state(jr *j, int64_t id, int state)
+{
+	return jr_exec(j, NULL, NULL, "UPDATE txns SET state = ? WHERE id = ?",
+		       "ii", (int64_t)state, id);
+}
+
+int jr_txn_set_error(jr *j, int64_t id, const char *error)
+{
+	return jr_exec(j, NULL, NULL, "UPDATE txns SET error = ? WHERE id = ?",
+		       "ti", error, id);
+}
+
+int jr_txn_set_root(jr *j, int64_t id, const char *root)
+{
+	return jr_exec(j, NULL, NULL, "UPDATE txns SET root = ? WHERE id = ?",
+		       "ti", root, id);
+}
+
+static int int64_row(void *arg, sqlite3_stmt *s)
+{
+	*(int64_t *)arg = sqlite3_column_int64(s, 0);
+	return 0;
+}
+
+int jr_txn_requeue(jr *j, int64_t id, int64_t *seq)
+{
+	*seq = 0;
+	int rc = jr_exec(j, NULL, NULL,
+			 "UPDATE sqlite_sequence SET seq = seq + 1 "
+			 "WHERE name = 'txns'",
+			 "");
+	if (!rc)
+		rc = jr_exec(j, int64_row, seq,
+			     "SELECT seq FROM sqlite_sequence WHERE name = "
+			     "'txns'",
+			     "");
+	if (!rc && *seq <= 0)
+		rc = -EIO;
+	if (!rc)
+		rc = jr_exec(j, NULL, NULL,
+			     "UPDATE txns SET seq = ? WHERE id = ?", "ii", *seq,
+			     id);
+	return rc;
+}
+
+/* ---- files and parts ----------------------------------------------------- */
+
+int jr_file_insert(jr *j, int64_t txn, const char *path, uint64_t sid,
+		   uint64_t size, int64_t *id)
+{
+	int rc = jr_exec(j, NULL, NULL,
+			 "INSERT INTO files(txn, path, sid, size, state) "
+			 "VALUES(?, ?, ?, ?, 0)",
+			 "itii", txn, path, (int64_t)sid, (int64_t)size);
+	if (!rc)
+		*id = jr_last_id(j);
+	return rc;
+}
+
+int jr_file_update(jr *j, const jr_file_row *r)
+{
+	return jr_exec(j, NULL, NULL,
+		       "UPDATE files SET txn = ?, path = ?, sid = ?, size = ?, "
+		       "mode = ?, uid = ?, gid = ?, mtime_ns = ?, xattrs = ?, "
+		       "symlink = ?, state = ?, key = ?, upload_id = ?, "
+		       "part_size = ?, etag = ?, crc32c = ?, blocks = ? "
+		       "WHERE id = ?",
+		       "itiiiiiibtittititi", r->txn, r->path, (int64_t)r->sid,
+		       (int64_t)r->size, (int64_t)r->mode, (int64_t)r->uid,
+		       (int64_t)r->gid, r->mtime_ns, r->xattrs, r->xattrs_len,
+		       r->symlink, (int64_t)r->state, r->key, r->upload_id,
+		       (int64_t)r->part_size, r->etag, (int64_t)r->crc,
+		       r->blocks, r->id);
+}
+
+int jr_file_delete(jr *j, int64_t id)
+{
+	return jr_exec(j, NULL, NULL, "DELETE FROM files WHERE id = ?", "i",
+		       id);
+}
+
+int jr_file_set_state(jr *j, int64_t id, int state)
+{
+	return jr_exec(j, NULL, NULL, "UPDATE files SET state = ? WHERE id = ?",
+		       "ii", (int64_t)state, id);
+}
+
+int jr_file_set_upload(jr *j, int64_t id, const char *key,
+		       const char *upload_id, uint64_t part_size)
+{
+	return jr_exec(j, NULL, NULL,
+		       "UPDATE files SET key = ?, upload_id = ?, part_size = ? "
+		       "WHERE id = ?",
+		       "ttii", key, upload_id, (int64_t)part_size, id);
+}
+
+int jr_file_upload_gone(jr *j, int64_t id)
+{
+	int rc = jr_exec(j, NULL, NULL,
+			 "UPDATE files SET upload_id = NULL, part_size = NULL, "
+			 "state = 0 WHERE id = ?",
+			 "i", id);
+	int rc2 = jr_parts_clear(j, id);
+	return rc ? rc : rc2;
+}
+
+int jr_file_stored(jr *j, int64_t id, const char *key, const char *etag,
+		   uint32_t crc, const char *blocks)
+{
+	int rc = jr_exec(j, NULL, NULL,
+			 "UPDATE files SET state = 2, key = ?, etag = ?, "
+			 "crc32c = ?, blocks = ?, upload_id = NULL WHERE id = ?",
+			 "ttiti", key, etag, (int64_t)crc, blocks, id);
+	int rc2 = jr_parts_clear(j, id);
+	return rc ? rc : rc2;
+}
+
+int jr_part_done(jr *j, int64_t file, const jr_part_row *r)
+{
+	return jr_exec(j, NULL, NULL,
+		       "INSERT OR REPLACE INTO parts(file, n, etag, crc32c, "
+		       "len, segs) VALUES(?, ?, ?, ?, ?, ?)",
+		       "iitiit", file, r->n, r->etag, (int64_t)r->crc,
+		       (int64_t)r->len, r->segs);
+}
+
+int jr_parts_clear(jr *j, int64_t file)
+{
+	return jr_exec(j, NULL, NULL, "DELETE FROM parts WHERE file = ?", "i",
+		       file);
+}
+
+/* ---- dirs and garbage ---------------------------------------------------- */
+
+int jr_dir_put(jr *j, const jr_dir_row *r)
+{
+	return jr_exec(j, NULL, NULL,
+		       "INSERT OR REPLACE INTO dirs(txn, path, mode, uid, gid, "
+		       "mtime_ns) VALUES(?, ?, ?, ?, ?, ?)",
+		       "itiiii", r->txn, r->path, (int64_t)r->mode,
+		       (int64_t)r->uid, (int64_t)r->gid, r->mtime_ns);
+}
+
+int jr_dir_set_meta(jr *j, const jr_dir_row *r)
+{
+	return jr_exec(j, NULL, NULL,
+		       "UPDATE dirs SET mode = ?, uid = ?, gid = ?, "
+		       "mtime_ns = ? WHERE txn = ? AND path = ?",
+		       "iiiiit", (int64_t)r->mode, (int64_t)r->uid,
+		       (int64_t)r->gid, r->mtime_ns, r->txn, r->path);
+}
+
+int jr_dir_delete(jr *j, int64_t txn, const char *path)
+{
+	return jr_exec(j, NULL, NULL,
+		       "DELETE FROM dirs WHERE txn = ? AND path = ?", "it", txn,
+		       path);
+}
+
+int jr_garbage_add(jr *j, int64_t txn, const char *key)
+{
+	return jr_exec(j, NULL, NULL,
+		       "INSERT OR IGNORE INTO garbage(txn, key) VALUES(?, ?)",
+		       "it", txn, key);
+}
+
+struct garbage_lister {
+	int (*fn)(void *arg, const char *key);
+	void *arg;
+};
+
+static int garbage_row(void *arg, sqlite3_stmt *s)
+{
+	struct garbage_lister *gl = arg;
+	return gl->fn(gl->arg, col_text(s, 0));
+}
+
+int jr_garbage_list(jr *j, int64_t txn,
+		    int (*fn)(void *arg, const char *key), void *arg)
+{
+	struct garbage_lister gl = {fn, arg};
+	return jr_exec(j, garbage_row, &gl,
+		       "SELECT key FROM garbage WHERE txn = ?", "i", txn);
 }

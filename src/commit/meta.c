@@ -1,16 +1,16 @@
 /*
  * The engine's public attribute type (eng_meta, commit/engine.h) and the
  * format's (proto_meta, proto/meta.h): the engine takes eng_meta from the
- * FUSE layer and keeps proto_meta in its state and journal.  The names
- * stay proto_meta_from/proto_meta_to, as the engine files call them;
- * declared in commit/internal.h.
+ * FUSE layer and keeps proto_meta in its state and journal, and hands
+ * eng_meta back when it reports pending state (eng_foreach_pending_*).
+ * Declared in commit/internal.h.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "commit/internal.h"
 
-void proto_meta_from(proto_meta *d, const eng_meta *m)
+void eng_meta_from(proto_meta *d, const eng_meta *m)
 {
 	memset(d, 0, sizeof *d);
 	if (!m) {
@@ -31,7 +31,7 @@ void proto_meta_from(proto_meta *d, const eng_meta *m)
 	d->symlink = m->symlink ? strdup(m->symlink) : NULL;
 }
 
-void proto_meta_to(const proto_meta *s, eng_meta *m)
+void eng_meta_to(const proto_meta *s, eng_meta *m)
 {
 	memset(m, 0, sizeof *m);
 	m->mode = s->mode;
@@ -42,4 +42,11 @@ void proto_meta_to(const proto_meta *s, eng_meta *m)
 	m->xattrs = s->xattrs;
 	m->xattrs_len = s->xattrs_len;
 	m->symlink = s->symlink;
+}
+
+void eng_meta_copy(proto_meta *d, const proto_meta *s)
+{
+	eng_meta em;
+	eng_meta_to(s, &em);
+	eng_meta_from(d, &em);
 }

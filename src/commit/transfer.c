@@ -1,8 +1,9 @@
 /*
  * eng transfer: the upload workers.  `conns` threads take jobs from one
- * FIFO (a file's parts are queued together, so files go out one after the
- * other with their parts in parallel) and run them as blocking S3 calls on
- * the shared http loop.  Each S3 call already retried within the client's
+ * FIFO (filled by order.c's eng_sched_file through core.c's eng_push_job;
+ * a file's parts are queued together, so files go out one after the other
+ * with their parts in parallel) and run them as blocking S3 calls on the
+ * shared http loop.  Each S3 call already retried within the client's
  * policy (s3/retry.h: stall deadlines, backoff, a time budget); a job whose
  * call still failed transiently (s3_err_transient) goes back to the queue
  * after the policy's backoff (full jitter, at most retry_max_delay, a
@@ -14,6 +15,11 @@
  * Each part's Content-MD5 is computed from the staging file before the
  * request (Ceph enforces it), together with its CRC32C; the file's CRC is
  * combined from its parts' at completion.
+ *
+ * The blocking upload helpers (eng_put_file, eng_complete_mpu, and
+ * eng_file_stored to record the result) are shared with the single-file
+ * commit step (steps.c).  Calls core.c, order.c (a finished job schedules
+ * its file's next one) and the journal.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,48 +36,6 @@
 
 #define DIGEST_BLOCK (1u << 20)
 #define ABORT_MAX_ATTEMPTS 5 /* aborts of uploads are best effort */
-
-void eng_push_job(eng *e, jkind k, efile *f, unsigned part)
-{
-	job *j = calloc(1, sizeof *j);
-	if (!j) {
-		log_error("commit: out of memory queueing an upload");
-		return;
-	}
-	j->k = k;
-	j->f = f;
-	j->part = part;
-	j->gen = f->gen;
-	f->refs++;
-	f->jobs++;
-	if (k == J_PART)
-		f->pst[part] = P_BUSY;
-	if (e->jobs_tail)
-		e->jobs_tail->next = j;
-	else
-		e->jobs = j;
-	e->jobs_tail = j;
-	pthread_cond_broadcast(&e->cv);
-}
-
-void eng_push_abort(eng *e, const char *key, const char *upload_id)
-{
-	job *j = calloc(1, sizeof *j);
-	if (!j || !(j->key = strdup(key)) ||
-	    !(j->upload_id = strdup(upload_id))) {
-		if (j)
-			free(j->key);
-		free(j);
-		return;
-	}
-	j->k = J_ABORT;
-	if (e->jobs_tail)
-		e->jobs_tail->next = j;
-	else
-		e->jobs = j;
-	e->jobs_tail = j;
-	pthread_cond_broadcast(&e->cv);
-}
 
 /* The first job whose time has come, unlinked; else NULL and *wait the
  * seconds until the next one. */
@@ -294,12 +258,7 @@ void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
 	free(f->upload_id);
 	f->upload_id = NULL;
 	e->staged_dirty = true;
-	jr_exec(e->j, NULL, NULL,
-		"UPDATE files SET state = 2, key = ?, etag = ?, crc32c = ?, "
-		"blocks = ?, upload_id = NULL WHERE id = ?",
-		"ttiti", f->key, f->etag, (int64_t)crc, f->blocks, f->id);
-	jr_exec(e->j, NULL, NULL, "DELETE FROM parts WHERE file = ?", "i",
-		f->id);
+	jr_file_stored(e->j, f->id, f->key, f->etag, crc, f->blocks);
 	pthread_cond_broadcast(&e->cv);
 }
 
@@ -351,9 +310,7 @@ static void run_put(eng *e, job *j)
 	char *key = proto_key(e->prefix, f->path);
 	uint64_t sid = f->sid, size = f->size;
 	proto_meta m;
-	eng_meta em;
-	proto_meta_to(&f->m, &em);
-	proto_meta_from(&m, &em);
+	eng_meta_copy(&m, &f->m);
 	struct eng_busy b;
 	eng_key_claim(e, &b, key);
 	if (stale(j)) { /* removed or rewritten while waiting: not sent */
@@ -420,10 +377,7 @@ static void run_create(eng *e, job *j)
 		f->petag = calloc(f->n_parts, sizeof *f->petag);
 		f->pcrc = calloc(f->n_parts, sizeof *f->pcrc);
 		f->pseg = calloc(f->n_parts, sizeof *f->pseg);
-		jr_exec(e->j, NULL, NULL,
-			"UPDATE files SET key = ?, upload_id = ?, part_size = ? "
-			"WHERE id = ?",
-			"ttii", f->key, f->upload_id, (int64_t)ps, f->id);
+		jr_file_set_upload(e->j, f->id, f->key, f->upload_id, ps);
 	}
 	free(key);
 	free(id);
@@ -444,12 +398,7 @@ static void restart_upload(eng *e, efile *f)
 	f->parts_done = 0;
 	f->bytes_done = 0;
 	f->gen++;
-	jr_exec(e->j, NULL, NULL,
-		"UPDATE files SET upload_id = NULL, part_size = NULL, "
-		"state = 0 WHERE id = ?",
-		"i", f->id);
-	jr_exec(e->j, NULL, NULL, "DELETE FROM parts WHERE file = ?", "i",
-		f->id);
+	jr_file_upload_gone(e->j, f->id);
 	f->state = F_STAGED;
 }
 
@@ -468,15 +417,12 @@ static void part_done(eng *e, efile *f, unsigned n, const char *etag,
 	f->parts_done++;
 	f->bytes_done += len;
 	e->staged_dirty = true;
-	jr_exec(e->j, NULL, NULL,
-		"INSERT OR REPLACE INTO parts(file, n, etag, crc32c, len, segs) "
-		"VALUES(?, ?, ?, ?, ?, ?)",
-		"iitiit", f->id, (int64_t)n, etag, (int64_t)crc, (int64_t)len,
-		f->pseg ? f->pseg[n] : NULL);
+	jr_part_row r = {.n = n, .etag = etag, .crc = crc, .len = len,
+			 .segs = f->pseg ? f->pseg[n] : NULL};
+	jr_part_done(e->j, f->id, &r);
 	if (f->parts_done == f->n_parts && f->t && f->t->kind == T_FILE) {
 		f->state = F_PARTS;
-		jr_exec(e->j, NULL, NULL,
-			"UPDATE files SET state = 1 WHERE id = ?", "i", f->id);
+		jr_file_set_state(e->j, f->id, F_PARTS);
 	}
 }
 
@@ -540,20 +486,6 @@ char *eng_parts_blocks(const efile *f)
 {
 	return proto_blocks_from_parts(f->size, f->part_size, f->n_parts,
 				       f->pseg, PROTO_BLOCK);
-}
-
-void eng_free_parts(efile *f)
-{
-	for (unsigned i = 0; f->pseg && i < f->n_parts; i++)
-		free(f->pseg[i]);
-	free(f->pseg);
-	free(f->pst);
-	free(f->petag);
-	free(f->pcrc);
-	f->pseg = NULL;
-	f->pst = NULL;
-	f->petag = NULL;
-	f->pcrc = NULL;
 }
 
 static s3_part *parts_list(const efile *f)

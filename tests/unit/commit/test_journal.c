@@ -436,3 +436,169 @@ Test(journal, unmount_drops_temp_named_transactions)
 	cr_assert_eq(s.n, 0);
 	eng_close(e, false);
 }
+
+/* The engine's row functions (jr_txn_*, jr_file_*, jr_part_*, jr_dir_*,
+ * jr_garbage_*) write what jr_load and jr_load_parts decode. */
+struct rows {
+	jr *j;
+	int txns, files, dirs, parts;
+	int64_t seq;
+	char root[32], dest[32], path[32], key[32], etag[32], blocks[32];
+	char symlink[32], dpath[32], pseg[32];
+	uint32_t mode, dmode, crc;
+	size_t xattrs_len;
+	int state, fstate;
+	uint64_t size, part_size, plen;
+};
+
+static int row_part(void *arg, const jr_part_row *r)
+{
+	struct rows *s = arg;
+	s->parts++;
+	s->plen = r->len;
+	snprintf(s->pseg, sizeof s->pseg, "%s", r->segs ? r->segs : "-");
+	return 0;
+}
+
+static int row_txn(void *arg, const jr_txn_row *r)
+{
+	struct rows *s = arg;
+	s->txns++;
+	s->seq = r->seq;
+	s->state = r->state;
+	snprintf(s->root, sizeof s->root, "%s", r->root);
+	snprintf(s->dest, sizeof s->dest, "%s", r->dest ? r->dest : "-");
+	return 0;
+}
+
+static int row_file(void *arg, const jr_file_row *r)
+{
+	struct rows *s = arg;
+	s->files++;
+	s->fstate = r->state;
+	s->size = r->size;
+	s->mode = r->mode;
+	s->crc = r->crc;
+	s->part_size = r->part_size;
+	s->xattrs_len = r->xattrs_len;
+	snprintf(s->path, sizeof s->path, "%s", r->path);
+	snprintf(s->key, sizeof s->key, "%s", r->key ? r->key : "-");
+	snprintf(s->etag, sizeof s->etag, "%s", r->etag ? r->etag : "-");
+	snprintf(s->blocks, sizeof s->blocks, "%s", r->blocks ? r->blocks : "-");
+	snprintf(s->symlink, sizeof s->symlink, "%s",
+		 r->symlink ? r->symlink : "-");
+	return jr_load_parts(s->j, r->id, row_part, s);
+}
+
+static int row_dir(void *arg, const jr_dir_row *r)
+{
+	struct rows *s = arg;
+	s->dirs++;
+	s->dmode = r->mode;
+	snprintf(s->dpath, sizeof s->dpath, "%s", r->path);
+	return 0;
+}
+
+static int row_garbage(void *arg, const char *key)
+{
+	(*(int *)arg)++;
+	cr_assert_str_eq(key, "old/a");
+	return 0;
+}
+
+static void load_rows(jr *j, struct rows *s)
+{
+	memset(s, 0, sizeof *s);
+	s->j = j;
+	jr_loader l = {row_txn, row_file, row_dir, s};
+	cr_assert_eq(jr_load(j, &l), 0);
+}
+
+Test(journal, row_functions_round_trip)
+{
+	jr *j;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &j, &err), 0);
+	int64_t t = 0, t2 = 0, f = 0, seq = 0;
+	cr_assert_eq(jr_txn_insert(j, 1, "ckpt", NULL, true, 0, NULL, &t), 0);
+	cr_assert_eq(jr_txn_insert(j, 4, "a", "b", false, 1, "m", &t2), 0);
+	cr_assert_gt(t2, t);
+	cr_assert_eq(jr_file_insert(j, t, "ckpt/x", 7, 100, &f), 0);
+	jr_file_row fr = {.id = f, .txn = t, .path = "ckpt/y", .sid = 7,
+			  .size = 100, .mode = 0600, .xattrs = "a\0b",
+			  .xattrs_len = 3, .symlink = "tgt", .state = 0};
+	cr_assert_eq(jr_file_update(j, &fr), 0);
+	cr_assert_eq(jr_file_set_upload(j, f, "k", "up-1", 64), 0);
+	jr_part_row pr = {.n = 0, .etag = "e0", .crc = 5, .len = 64,
+			  .segs = "0000abcd"};
+	cr_assert_eq(jr_part_done(j, f, &pr), 0);
+	jr_dir_row dr = {.txn = t, .path = "ckpt/d", .mode = 0755};
+	cr_assert_eq(jr_dir_put(j, &dr), 0);
+	dr.mode = 0700;
+	cr_assert_eq(jr_dir_set_meta(j, &dr), 0);
+	cr_assert_eq(jr_garbage_add(j, t, "old/a"), 0);
+	cr_assert_eq(jr_garbage_add(j, t, "old/a"), 0, "ignored twice");
+	cr_assert_eq(jr_txn_set_state(j, t, 1), 0);
+	cr_assert_eq(jr_txn_set_error(j, t, "boom"), 0);
+	cr_assert_eq(count(j, "SELECT COUNT(*) FROM txns WHERE error = 'boom'"),
+		     1);
+	cr_assert_eq(jr_txn_set_error(j, t, NULL), 0);
+	cr_assert_eq(count(j, "SELECT COUNT(*) FROM txns WHERE error IS NULL"),
+		     2);
+
+	struct rows s;
+	load_rows(j, &s);
+	cr_assert_eq(s.txns, 2);
+	cr_assert_eq(s.files, 1);
+	cr_assert_eq(s.dirs, 1);
+	cr_assert_eq(s.parts, 1);
+	cr_assert_eq(s.plen, 64);
+	cr_assert_str_eq(s.pseg, "0000abcd");
+	cr_assert_str_eq(s.path, "ckpt/y");
+	cr_assert_str_eq(s.key, "k");
+	cr_assert_str_eq(s.symlink, "tgt");
+	cr_assert_eq(s.xattrs_len, 3);
+	cr_assert_eq(s.mode, 0600);
+	cr_assert_eq(s.part_size, 64);
+	cr_assert_eq(s.dmode, 0700);
+	cr_assert_str_eq(s.dpath, "ckpt/d");
+	cr_assert_str_eq(s.root, "a", "the last txn in queue order");
+	cr_assert_str_eq(s.dest, "b");
+	int g = 0;
+	cr_assert_eq(jr_garbage_list(j, t, row_garbage, &g), 0);
+	cr_assert_eq(g, 1);
+
+	/* the temp-named root renamed: a fresh position after t2 */
+	cr_assert_eq(jr_txn_set_root(j, t, "ckpt-1"), 0);
+	cr_assert_eq(jr_txn_requeue(j, t, &seq), 0);
+	cr_assert_gt(seq, t2);
+	load_rows(j, &s);
+	cr_assert_str_eq(s.root, "ckpt-1", "now last in queue order");
+	cr_assert_eq(s.seq, seq);
+	cr_assert_eq(s.state, 1);
+
+	cr_assert_eq(jr_file_upload_gone(j, f), 0);
+	load_rows(j, &s);
+	cr_assert_eq(s.parts, 0);
+	cr_assert_eq(s.part_size, 0);
+	cr_assert_eq(jr_file_set_state(j, f, 1), 0);
+	cr_assert_eq(jr_file_stored(j, f, "k2", "etag", 9, "blk"), 0);
+	load_rows(j, &s);
+	cr_assert_eq(s.fstate, 2);
+	cr_assert_str_eq(s.key, "k2");
+	cr_assert_str_eq(s.etag, "etag");
+	cr_assert_str_eq(s.blocks, "blk");
+	cr_assert_eq(s.crc, 9);
+
+	cr_assert_eq(jr_dir_delete(j, t, "ckpt/d"), 0);
+	cr_assert_eq(jr_file_delete(j, f), 0);
+	cr_assert_eq(jr_parts_clear(j, f), 0);
+	load_rows(j, &s);
+	cr_assert_eq(s.files, 0);
+	cr_assert_eq(s.dirs, 0);
+	cr_assert_eq(jr_txn_delete(j, t), 0);
+	cr_assert_eq(jr_txn_delete(j, t2), 0);
+	load_rows(j, &s);
+	cr_assert_eq(s.txns, 0);
+	jr_close(j);
+}

@@ -25,3 +25,18 @@ Test(order, upload_blocked_by_earlier_overlapping_steps)
 	cr_assert_not(eng_order_blocked(q, n, 1, "old/x"),
 		      "only earlier steps count");
 }
+
+Test(order, one_step_waits_for_overlapping_paths)
+{
+	eng_order_step commit = {"ckpt-1", NULL, false};
+	eng_order_step rename = {"a", "b/c", false};
+	eng_order_step gone = {"ckpt-1", NULL, true};
+	cr_assert(eng_order_waits(&commit, "ckpt-1/model.pt"));
+	cr_assert(eng_order_waits(&commit, "ckpt-1"));
+	cr_assert_not(eng_order_waits(&commit, "ckpt-10/model.pt"));
+	cr_assert(eng_order_waits(&rename, "a/x"));
+	cr_assert(eng_order_waits(&rename, "b"), "above the target");
+	cr_assert_not(eng_order_waits(&rename, "b/d"));
+	cr_assert_not(eng_order_waits(&gone, "ckpt-1/model.pt"),
+		      "done, aborted or parked: constrains nothing");
+}

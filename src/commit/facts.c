@@ -1,0 +1,446 @@
+/*
+ * eng facts: the calls the FUSE layer hands its facts through (engine.h):
+ * transactions begun, files put, re-attributed, dropped and moved, empty
+ * directories, seals and aborts, remote deletes and renames.  Each journals
+ * its fact (journal.c) under mu before it returns, updates the model and
+ * lets the queue rules (order.c) schedule what became uploadable.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commit/internal.h"
+#include "util/log.h"
+
+int eng_txn_begin(eng *e, const char *path, bool is_dir,
+		  const char *mroot, uint64_t *txn)
+{
+	pthread_mutex_lock(&e->mu);
+	int64_t row = 0;
+	int rc = jr_txn_insert(e->j, is_dir ? T_DIR : T_FILE, path, NULL,
+			       is_dir, TS_OPEN, mroot, &row);
+	etxn *t = NULL;
+	if (!rc) {
+		t = eng_txn_new(e, row, is_dir ? T_DIR : T_FILE, path, NULL,
+				is_dir, TS_OPEN, mroot);
+		if (!t)
+			rc = -ENOMEM;
+	}
+	bool final = t && is_dir && eng_root_final(e, t);
+	int64_t id = t ? t->id : 0;
+	pthread_mutex_unlock(&e->mu);
+	if (!rc && final)
+		rc = eng_announce(e, path, (uint64_t)id);
+	pthread_mutex_lock(&e->mu);
+	if (rc && t) {
+		jr_txn_delete(e->j, id);
+		t->done = true;
+		eng_free_txn(e, t);
+	} else if (t) {
+		t->has_marker = final;
+		*txn = (uint64_t)id;
+	}
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+/* Forgets f's current upload: its object (if stored under another key than
+ * the one it will get) becomes garbage, an open multipart upload is
+ * aborted, progress restarts.  mu */
+static void reset_upload(eng *e, etxn *garbage_txn, efile *f,
+			 const char *new_key)
+{
+	if (f->key && f->state == F_STORED &&
+	    (!new_key || strcmp(f->key, new_key)))
+		eng_garbage(e, garbage_txn, f->key);
+	if (f->upload_id && f->key)
+		eng_push_abort(e, f->key, f->upload_id);
+	free(f->upload_id);
+	free(f->key);
+	free(f->blocks);
+	eng_free_parts(f);
+	f->upload_id = f->key = f->blocks = NULL;
+	f->n_parts = f->parts_done = 0;
+	f->part_size = 0;
+	f->bytes_done = 0;
+	f->state = F_STAGED;
+	f->failed = false;
+	f->etag[0] = '\0';
+	f->gen++;
+	jr_parts_clear(e->j, f->id);
+}
+
+/* The dirs row of path in txn with attributes m. */
+static jr_dir_row dir_row(int64_t txn, const char *path, const proto_meta *m)
+{
+	return (jr_dir_row){.txn = txn,
+			    .path = path,
+			    .mode = m->mode,
+			    .uid = m->uid,
+			    .gid = m->gid,
+			    .mtime_ns = m->mtime_ns};
+}
+
+static int journal_file(eng *e, efile *f)
+{
+	jr_file_row r = {
+	    .id = f->id,
+	    .txn = f->t->id,
+	    .path = f->path,
+	    .sid = f->sid,
+	    .size = f->size,
+	    .mode = f->m.mode,
+	    .uid = f->m.uid,
+	    .gid = f->m.gid,
+	    .mtime_ns = f->m.mtime_ns,
+	    .xattrs = f->m.xattrs,
+	    .xattrs_len = f->m.xattrs_len,
+	    .symlink = f->m.symlink,
+	    .state = f->state,
+	    .key = f->key,
+	    .upload_id = f->upload_id,
+	    .part_size = f->part_size,
+	    .etag = f->etag[0] ? f->etag : NULL,
+	    .crc = f->crc,
+	    .blocks = f->blocks,
+	};
+	return jr_file_update(e->j, &r);
+}
+
+int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
+		 uint64_t size, const eng_meta *m)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *t = eng_find_txn(e, txn);
+	int rc = t && t->state != TS_ABORTED ? 0 : -ENOENT;
+	efile *f = t ? eng_find_file(t, path) : NULL;
+	char *old_staging = NULL;
+	/* the put of a new file (the close of a checkpoint file) does not
+	 * wait for an fsync of the journal: close(2) promises no
+	 * durability, and the staged bytes are not synced either.  The next
+	 * durable commit (its upload, a seal, fsync) takes the row to disk. */
+	bool lazy = !rc && !f;
+	if (lazy && jr_set_durable(e->j, false) < 0)
+		lazy = false;
+	if (!rc)
+		rc = jr_begin(e->j);
+	if (!rc && !f) {
+		int64_t row = 0;
+		rc = jr_file_insert(e->j, t->id, path, sid, size, &row);
+		f = rc ? NULL : calloc(1, sizeof *f);
+		if (f) {
+			f->id = row;
+			f->path = strdup(path);
+			f->refs = 1;
+			eng_link_file(t, f);
+		} else if (!rc) {
+			rc = -ENOMEM;
+		}
+	} else if (!rc) {
+		reset_upload(e, t, f, NULL);
+		if (f->sid != sid)
+			old_staging = eng_staging_path(e, f->sid);
+	}
+	if (!rc) {
+		f->sid = sid;
+		f->size = size;
+		f->put_at = eng_now();
+		proto_meta_free(&f->m);
+		eng_meta_from(&f->m, m);
+		rc = journal_file(e, f);
+	}
+	if (!rc)
+		rc = jr_commit(e->j);
+	else
+		jr_rollback(e->j);
+	if (lazy)
+		jr_set_durable(e->j, true);
+	if (!rc) {
+		if (old_staging)
+			unlink(old_staging);
+		eng_sched_file(e, f);
+	}
+	free(old_staging);
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
+		      const eng_meta *m)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *t = eng_find_txn(e, txn);
+	efile *f = t ? eng_find_file(t, path) : NULL;
+	int rc = f ? 0 : -ENOENT;
+	if (f) {
+		proto_meta_free(&f->m);
+		eng_meta_from(&f->m, m);
+		/* object metadata is written with the bytes: re-upload (the
+		 * manifest alone would do, but the object should agree) */
+		if (f->state == F_STORED || f->upload_id || f->jobs) {
+			f->gen++;
+			reset_upload(e, t, f, NULL);
+		}
+		rc = journal_file(e, f);
+		eng_sched_file(e, f);
+	} else if (t) {
+		for (edir *d = t->dirs; d; d = d->next) {
+			if (!strcmp(d->path, path)) {
+				proto_meta_free(&d->m);
+				eng_meta_from(&d->m, m);
+				jr_dir_row r = dir_row(t->id, path, &d->m);
+				rc = jr_dir_set_meta(e->j, &r);
+			}
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+/* Drops f from its transaction: rows, upload, staging file.  mu, inside a
+ * journal transaction. */
+static void drop_file(eng *e, etxn *t, efile *f)
+{
+	reset_upload(e, t, f, NULL);
+	jr_file_delete(e->j, f->id);
+	char *p = eng_staging_path(e, f->sid);
+	unlink(p);
+	free(p);
+	eng_unlink_file(t, f);
+	if (f->jobs && !f->releasing) {
+		f->releasing = true;
+		e->releasing++;
+	}
+	eng_file_unref(e, f);
+}
+
+static void drop_dirs(eng *e, etxn *t, const char *path)
+{
+	for (edir **pp = &t->dirs; *pp;) {
+		edir *d = *pp;
+		if (!proto_under(d->path, path, NULL)) {
+			pp = &d->next;
+			continue;
+		}
+		jr_dir_delete(e->j, t->id, d->path);
+		*pp = d->next;
+		free(d->path);
+		proto_meta_free(&d->m);
+		free(d);
+	}
+}
+
+int eng_file_drop(eng *e, uint64_t txn, const char *path)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *t = eng_find_txn(e, txn);
+	int rc = t ? jr_begin(e->j) : -ENOENT;
+	if (!rc) {
+		for (efile *f = t->files, *nx; f; f = nx) {
+			nx = f->next;
+			if (proto_under(f->path, path, NULL))
+				drop_file(e, t, f);
+		}
+		drop_dirs(e, t, path);
+		rc = jr_commit(e->j);
+	}
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *t = eng_find_txn(e, txn);
+	edir *d = t ? calloc(1, sizeof *d) : NULL;
+	int rc = d ? 0 : t ? -ENOMEM : -ENOENT;
+	if (d) {
+		d->path = strdup(path);
+		eng_meta_from(&d->m, m);
+		drop_dirs(e, t, path); /* replaces an earlier put */
+		d->next = t->dirs;
+		t->dirs = d;
+		jr_dir_row r = dir_row(t->id, path, &d->m);
+		rc = jr_dir_put(e->j, &r);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+static char *rebase(const char *path, const char *from, const char *to)
+{
+	const char *rest;
+	if (!proto_under(path, from, &rest))
+		return strdup(path);
+	buf b = BUF_INIT;
+	buf_puts(&b, to);
+	if (*rest)
+		buf_printf(&b, "/%s", rest);
+	return buf_steal(&b);
+}
+
+/* Moves every file and dir of tf under `from` to `to` in tt.  mu, inside a
+ * journal transaction. */
+static void move_entries(eng *e, etxn *tf, const char *from, etxn *tt,
+			 const char *to)
+{
+	for (efile *f = tf->files, *nx; f; f = nx) {
+		nx = f->next;
+		if (!proto_under(f->path, from, NULL))
+			continue;
+		char *np = rebase(f->path, from, to);
+		efile *old = tt ? eng_find_file(tt, np) : NULL;
+		if (old && old != f)
+			drop_file(e, tt, old);
+		reset_upload(e, tt, f, NULL);
+		eng_unlink_file(tf, f);
+		free(f->path);
+		f->path = np;
+		eng_link_file(tt, f);
+		journal_file(e, f);
+	}
+	for (edir *d = tf->dirs, **pp = &tf->dirs; d; d = *pp) {
+		if (!proto_under(d->path, from, NULL)) {
+			pp = &d->next;
+			continue;
+		}
+		char *np = rebase(d->path, from, to);
+		jr_dir_delete(e->j, tf->id, d->path);
+		jr_dir_row r = dir_row(tt->id, np, &d->m);
+		jr_dir_put(e->j, &r);
+		free(d->path);
+		d->path = np;
+		*pp = d->next;
+		d->next = tt->dirs;
+		tt->dirs = d;
+	}
+}
+
+/* The old name's marker and intent manifest go with the garbage of t. */
+static void retire_root(eng *e, etxn *t)
+{
+	if (!t->has_marker)
+		return;
+	char *mk = proto_marker_key(e->prefix, t->root, e->writer,
+				    e->o.lease_s);
+	char *ik = proto_manifest_key(e->prefix, t->root, e->writer);
+	eng_garbage(e, t, mk);
+	eng_garbage(e, t, ik);
+	free(mk);
+	free(ik);
+	t->has_marker = false;
+}
+
+int eng_file_move(eng *e, uint64_t txn_from, const char *from,
+		  uint64_t txn_to, const char *to)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *tf = eng_find_txn(e, txn_from), *tt = eng_find_txn(e, txn_to);
+	int rc = tf && tt ? 0 : -ENOENT;
+	bool whole = !rc && tf == tt && !strcmp(from, tf->root);
+	bool announce_new = false;
+	if (whole) {
+		etxn probe = *tf;
+		probe.root = (char *)to;
+		announce_new = tf->kind == T_DIR && eng_root_final(e, &probe);
+	}
+	pthread_mutex_unlock(&e->mu);
+	/* the new name's marker first: the moved transaction is hidden there
+	 * before anything of it can appear */
+	if (announce_new)
+		rc = eng_announce(e, to, txn_from);
+	pthread_mutex_lock(&e->mu);
+	tf = eng_find_txn(e, txn_from);
+	tt = eng_find_txn(e, txn_to);
+	if (!rc && (!tf || !tt))
+		rc = -ENOENT;
+	if (!rc)
+		rc = jr_begin(e->j);
+	if (!rc) {
+		if (whole) {
+			bool was_parked = eng_parked(e, tf);
+			retire_root(e, tf);
+			char *nr = strdup(to);
+			move_entries(e, tf, from, tf, to);
+			free(tf->root);
+			tf->root = nr;
+			tf->has_marker = announce_new;
+			jr_txn_set_root(e->j, tf->id, to);
+			if (was_parked && !eng_parked(e, tf) &&
+			    eng_requeue(e, tf) < 0)
+				log_error("commit: %s keeps its place in the "
+					  "queue (journal error)",
+					  tf->root);
+		} else {
+			move_entries(e, tf, from, tt, to);
+		}
+		rc = jr_commit(e->j);
+	}
+	if (!rc)
+		eng_sched_all(e);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int eng_txn_seal(eng *e, uint64_t txn)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *t = eng_find_txn(e, txn);
+	int rc = t ? 0 : -ENOENT;
+	if (t && t->state == TS_OPEN) {
+		rc = jr_txn_set_state(e->j, t->id, TS_SEALED);
+		if (!rc)
+			t->state = TS_SEALED;
+		eng_sched_all(e);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int eng_txn_abort(eng *e, uint64_t txn)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *t = eng_find_txn(e, txn);
+	int rc = t ? jr_txn_set_state(e->j, t->id, TS_ABORTED) : -ENOENT;
+	if (!rc) {
+		t->state = TS_ABORTED;
+		for (efile *f = t->files; f; f = f->next) {
+			f->gen++;
+		}
+		eng_sched_all(e);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+/* ---- remote namespace --------------------------------------------------- */
+
+static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
+		       bool is_dir, const char *mroot)
+{
+	pthread_mutex_lock(&e->mu);
+	int64_t row = 0;
+	int rc = jr_txn_insert(e->j, k, from, to, is_dir, TS_SEALED, mroot,
+			       &row);
+	if (!rc &&
+	    !eng_txn_new(e, row, k, from, to, is_dir, TS_SEALED, mroot))
+		rc = -ENOMEM;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int eng_remote_delete(eng *e, const char *path, bool is_dir)
+{
+	return remote_step(e, T_RDEL, path, NULL, is_dir, NULL);
+}
+
+int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
+		      const char *manifest_root)
+{
+	return remote_step(e, T_RREN, from, to, is_dir, manifest_root);
+}

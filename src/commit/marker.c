@@ -1,0 +1,141 @@
+/*
+ * eng marker: the pending markers (doc/commit.md "Remote protocol") as the
+ * writer holds them: a marker PUT (with its lease) and the intent manifest
+ * of a new directory transaction (eng_announce), the marker a running
+ * delete or rename step holds (eng_hold_marker) and its DELETE
+ * (eng_delete_marker: a commit point), and the renewal thread that
+ * re-PUTs every held marker each lease/3.
+ *
+ * marker_mu is taken around every renewal PUT and every DELETE of a step
+ * (never while holding mu), so a renewal that started before a commit
+ * point cannot land after it.  Calls core.c only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commit/internal.h"
+#include "util/log.h"
+
+int eng_put_marker(eng *e, const char *root, s3_err *x)
+{
+	char *key = proto_marker_key(e->prefix, root, e->writer, e->o.lease_s);
+	char lease[16];
+	snprintf(lease, sizeof lease, "%u", e->o.lease_s);
+	s3_meta meta[2] = {{"lease", lease}, {"writer", e->writer}};
+	s3_put_opts po = {.meta = meta, .n_meta = 2};
+	http_upload body = http_upload_mem("", 0);
+	int rc = key ? s3_put_object(e->s3, key, &body, &po, NULL, x) : -1;
+	free(key);
+	return rc;
+}
+
+int eng_put_intent(eng *e, const char *root, uint64_t txn, s3_err *x)
+{
+	char *key = proto_manifest_key(e->prefix, root, e->writer);
+	char *json = proto_intent_json(e->writer, txn);
+	s3_put_opts po = {.content_type = "application/json"};
+	http_upload body = http_upload_mem(json, json ? strlen(json) : 0);
+	int rc = key && json ? s3_put_object(e->s3, key, &body, &po, NULL, x)
+			     : -1;
+	free(key);
+	free(json);
+	return rc;
+}
+
+/* Marker and intent manifest of a final-named directory root, with the
+ * engine's retry loop for transient failures kept short: the caller is a
+ * mkdir waiting. */
+int eng_announce(eng *e, const char *root, uint64_t txn)
+{
+	s3_err x = {0};
+	if (eng_put_marker(e, root, &x) == 0 &&
+	    eng_put_intent(e, root, txn, &x) == 0)
+		return 0;
+	log_error("cannot start the transaction of %s: %s", root, x.msg);
+	return -(x.err ? x.err : EIO);
+}
+
+/* Whether another live transaction holds the marker of root. */
+bool eng_marker_wanted(eng *e, const char *root, const etxn *except)
+{
+	for (etxn *t = e->txns; t; t = t->next)
+		if (t != except && !t->done && t->has_marker &&
+		    t->state != TS_ABORTED && !strcmp(t->root, root))
+			return true;
+	return false;
+}
+
+void eng_hold_marker(eng *e, const char *root)
+{
+	pthread_mutex_lock(&e->mu);
+	free(e->vis_marker);
+	e->vis_marker = strdup(root);
+	pthread_mutex_unlock(&e->mu);
+}
+
+/*
+ * Stops renewing root's marker (for transaction id, and as the running
+ * step's marker) and deletes it.  marker_mu makes sure no renewal that
+ * looked before is still on its way.
+ */
+int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
+{
+	pthread_mutex_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next)
+		if (t->id == id)
+			t->has_marker = false;
+	if (e->vis_marker && !strcmp(e->vis_marker, root)) {
+		free(e->vis_marker);
+		e->vis_marker = NULL;
+	}
+	pthread_mutex_unlock(&e->mu);
+	char *k = proto_marker_key(e->prefix, root, e->writer, e->o.lease_s);
+	pthread_mutex_lock(&e->marker_mu);
+	int rc = s3_delete_object(e->s3, k, x);
+	pthread_mutex_unlock(&e->marker_mu);
+	free(k);
+	return rc;
+}
+
+void *eng_renew_main(void *arg)
+{
+	eng *e = arg;
+	pthread_mutex_lock(&e->mu);
+	double every = e->o.lease_s / 3.0;
+	while (!e->stopping) {
+		size_t n = 0;
+		for (etxn *t = e->txns; t; t = t->next)
+			n++;
+		char **roots = calloc(n + 2, sizeof *roots);
+		size_t k = 0;
+		for (etxn *t = e->txns; roots && t; t = t->next)
+			if (!t->done && t->has_marker && t->state != TS_ABORTED)
+				roots[k++] = strdup(t->root);
+		if (roots && e->vis_marker)
+			roots[k++] = strdup(e->vis_marker);
+		pthread_mutex_unlock(&e->mu);
+		for (size_t i = 0; i < k; i++) {
+			pthread_mutex_lock(&e->marker_mu);
+			pthread_mutex_lock(&e->mu);
+			bool want = eng_marker_wanted(e, roots[i], NULL) ||
+				    (e->vis_marker &&
+				     !strcmp(e->vis_marker, roots[i]));
+			pthread_mutex_unlock(&e->mu);
+			s3_err x;
+			if (want && eng_put_marker(e, roots[i], &x) < 0)
+				log_warn("commit: renewing the marker of %s: %s",
+					 roots[i], x.msg);
+			pthread_mutex_unlock(&e->marker_mu);
+			free(roots[i]);
+		}
+		free(roots);
+		pthread_mutex_lock(&e->mu);
+		double until = eng_now() + every;
+		while (!e->stopping && eng_now() < until)
+			eng_sleep(e, until - eng_now());
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}

@@ -1,0 +1,259 @@
+/*
+ * eng status: what `ckptfs status`, `ckptfs retry` and `ckptfs drop` see
+ * and do (eng_status, eng_failed_text, eng_step_retry, eng_step_drop), and
+ * the pending state the FUSE layer rebuilds its overlay from at mount
+ * (eng_foreach_pending_*).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commit/internal.h"
+#include "util/log.h"
+
+static const char *state_name(eng *e, const etxn *t, bool head)
+{
+	if (t->failed)
+		return "failed";
+	switch (t->kind) {
+	case T_RDEL:
+		return head ? "deleting" : "queued";
+	case T_RREN:
+		return head ? "renaming" : "queued";
+	default:
+		break;
+	}
+	if (t->state == TS_ABORTED)
+		return "aborting";
+	if (!eng_root_final(e, t))
+		return "waiting-for-rename";
+	for (efile *f = t->files; f; f = f->next)
+		if (f->state != F_STORED && f->state != F_PARTS)
+			return t->state == TS_OPEN ? "open" : "uploading";
+	if (t->state == TS_OPEN)
+		return "open";
+	return head ? "committing" : "queued";
+}
+
+int eng_status(eng *e, eng_txn_status **v, size_t *n)
+{
+	pthread_mutex_lock(&e->mu);
+	size_t cnt = 0;
+	for (etxn *t = e->txns; t; t = t->next)
+		cnt++;
+	eng_txn_status *out = calloc(cnt ? cnt : 1, sizeof *out);
+	if (!out) {
+		pthread_mutex_unlock(&e->mu);
+		return -ENOMEM;
+	}
+	size_t i = 0;
+	double now = eng_now();
+	etxn *next = eng_next_step(e);
+	for (etxn *t = e->txns; t; t = t->next, i++) {
+		eng_txn_status *s = &out[i];
+		s->id = (uint64_t)t->id;
+		s->path = strdup(t->root);
+		for (efile *f = t->files; f; f = f->next) {
+			s->bytes_total += f->size;
+			s->bytes_done +=
+			    f->state == F_STORED ? f->size : f->bytes_done;
+		}
+		if (now - t->rate_t0 >= 3) {
+			t->rate = (double)(s->bytes_done - t->rate_b0 >
+						   s->bytes_done
+					       ? 0
+					       : s->bytes_done - t->rate_b0) /
+				  (now - t->rate_t0);
+			t->rate_t0 = now;
+			t->rate_b0 = s->bytes_done;
+		}
+		s->rate = t->rate;
+		etxn *b = t->done || t->failed ? NULL : eng_blocker(e, t);
+		s->state = b ? "blocked" : state_name(e, t, t == next);
+		if (b) {
+			buf m = BUF_INIT;
+			buf_printf(&m, "waits for step %" PRId64 " (%s), which "
+				       "failed: %s",
+				   b->id, b->root, b->error ? b->error : "?");
+			s->error = buf_steal(&m);
+		} else {
+			s->error = t->error ? strdup(t->error) : NULL;
+		}
+	}
+	*v = out;
+	*n = i;
+	pthread_mutex_unlock(&e->mu);
+	return 0;
+}
+
+static const char *step_what(const etxn *t)
+{
+	switch (t->kind) {
+	case T_RDEL:
+		return "delete";
+	case T_RREN:
+		return "rename";
+	default:
+		return "commit";
+	}
+}
+
+char *eng_failed_text(eng *e)
+{
+	pthread_mutex_lock(&e->mu);
+	buf b = BUF_INIT;
+	size_t n = 0;
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done || !t->failed)
+			continue;
+		size_t held = 0;
+		for (etxn *y = t->next; y; y = y->next)
+			if (!y->done && !y->failed && eng_blocker(e, y) == t)
+				held++;
+		buf_printf(&b, "%sstep %" PRId64 ", %s of %s%s%s, failed: %s",
+			   n++ ? "; " : "", t->id, step_what(t), t->root,
+			   t->dest ? " to " : "", t->dest ? t->dest : "",
+			   t->error ? t->error : strerror(t->err ? t->err : EIO));
+		if (held)
+			buf_printf(&b, " (%zu later step%s wait%s for it)", held,
+				   held == 1 ? "" : "s", held == 1 ? "s" : "");
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (!n) {
+		buf_free(&b);
+		return NULL;
+	}
+	buf_puts(&b, "; `ckptfs retry MOUNT` tries again, `ckptfs drop MOUNT "
+		     "STEP` gives a step up");
+	return buf_steal(&b);
+}
+
+int eng_step_retry(eng *e, uint64_t id)
+{
+	pthread_mutex_lock(&e->mu);
+	int n = 0;
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done || !t->failed || (id && (uint64_t)t->id != id))
+			continue;
+		t->failed = false;
+		t->err_logged = 0;
+		for (efile *f = t->files; f; f = f->next)
+			f->failed = false;
+		jr_txn_set_error(e->j, t->id, NULL);
+		log_info("commit: step %" PRId64 " (%s of %s) tried again",
+			 t->id, step_what(t), t->root);
+		n++;
+	}
+	if (n)
+		eng_sched_all(e);
+	pthread_mutex_unlock(&e->mu);
+	return n ? n : -ENOENT;
+}
+
+int eng_step_drop(eng *e, uint64_t id, char **what)
+{
+	pthread_mutex_lock(&e->mu);
+	etxn *t = eng_find_txn(e, id);
+	int rc = t ? 0 : -ENOENT;
+	if (t && what) {
+		buf b = BUF_INIT;
+		buf_printf(&b, "%s of %s%s%s", step_what(t), t->root,
+			   t->dest ? " to " : "", t->dest ? t->dest : "");
+		*what = buf_steal(&b);
+	}
+	if (t && (t->kind == T_RDEL || t->kind == T_RREN)) {
+		/* nothing of it is undone: what a half-run rename copied
+		 * stays (ckptfs gc removes expired markers) */
+		log_warn("commit: step %" PRId64 " (%s of %s) dropped by the "
+			 "operator",
+			 t->id, step_what(t), t->root);
+		jr_txn_delete(e->j, t->id);
+		t->done = true;
+		eng_free_txn(e, t);
+	} else if (t && t->state != TS_ABORTED) {
+		/* its uploads, marker and intent manifest are cleaned up by
+		 * the visibility thread; it was never visible */
+		log_warn("commit: step %" PRId64 " (%s of %s) dropped by the "
+			 "operator",
+			 t->id, step_what(t), t->root);
+		rc = jr_txn_set_state(e->j, t->id, TS_ABORTED);
+		if (!rc) {
+			t->state = TS_ABORTED;
+			t->failed = false;
+			for (efile *f = t->files; f; f = f->next)
+				f->gen++;
+		}
+	}
+	eng_sched_all(e);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+void eng_status_free(eng_txn_status *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].path);
+		free(v[i].error);
+	}
+	free(v);
+}
+
+void eng_foreach_pending_file(eng *e,
+			      void (*fn)(void *arg, uint64_t txn,
+					 const char *path,
+					 const char *staging_path,
+					 uint64_t size, const eng_meta *m),
+			      void *arg)
+{
+	pthread_mutex_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done || t->state == TS_ABORTED)
+			continue;
+		for (efile *f = t->files; f; f = f->next) {
+			char *p = eng_staging_path(e, f->sid);
+			eng_meta m;
+			eng_meta_to(&f->m, &m);
+			fn(arg, (uint64_t)t->id, f->path, p, f->size, &m);
+			free(p);
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+void eng_foreach_pending_txn(eng *e,
+			     void (*txn_fn)(void *arg, uint64_t txn,
+					    const char *root, bool is_dir,
+					    bool sealed),
+			     void (*dir_fn)(void *arg, uint64_t txn,
+					    const char *path, const eng_meta *m),
+			     void *arg)
+{
+	pthread_mutex_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done || t->state == TS_ABORTED ||
+		    (t->kind != T_DIR && t->kind != T_FILE))
+			continue;
+		if (txn_fn)
+			txn_fn(arg, (uint64_t)t->id, t->root, t->is_dir,
+			       t->state == TS_SEALED);
+		for (edir *d = t->dirs; dir_fn && d; d = d->next) {
+			eng_meta m;
+			eng_meta_to(&d->m, &m);
+			dir_fn(arg, (uint64_t)t->id, d->path, &m);
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+void eng_foreach_pending_removal(eng *e,
+				 void (*fn)(void *arg, const char *path,
+					    bool is_dir),
+				 void *arg)
+{
+	pthread_mutex_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next)
+		if (!t->done && (t->kind == T_RDEL || t->kind == T_RREN))
+			fn(arg, t->root, t->is_dir);
+	pthread_mutex_unlock(&e->mu);
+}

@@ -1,0 +1,768 @@
+/*
+ * eng steps: the remote steps of the publish queue (visible.c runs them,
+ * mu not held except where noted), each idempotent:
+ *
+ *  - commit of a directory transaction (the protocol of doc/commit.md):
+ *    zero-byte "dir/" objects of its empty directories; the committed
+ *    manifest; the addendum in manifest_root; DELETE of the marker (the
+ *    commit point); deletion of garbage (objects of old names);
+ *  - commit of a single file: its PUT or CompleteMultipartUpload is the
+ *    step (uploads through transfer.c), then its addendum and garbage;
+ *  - remote delete of a file (one DELETE) or a directory (marker, the
+ *    tree data first and manifests last, marker DELETE);
+ *  - remote rename: server-side copies under a marker at the new name,
+ *    its manifest and addendum, then the delete of the old name.
+ *
+ * A step works on a snapshot (eng_snap) of its transaction taken under mu.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commit/internal.h"
+#include "proto/visibility.h"
+#include "util/log.h"
+
+/* ---- snapshots ---------------------------------------------------------- */
+
+static int garbage_key(void *arg, const char *key)
+{
+	eng_snap *sn = arg;
+	char **nv = realloc(sn->garbage, (sn->ng + 1) * sizeof *nv);
+	if (!nv)
+		return -ENOMEM;
+	sn->garbage = nv;
+	nv[sn->ng++] = strdup(key);
+	return 0;
+}
+
+/* mu */
+void eng_snap_take(eng *e, etxn *t, eng_snap *sn)
+{
+	memset(sn, 0, sizeof *sn);
+	sn->id = t->id;
+	sn->kind = t->kind;
+	sn->root = strdup(t->root);
+	sn->dest = t->dest ? strdup(t->dest) : NULL;
+	sn->mroot = t->mroot ? strdup(t->mroot) : NULL;
+	sn->is_dir = t->is_dir;
+	size_t n = 0, nd = 0;
+	for (efile *f = t->files; f; f = f->next)
+		n++;
+	for (edir *d = t->dirs; d; d = d->next)
+		nd++;
+	sn->f = calloc(n + 1, sizeof *sn->f);
+	sn->dm = calloc(nd + 1, sizeof *sn->dm);
+	sn->dpath = calloc(nd + 1, sizeof *sn->dpath);
+	for (efile *f = t->files; f && sn->f; f = f->next) {
+		eng_snap_file *s = &sn->f[sn->nf++];
+		s->path = strdup(f->path);
+		s->key = f->key ? strdup(f->key) : NULL;
+		s->etag = strdup(f->etag);
+		s->sid = f->sid;
+		s->size = f->size;
+		s->crc = f->crc;
+		s->blocks = f->blocks ? strdup(f->blocks) : NULL;
+		eng_meta_copy(&s->m, &f->m);
+	}
+	for (edir *d = t->dirs; d && sn->dm && sn->dpath; d = d->next) {
+		sn->dpath[sn->nd] = strdup(d->path);
+		eng_meta_copy(&sn->dm[sn->nd++], &d->m);
+	}
+	jr_garbage_list(e->j, t->id, garbage_key, sn);
+}
+
+void eng_snap_free(eng_snap *sn)
+{
+	for (size_t i = 0; i < sn->nf; i++) {
+		free(sn->f[i].path);
+		free(sn->f[i].key);
+		free(sn->f[i].etag);
+		free(sn->f[i].blocks);
+		proto_meta_free(&sn->f[i].m);
+	}
+	for (size_t i = 0; i < sn->nd; i++) {
+		free(sn->dpath[i]);
+		proto_meta_free(&sn->dm[i]);
+	}
+	for (size_t i = 0; i < sn->ng; i++)
+		free(sn->garbage[i]);
+	free(sn->f);
+	free(sn->dm);
+	free(sn->dpath);
+	free(sn->garbage);
+	free(sn->mf);
+	free(sn->md);
+	free(sn->root);
+	free(sn->dest);
+	free(sn->mroot);
+	memset(sn, 0, sizeof *sn);
+}
+
+/* ---- small S3 steps (mu not held) --------------------------------------- */
+
+static int put_mem(eng *e, const char *key, const char *body,
+		   const char *ctype, const s3_meta *meta, size_t nm,
+		   s3_err *x)
+{
+	s3_put_opts po = {.content_type = ctype, .meta = meta, .n_meta = nm};
+	http_upload b = http_upload_mem(body, strlen(body));
+	return s3_put_object(e->s3, key, &b, &po, NULL, x);
+}
+
+/* Deletes keys in batches of S3_DELETE_MAX. */
+int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x)
+{
+	for (size_t i = 0; i < n; i += S3_DELETE_MAX) {
+		size_t k = n - i < S3_DELETE_MAX ? n - i : S3_DELETE_MAX;
+		size_t failed = 0;
+		s3_delete_status *st = calloc(k, sizeof *st);
+		int rc = st ? s3_delete_objects(e->s3,
+						(const char *const *)keys + i,
+						k, st, &failed, x)
+			    : -1;
+		for (size_t j = 0; rc == 0 && j < k; j++) {
+			if (st[j].err) {
+				memset(x, 0, sizeof *x);
+				x->err = st[j].err;
+				x->http_status = 500; /* retry */
+				snprintf(x->msg, sizeof x->msg,
+					 "DeleteObjects %s: %s %s", keys[i + j],
+					 st[j].code, st[j].msg);
+				rc = -1;
+			}
+		}
+		free(st);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+typedef struct keylist {
+	char **v;
+	size_t n, cap;
+	s3_object *o; /* sizes and etags, parallel to v */
+} keylist;
+
+static void keylist_free(keylist *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i]);
+		free(l->o[i].etag);
+	}
+	free(l->v);
+	free(l->o);
+	memset(l, 0, sizeof *l);
+}
+
+static int list_under(eng *e, const char *prefix, keylist *out, s3_err *x)
+{
+	char *token = NULL;
+	int rc = 0;
+	do {
+		s3_list_result r = {0};
+		rc = s3_list_page(e->s3, prefix, NULL, token, 1000, &r, x);
+		free(token);
+		token = NULL;
+		for (size_t i = 0; !rc && i < r.n_objects; i++) {
+			if (r.objects[i].key_len != strlen(r.objects[i].key))
+				continue; /* keys with NUL: cannot be ours */
+			if (out->n == out->cap) {
+				size_t nc = out->cap ? out->cap * 2 : 64;
+				char **nv = realloc(out->v, nc * sizeof *nv);
+				s3_object *no =
+				    nv ? realloc(out->o, nc * sizeof *no) : NULL;
+				if (nv)
+					out->v = nv;
+				if (!no) {
+					rc = -1;
+					x->err = ENOMEM;
+					break;
+				}
+				out->o = no;
+				out->cap = nc;
+			}
+			out->v[out->n] = strdup(r.objects[i].key);
+			out->o[out->n] = r.objects[i];
+			out->o[out->n].key = out->v[out->n];
+			out->o[out->n].etag = r.objects[i].etag
+						  ? strdup(r.objects[i].etag)
+						  : NULL;
+			out->n++;
+		}
+		if (!rc && r.truncated && r.next_token)
+			token = strdup(r.next_token);
+		s3_list_result_free(&r);
+	} while (!rc && token);
+	free(token);
+	return rc;
+}
+
+/* Where key has the directory component comp (at its start or after a
+ * '/', followed by a '/'), searching from p; NULL when nowhere. */
+static const char *dir_comp(const char *key, const char *p, const char *comp)
+{
+	size_t n = strlen(comp);
+	for (; (p = strstr(p, comp)); p++)
+		if ((p == key || p[-1] == '/') && p[n] == '/')
+			return p;
+	return NULL;
+}
+
+/* Whether key (a full key) is a manifest or addendum: its last component
+ * a manifest name (proto/keys.h) in a PROTO_META_DIR directory. */
+static bool is_manifest_key(const char *key)
+{
+	for (const char *p = key; (p = dir_comp(key, p, PROTO_META_DIR)); p++)
+		if (proto_is_manifest_name(p + sizeof PROTO_META_DIR))
+			return true;
+	return false;
+}
+
+/* Whether key (a full key) is a pending marker. */
+static bool is_marker_key(const char *key)
+{
+	return dir_comp(key, key, PROTO_PENDING_DIR) != NULL;
+}
+
+/* Deletes everything under prefix+dir/, manifests last. */
+static int delete_tree(eng *e, const char *dir, s3_err *x)
+{
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s%s/", e->prefix, dir);
+	keylist l = {0};
+	int rc = list_under(e, buf_cstr(&p), &l, x);
+	buf_free(&p);
+	if (rc) {
+		keylist_free(&l);
+		return rc;
+	}
+	/* data first, then manifests: a reader never sees a manifest naming
+	 * files of which some are gone while others are left... the marker
+	 * hides the whole directory meanwhile anyway */
+	char **data = calloc(l.n + 1, sizeof *data);
+	char **man = calloc(l.n + 1, sizeof *man);
+	size_t nd = 0, nm = 0;
+	for (size_t i = 0; data && man && i < l.n; i++) {
+		if (is_manifest_key(l.v[i]))
+			man[nm++] = l.v[i];
+		else
+			data[nd++] = l.v[i];
+	}
+	rc = data && man ? 0 : -1;
+	if (!rc && nd)
+		rc = eng_delete_keys(e, data, nd, x);
+	if (!rc && nm)
+		rc = eng_delete_keys(e, man, nm, x);
+	free(data);
+	free(man);
+	keylist_free(&l);
+	return rc;
+}
+
+/* Relative path of sub under mroot ("" when equal), or NULL. */
+static const char *rel_to(const char *sub, const char *mroot)
+{
+	const char *rest;
+	return proto_under(sub, mroot, &rest) ? rest : NULL;
+}
+
+static char *join(const char *a, const char *b)
+{
+	buf j = BUF_INIT;
+	if (a[0] && b[0])
+		buf_printf(&j, "%s/%s", a, b);
+	else
+		buf_puts(&j, a[0] ? a : b);
+	return buf_steal(&j);
+}
+
+/*
+ * The addendum for files of this step in mroot: paths relative to mroot;
+ * base is the root of the step relative to mroot (a dir: its own entry
+ * too, so an empty one shows).
+ */
+static int put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
+{
+	if (!sn->mroot)
+		return 0;
+	const char *base = rel_to(root, sn->mroot);
+	if (!base || !base[0]) {
+		log_warn("commit: %s is not under its manifest root %s", root,
+			 sn->mroot);
+		return 0;
+	}
+	proto_mfile *mf = calloc(sn->nf + 1, sizeof *mf);
+	proto_mdir *md = calloc(sn->nd + 2, sizeof *md);
+	char **paths = calloc(sn->nf + sn->nd + 2, sizeof *paths);
+	size_t np = 0, nd = 0;
+	int rc = mf && md && paths ? 0 : -1;
+	for (size_t i = 0; !rc && i < sn->nf; i++) {
+		const char *r = rel_to(sn->f[i].path, root);
+		mf[i] = (proto_mfile){paths[np++] = join(base, r ? r : ""),
+				      sn->f[i].size,
+				      sn->f[i].etag,
+				      sn->f[i].crc,
+				      true,
+				      &sn->f[i].m,
+				      PROTO_BLOCK,
+				      sn->f[i].blocks};
+	}
+	if (!rc && sn->is_dir)
+		md[nd++] = (proto_mdir){paths[np++] = strdup(base), NULL};
+	for (size_t i = 0; !rc && i < sn->nd; i++) {
+		const char *r = rel_to(sn->dpath[i], root);
+		md[nd++] = (proto_mdir){paths[np++] = join(base, r ? r : ""),
+					&sn->dm[i]};
+	}
+	char *json = rc ? NULL
+			: proto_manifest_json(e->writer, (uint64_t)sn->id,
+					      eng_wall_ns(), mf, sn->nf, md, nd);
+	char *key = proto_addendum_key(e->prefix, sn->mroot, e->writer,
+				       (uint64_t)sn->id);
+	if (!json) {
+		memset(x, 0, sizeof *x);
+		x->err = EINVAL;
+		snprintf(x->msg, sizeof x->msg,
+			 "cannot write the addendum manifest of %s", root);
+		rc = -1;
+	} else {
+		rc = put_mem(e, key, json, "application/json", NULL, 0, x);
+	}
+	for (size_t i = 0; i < np; i++)
+		free(paths[i]);
+	free(paths);
+	free(mf);
+	free(md);
+	free(json);
+	free(key);
+	return rc;
+}
+
+static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
+{
+	/* never a key this step just committed */
+	size_t w = 0;
+	for (size_t i = 0; i < sn->ng; i++) {
+		bool live = false;
+		for (size_t k = 0; k < sn->nf && !live; k++)
+			live = sn->f[k].key && !strcmp(sn->f[k].key, sn->garbage[i]);
+		if (live)
+			free(sn->garbage[i]);
+		else
+			sn->garbage[w++] = sn->garbage[i];
+	}
+	sn->ng = w;
+	/* objects, then manifests, then markers, batch after batch: an old
+	 * name must never be left with its objects but without the pending
+	 * manifest and marker that hide them */
+	int rc = 0;
+	for (int rank = 0; rank < 3 && !rc; rank++) {
+		char **v = calloc(sn->ng + 1, sizeof *v);
+		size_t n = 0;
+		for (size_t i = 0; v && i < sn->ng; i++) {
+			const char *k = sn->garbage[i];
+			int r = is_marker_key(k)     ? 2
+				: is_manifest_key(k) ? 1
+						     : 0;
+			if (r == rank)
+				v[n++] = sn->garbage[i];
+		}
+		rc = !v ? -1 : n ? eng_delete_keys(e, v, n, x) : 0;
+		free(v);
+	}
+	return rc;
+}
+
+/* ---- steps -------------------------------------------------------------- */
+
+static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
+{
+	int rc = 0;
+	buf store = BUF_INIT;
+	for (size_t i = 0; !rc && i < sn->nd; i++) {
+		/* only empty directories need an object of their own: the
+		 * keys under the others make them exist */
+		bool holds = false;
+		for (size_t j = 0; !holds && j < sn->nf; j++)
+			holds = proto_under(sn->f[j].path, sn->dpath[i], NULL) &&
+				strcmp(sn->f[j].path, sn->dpath[i]);
+		for (size_t j = 0; !holds && j < sn->nd; j++)
+			holds = j != i &&
+				proto_under(sn->dpath[j], sn->dpath[i], NULL) &&
+				strcmp(sn->dpath[j], sn->dpath[i]);
+		if (holds)
+			continue;
+		buf k = BUF_INIT;
+		buf_printf(&k, "%s%s/", e->prefix, sn->dpath[i]);
+		s3_meta meta[PROTO_META_N];
+		size_t nm = proto_object_meta(&sn->dm[i], meta, &store);
+		rc = put_mem(e, buf_cstr(&k), "", NULL, meta, nm, x);
+		buf_free(&k);
+	}
+	buf_free(&store);
+	proto_mfile *mf = calloc(sn->nf + 1, sizeof *mf);
+	proto_mdir *md = calloc(sn->nd + 1, sizeof *md);
+	if (!rc && (!mf || !md))
+		rc = -1;
+	for (size_t i = 0; !rc && i < sn->nf; i++) {
+		const char *r = rel_to(sn->f[i].path, sn->root);
+		mf[i] = (proto_mfile){r ? r : sn->f[i].path, sn->f[i].size,
+				      sn->f[i].etag, sn->f[i].crc, true,
+				      &sn->f[i].m, PROTO_BLOCK,
+				      sn->f[i].blocks};
+	}
+	for (size_t i = 0; !rc && i < sn->nd; i++) {
+		const char *r = rel_to(sn->dpath[i], sn->root);
+		md[i] = (proto_mdir){r ? r : sn->dpath[i], &sn->dm[i]};
+	}
+	size_t nd = sn->nd;
+	/* the root itself is not a "dirs" entry */
+	for (size_t i = 0; i < nd; i++)
+		if (!md[i].path[0])
+			md[i--] = md[--nd];
+	char *json = rc ? NULL
+			: proto_manifest_json(e->writer, (uint64_t)sn->id,
+					      eng_wall_ns(), mf, sn->nf, md, nd);
+	free(mf);
+	free(md);
+	if (!rc && !json) {
+		memset(x, 0, sizeof *x);
+		x->err = EINVAL;
+		snprintf(x->msg, sizeof x->msg,
+			 "cannot write the manifest of %s (a path is not UTF-8)",
+			 sn->root);
+		rc = -1;
+	}
+	char *key = proto_manifest_key(e->prefix, sn->root, e->writer);
+	if (!rc)
+		rc = put_mem(e, key, json, "application/json", NULL, 0, x);
+	free(key);
+	free(json);
+	if (!rc)
+		rc = put_addendum(e, sn, sn->root, x);
+	if (!rc)
+		rc = eng_delete_marker(e, sn->root, sn->id, x); /* commit point */
+	if (!rc)
+		rc = delete_garbage(e, sn, x);
+	return rc;
+}
+
+/* Single-file transaction: its PUT or completion is the visibility step. */
+static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
+{
+	int rc = 0;
+	efile *f = t->files; /* at most one; mu held here */
+	if (f && f->state != F_STORED) {
+		char *key = f->key && f->upload_id
+				? strdup(f->key)
+				: proto_key(e->prefix, f->path);
+		char etag[S3_ETAG_MAX] = "";
+		uint32_t crc = 0;
+		char *blocks = NULL;
+		unsigned gen = f->gen;
+		f->jobs++; /* keeps workers off it */
+		f->refs++;
+		struct eng_busy b;
+		eng_key_claim(e, &b, key);
+		if (f->state == F_PARTS) {
+			s3_part *p = calloc(f->n_parts, sizeof *p);
+			size_t n = f->n_parts;
+			char *id = strdup(f->upload_id);
+			for (unsigned i = 0; p && i < n; i++) {
+				p[i].number = i + 1;
+				snprintf(p[i].etag, sizeof p[i].etag, "%s",
+					 f->petag[i]);
+				crc = i ? proto_crc32c_combine(
+					      crc, f->pcrc[i],
+					      i + 1 == n ? f->size - (uint64_t)i *
+								      f->part_size
+							 : f->part_size)
+					: f->pcrc[i];
+			}
+			blocks = eng_parts_blocks(f);
+			pthread_mutex_unlock(&e->mu);
+			rc = p && id ? eng_complete_mpu(e, key, id, p, n, etag, x)
+				     : -1;
+			free(p);
+			free(id);
+		} else {
+			uint64_t sid = f->sid, size = f->size;
+			proto_meta m;
+			eng_meta_copy(&m, &f->m);
+			pthread_mutex_unlock(&e->mu);
+			rc = eng_put_file(e, key, sid, size, &m, etag, &crc,
+					  &blocks, x);
+			proto_meta_free(&m);
+		}
+		pthread_mutex_lock(&e->mu);
+		eng_key_release(e, &b);
+		f->jobs--;
+		if (rc == 0 && f->gen == gen && f->t)
+			eng_file_stored(e, f, key, etag, crc, blocks);
+		else if (rc == 0)
+			rc = -2; /* changed meanwhile: run the step again */
+		free(blocks);
+		eng_file_unref(e, f);
+		free(key);
+		if (rc)
+			return rc;
+		eng_snap_free(sn);
+		eng_snap_take(e, t, sn);
+	}
+	pthread_mutex_unlock(&e->mu);
+	rc = put_addendum(e, sn, sn->root, x);
+	if (!rc)
+		rc = delete_garbage(e, sn, x);
+	pthread_mutex_lock(&e->mu);
+	return rc;
+}
+
+static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
+{
+	if (!is_dir) {
+		char *k = proto_key(e->prefix, path);
+		int rc = s3_delete_object(e->s3, k, x);
+		free(k);
+		return rc;
+	}
+	eng_hold_marker(e, path);
+	int rc = eng_put_marker(e, path, x);
+	if (!rc)
+		rc = delete_tree(e, path, x);
+	if (!rc)
+		rc = eng_delete_marker(e, path, 0, x);
+	return rc;
+}
+
+static int copy_one(eng *e, const char *src, const char *dst, uint64_t size,
+		    const char *etag, char out[S3_ETAG_MAX], s3_err *x)
+{
+	s3_copy_opts co = {.directive = S3_METADATA_COPY, .size = size,
+			   .src_if_match = etag};
+	if (size <= S3_MAX_PUT_SIZE)
+		return s3_copy_object(e->s3, src, dst, &co, out, x);
+	s3_head_ext_result h = {0};
+	int rc = s3_head_ext(e->s3, src, &h, x);
+	s3_put_opts po = {.meta = h.meta, .n_meta = h.n_meta,
+			  .content_type = h.content_type[0] ? h.content_type
+							    : NULL};
+	char *id = NULL;
+	if (!rc)
+		rc = s3_mpu_create(e->s3, dst, &po, &id, x);
+	s3_head_ext_result_free(&h);
+	uint64_t ps = s3_part_size(size, 512 * S3_MIB);
+	size_t n = (size_t)s3_part_count(size, ps);
+	s3_part *p = calloc(n, sizeof *p);
+	for (size_t i = 0; !rc && i < n; i++) {
+		uint64_t first = i * ps;
+		uint64_t last = first + ps > size ? size - 1 : first + ps - 1;
+		p[i].number = (unsigned)i + 1;
+		rc = p ? s3_upload_part_copy(e->s3, src, first, last, etag, dst,
+					     id, (unsigned)i + 1, p[i].etag, x)
+		       : -1;
+	}
+	s3_head_result hh;
+	if (!rc && etag && s3_head(e->s3, src, &hh, x) == 0 &&
+	    strcmp(hh.etag, etag)) {
+		x->err = ESTALE;
+		snprintf(x->msg, sizeof x->msg, "copy of %s: source changed",
+			 src);
+		rc = -1;
+	}
+	if (!rc)
+		rc = s3_mpu_complete(e->s3, dst, id, p, n, out, x);
+	else if (id) {
+		s3_err ax;
+		s3_mpu_abort(e->s3, dst, id, &ax);
+	}
+	free(p);
+	free(id);
+	return rc;
+}
+
+static int load_src_manifests(eng *e, keylist *l, size_t plen,
+			      vis_manifest *vm, s3_err *x)
+{
+	int rc = 0;
+	for (size_t i = 0; !rc && i < l->n; i++) {
+		const char *rel = l->v[i] + plen;
+		if (!proto_is_meta_key(rel) ||
+		    !proto_is_manifest_name(rel + sizeof PROTO_META_DIR))
+			continue;
+		size_t sz = l->o[i].size;
+		char *body = malloc(sz + 1);
+		size_t got = 0;
+		rc = body ? s3_get_range(e->s3, l->v[i], 0, sz, NULL, body,
+					 &got, x)
+			  : -1;
+		if (!rc)
+			vis_manifest_add_json(vm, body, got, NULL);
+		free(body);
+	}
+	vis_manifest_finish(vm);
+	return rc;
+}
+
+static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
+{
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s%s/", e->prefix, sn->root);
+	size_t plen = p.len;
+	keylist l = {0};
+	vis_manifest vm;
+	vis_manifest_init(&vm);
+	eng_hold_marker(e, sn->dest);
+	int rc = eng_put_marker(e, sn->dest, x);
+	if (!rc)
+		rc = list_under(e, buf_cstr(&p), &l, x);
+	if (!rc)
+		rc = load_src_manifests(e, &l, plen, &vm, x);
+	bool governed = vm.committed > 0;
+	/* copy every object but the root's own manifests */
+	eng_snap_file *nf = calloc(l.n + 1, sizeof *nf);
+	size_t n = 0;
+	for (size_t i = 0; !rc && nf && i < l.n; i++) {
+		const char *rel = l.v[i] + plen;
+		if (proto_is_meta_key(rel))
+			continue;
+		buf d = BUF_INIT;
+		buf_printf(&d, "%s%s/%s", e->prefix, sn->dest, rel);
+		char etag[S3_ETAG_MAX] = "";
+		rc = copy_one(e, l.v[i], buf_cstr(&d), l.o[i].size,
+			      l.o[i].etag, etag, x);
+		buf_free(&d);
+		size_t rl = strlen(rel);
+		if (rc || !rl || rel[rl - 1] == '/')
+			continue; /* directory objects are not files */
+		const vis_file *v = governed ? vis_manifest_find(&vm, rel) : NULL;
+		if (governed && !v)
+			continue; /* invisible in the source: not listed */
+		eng_snap_file *s = &nf[n++];
+		s->path = strdup(rel);
+		s->etag = strdup(etag);
+		s->size = l.o[i].size;
+		s->crc = v && v->has_crc ? v->crc32c : 0;
+		/* a copy has the same bytes: the same block checksums */
+		s->blocks = v && v->blocks && v->size == s->size &&
+				    v->block == PROTO_BLOCK
+				? strdup(v->blocks)
+				: NULL;
+		if (v)
+			vis_file_meta(v, &s->m);
+		else
+			s->m.mode = 0644;
+	}
+	if (!rc) {
+		proto_mfile *mf = calloc(n + 1, sizeof *mf);
+		proto_mdir *md = calloc(vm.n_dirs + 1, sizeof *md);
+		for (size_t i = 0; mf && i < n; i++) {
+			const vis_file *v = governed ? vis_manifest_find(&vm, nf[i].path)
+						     : NULL;
+			mf[i] = (proto_mfile){nf[i].path, nf[i].size,
+					      nf[i].etag, nf[i].crc,
+					      v && v->has_crc, &nf[i].m,
+					      PROTO_BLOCK, nf[i].blocks};
+		}
+		for (size_t i = 0; md && i < vm.n_dirs; i++)
+			md[i] = (proto_mdir){vm.dirs[i], NULL};
+		char *json = mf && md ? proto_manifest_json(
+						e->writer, (uint64_t)sn->id,
+						eng_wall_ns(), mf, n, md,
+						vm.n_dirs)
+				      : NULL;
+		char *key = proto_manifest_key(e->prefix, sn->dest, e->writer);
+		rc = json ? put_mem(e, key, json, "application/json", NULL, 0, x)
+			  : -1;
+		free(json);
+		free(key);
+		free(mf);
+		free(md);
+	}
+	if (!rc) {
+		/* the addendum lists the new name's files */
+		eng_snap tmp = *sn;
+		tmp.f = nf;
+		tmp.nf = n;
+		tmp.nd = 0;
+		tmp.is_dir = true;
+		eng_snap_file *saved = nf;
+		for (size_t i = 0; i < n; i++) {
+			char *full = join(sn->dest, nf[i].path);
+			free(nf[i].path);
+			nf[i].path = full;
+		}
+		rc = put_addendum(e, &tmp, sn->dest, x);
+		nf = saved;
+	}
+	if (!rc)
+		rc = eng_delete_marker(e, sn->dest, 0, x); /* new name visible */
+	if (!rc)
+		rc = remote_delete(e, sn->root, true, x);
+	for (size_t i = 0; nf && i < n; i++) {
+		free(nf[i].path);
+		free(nf[i].etag);
+		free(nf[i].blocks);
+		proto_meta_free(&nf[i].m);
+	}
+	free(nf);
+	vis_manifest_free(&vm);
+	keylist_free(&l);
+	buf_free(&p);
+	return rc;
+}
+
+static int rename_file(eng *e, eng_snap *sn, s3_err *x)
+{
+	char *src = proto_key(e->prefix, sn->root);
+	char *dst = proto_key(e->prefix, sn->dest);
+	s3_head_result h;
+	char etag[S3_ETAG_MAX] = "";
+	int rc = s3_head(e->s3, src, &h, x);
+	if (rc && x->err == ENOENT) {
+		/* a resumed rename whose copy already happened */
+		rc = s3_head(e->s3, dst, &h, x);
+		if (!rc)
+			snprintf(etag, sizeof etag, "%s", h.etag);
+	} else if (!rc) {
+		rc = copy_one(e, src, dst, h.size, h.etag, etag, x);
+	}
+	if (!rc && sn->mroot) {
+		eng_snap tmp = *sn;
+		eng_snap_file f = {.path = sn->dest, .etag = etag, .size = h.size,
+			       .m = {.mode = 0644}};
+		tmp.f = &f;
+		tmp.nf = 1;
+		tmp.nd = 0;
+		tmp.is_dir = false;
+		rc = put_addendum(e, &tmp, sn->dest, x);
+	}
+	if (!rc)
+		rc = s3_delete_object(e->s3, src, x);
+	free(src);
+	free(dst);
+	return rc;
+}
+
+int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
+{
+	int rc;
+	if (t->kind == T_FILE)
+		return commit_file(e, t, sn, x);
+	pthread_mutex_unlock(&e->mu);
+	switch (t->kind) {
+	case T_DIR:
+		rc = commit_dir(e, sn, x);
+		break;
+	case T_RDEL:
+		rc = remote_delete(e, sn->root, sn->is_dir, x);
+		break;
+	default:
+		rc = sn->is_dir ? rename_dir(e, sn, x) : rename_file(e, sn, x);
+		break;
+	}
+	pthread_mutex_lock(&e->mu);
+	return rc;
+}
