@@ -47,14 +47,14 @@ struct fs_inode {
 	struct timespec mtime;
 	double attr_time; /* monotonic seconds when attributes were set */
 
-	/* attributes a committed manifest recorded (fs/ops.c remote_attrs) */
+	/* attributes a committed manifest recorded (fs/nodes.c remote_attrs) */
 	bool has_attrs;
 	uint32_t mode, uid, gid;
 	char *symlink;     /* the object is a symlink to this */
 	char *xattrs_json; /* {"user.k":"base64"} or NULL */
 	char *meta_etag;   /* version whose object metadata was read */
 
-	/* files: page cache policy (see fs/ops.c set_page_cache_mode) */
+	/* files: page cache policy (see fs/read.c set_page_cache_mode) */
 	char *kc_etag;         /* version whose pages the kernel may hold */
 	unsigned open_handles;
 	/* FUSE passthrough: the kernel binds an inode to one backing file
@@ -64,7 +64,7 @@ struct fs_inode {
 	char *pt_etag;
 	bool pt_pending; /* an open is registering the backing file */
 	/* bound to the staging file of a file written through the mount
-	 * (fs/write.c): pt_etag is NULL and the binding ends with the last
+	 * (fs/write-pt.c): pt_etag is NULL and the binding ends with the last
 	 * handle */
 	bool pt_stage;
 	uint64_t pt_sid;

@@ -1,6 +1,15 @@
 /*
- * The state shared by the read path (fs/ops.c) and the write path
- * (fs/write.c) of the FUSE operations.  Private to src/fs.
+ * The state the FUSE operations share (struct fs_ctx, open handles) and
+ * the functions of src/fs below the operation table, each with the file
+ * that defines it.  Private to src/fs.  The files form layers that call
+ * only downwards:
+ *
+ *   fs/ops.c, fs/context.c          the table; the context's life cycle
+ *   fs/dirs.c, fs/read.c            the read side's operations
+ *   fs/write*.c                     the write side (fs/write-internal.h)
+ *   fs/nodes.c, fs/handles.c        listings and attributes; handles
+ *   fs/local.c, fs/write-deletes.c  the overlay as lookups see it; deletes
+ *   fs/inode.c, fs/overlay.c, fs/listing.c, fs/mcache.c, fs/passthrough.c
  */
 #ifndef CKPTFS_FS_OPS_INTERNAL_H
 #define CKPTFS_FS_OPS_INTERNAL_H
@@ -16,6 +25,7 @@
 #include "fs/mcache.h"
 #include "fs/ops.h"
 #include "fs/overlay.h"
+#include "proto/namespace.h"
 
 #define LOGGED_MAX 4096
 
@@ -26,7 +36,7 @@ struct fs_ctx {
 	char *prefix;
 	fs_itable *it;
 	fs_mcache *mcache; /* manifest bodies by ETag (fs/mcache.h) */
-	/* directory listings being fetched (dir_load; table lock): while
+	/* directory listings being fetched (fs_dir_load; table lock): while
 	 * one is, the application is not quiet, it waits for the store (a
 	 * stalled request), so held deletes are not sent yet */
 	unsigned fetching;
@@ -119,61 +129,101 @@ struct fs_dirhandle {
 };
 
 
-/* ops.c helpers the write path uses.  Table locked where noted. */
-fs_ctx *fs_req_ctx(fuse_req_t req);
+static inline fs_ctx *fs_req_ctx(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* ---- fs/nodes.c: listings and attributes.  Table locked where noted. -- */
+
+char *fs_object_key(fs_ctx *fs, const fs_inode *n);
 void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
 void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
+/* Makes d->listing fresh; drops the lock while listing.  0 or -errno. */
 int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
-char *fs_object_key(fs_ctx *fs, const fs_inode *n);
+/* Child inode for a listing entry, attributes updated.  Table locked. */
+fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e);
+/* Whether n serves another version than etag (it then gets a new inode). */
+bool fs_bound_to_other_version(const fs_inode *n, const char *etag);
 /* Reads a plain object's attributes from its metadata.  Table locked. */
 void fs_check_meta(fs_ctx *fs, fs_inode *n);
-void fs_handle_link(fs_ctx *fs, fs_handle *h);     /* table locked */
-void fs_handle_free(fs_ctx *fs, fs_handle *h, bool counted);
 /* The block checksums n's manifest records for version (etag, size), to
- * check downloads against (fs/ops.c).  Table locked. */
+ * check downloads against.  Table locked. */
 bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
 			cache_expect *x, uint32_t **crc);
+
+/* ---- fs/handles.c ------------------------------------------------------ */
+
+void fs_handle_link(fs_ctx *fs, fs_handle *h);     /* table locked */
+/* Frees a handle of a remote object; counted: it counts in its inode's
+ * open_handles.  A local file's handle: wr_handle_free. */
+void fs_handle_free(fs_ctx *fs, fs_handle *h, bool counted);
+/* The two halves of a free, for wr_handle_free. */
+void fs_handle_settle(fs_handle *h);
+void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted);
 /* Whether a handle was closed (flushed) and its release is still to come:
  * the space it holds is about to be freed. */
 bool fs_closing_handles(fs_ctx *fs);
+void fs_dirhandle_unlink(fs_ctx *fs, fs_dirhandle *dh); /* table locked */
+void fs_dirhandle_free(fs_dirhandle *dh);
 
-/* The write path (fs/write.c), called by ops.c. */
-void wr_init(fs_ctx *fs);
-void wr_shutdown(fs_ctx *fs); /* stops the idle thread */
-void wr_destroy(fs_ctx *fs);
+/* ---- fs/local.c: the overlay as lookups see it.  Table locked. -------- */
+
 /* Lookup of name in p answered by the overlay: 1 (found: *out, or
- * *out NULL for a whiteout: ENOENT), 0 (ask the remote listing).
- * Table locked. */
+ * *out NULL for a whiteout: ENOENT), 0 (ask the remote listing). */
 int wr_lookup(fs_ctx *fs, fs_inode *p, const char *name, fs_inode **out);
-/* Attributes of a local node; false when n is not one.  Table locked. */
+/* Attributes of a local node; false when n is not one. */
 bool wr_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
-/* Write passthrough (fs/write.c).  Table locked. */
-void wr_pt_absorb(ov_node *o);       /* takes in the kernel's writes */
-void wr_pt_unbind(fs_ctx *fs, fs_inode *n); /* n's last handle went */
-void wr_pt_wait_releases(fs_ctx *fs); /* before a commit trigger */
-/* Whether the overlay has a local directory at n's path.  Table locked. */
+/* Whether the overlay has a local directory at n's path. */
 bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n);
 /* Whether n has a node in the overlay at all (a directory restored from the
- * journal and merged with the bucket's listing included).  Table locked. */
+ * journal and merged with the bucket's listing included). */
 bool wr_has_local_node(fs_ctx *fs, const fs_inode *n);
+/* Merges the overlay into a directory snapshot. */
+int wr_merge_listing(fs_ctx *fs, fs_inode *d, fs_dirhandle *dh);
+
+/* ---- fs/write-deletes.c ------------------------------------------------ */
+
 /* The last directory listing being fetched returned: the quiet time of
  * held deletes starts again now.  Table locked. */
 void wr_fetch_done(fs_ctx *fs);
-/* Merges the overlay into a directory snapshot.  Table locked. */
-int wr_merge_listing(fs_ctx *fs, fs_inode *d, fs_dirhandle *dh);
-/* open of a local file, or for writing: true when it replied. */
+
+/* ---- the operations (for fs/ops.c and fs/context.c) --------------------- */
+
+/* fs/dirs.c */
+void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void rd_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void rd_forget_multi(fuse_req_t req, size_t count,
+		     struct fuse_forget_data *forgets);
+void rd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void rd_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void rd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+void rd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void rd_releasedir(fuse_req_t req, fuse_ino_t ino,
+		   struct fuse_file_info *fi);
+/* fs/read.c: open and read of a remote file (wr_open declined it) */
+void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void rd_read(fuse_req_t req, size_t size, off_t off,
+	     struct fuse_file_info *fi);
+
+/* fs/write.c: open of a local file, or for writing: true when it replied */
 bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 bool wr_read(fuse_req_t req, fs_handle *h, size_t size, off_t off);
-/* flush/release of a handle with h->ov. */
-/* uid: the closing process's; a writer other than root loses the file's
+/* flush of a handle with h->ov.
+ * uid: the closing process's; a writer other than root loses the file's
  * set-user-ID bit (and set-group-ID with group exec), as on a local disk */
 void wr_flush(fs_ctx *fs, fs_handle *h, uid_t uid);
-/* counted: as for fs_handle_free; the handle leaves its inode's count
- * here, before the file is handed over (a new open must not find the
- * staging file bound and about to be handed). */
-void wr_release(fs_ctx *fs, fs_handle *h, bool counted);
+/* Frees a handle with h->ov (counted: as for fs_handle_free); the file is
+ * handed to the engine if it was its last writer. */
+void wr_handle_free(fs_ctx *fs, fs_handle *h, bool counted);
+void wr_statfs(fs_ctx *fs, struct statvfs *sv);
+/* fs/write-idle.c: stops the idle thread */
+void wr_shutdown(fs_ctx *fs);
 
-/* FUSE operations of the write path (fs/write.c). */
+/* FUSE operations of the write path (fs/write.c, fs/write-attrs.c,
+ * fs/write-names.c). */
 void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 size_t size);
 void wr_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
@@ -205,6 +255,5 @@ void wr_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi);
 void wr_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		  off_t length, struct fuse_file_info *fi);
-void wr_statfs(fs_ctx *fs, struct statvfs *sv);
 
 #endif

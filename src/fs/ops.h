@@ -1,15 +1,23 @@
 /*
- * fs_ops: the FUSE low-level operations of a read-only mount.
+ * fs_ops: the FUSE low-level operations of the mount, and the context they
+ * share (fs_ctx).
  *
  * One function per fuse_lowlevel_ops entry, each replying exactly once.
- * Directory contents come from ListObjectsV2 listings cached per directory
- * inode for dir_timeout seconds (namespace rules in proto/namespace.h); file
- * attributes come from those listings and are refreshed by a HEAD at open,
- * which also pins the ETag the handle reads.  Reads are served from the
- * local cache (cache/cache.h) by splicing from the cache file; when the
- * cache cannot take the object (pinned data fills it) the handle reads
- * uncached with ranged GETs that carry If-Match, so a handle never mixes
- * two versions of an object either way.  Writes fail with EROFS.
+ * Reads: directory contents come from ListObjectsV2 listings cached per
+ * directory inode for dir_timeout seconds (namespace rules in
+ * proto/namespace.h); file attributes come from those listings, manifests
+ * and object metadata, and are refreshed by a HEAD at open, which also pins
+ * the ETag the handle reads.  Reads are served from the local cache
+ * (cache/cache.h) by splicing from the cache file; when the cache cannot
+ * take the object (pinned data fills it) the handle reads uncached with
+ * ranged GETs that carry If-Match, so a handle never mixes two versions of
+ * an object either way.
+ *
+ * Writes (doc/commit.md, "The FUSE layer"): with a commit engine attached
+ * (fs_ctx_set_engine) the mount is writable; what is written is staged
+ * locally, shows in the mount at once through an overlay over the remote
+ * namespace, and is committed to the bucket in transactions.  Without an
+ * engine (-o ro) every write fails with EROFS.
  */
 #ifndef CKPTFS_FS_OPS_H
 #define CKPTFS_FS_OPS_H
@@ -50,7 +58,7 @@ const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
 /* The passthrough state of this mount (fs/passthrough.h). */
 fs_pt *fs_ctx_pt(fs_ctx *fs);
 
-/* ---- writes (fs/write.c) ---------------------------------------------- */
+/* ---- writes (fs/write*.c) --------------------------------------------- */
 
 typedef struct eng eng;
 

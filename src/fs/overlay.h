@@ -60,7 +60,7 @@ typedef struct ov_node {
 	double wo_time; /* whiteouts: when made */
 	bool merge;     /* a directory restored from the journal: its remote
 	                 * listing shows too */
-	/* files written through passthrough handles (fs/write.c): the
+	/* files written through passthrough handles (fs/write-pt.c): the
 	 * kernel writes the staging file directly; what ckptfs last saw of
 	 * it (ctime, size) tells whether it changed since */
 	unsigned pt_writers;

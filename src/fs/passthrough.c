@@ -17,7 +17,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "fs/ops.h"
 #include "util/log.h"
 
 #define PT_INIT_EXT (1u << 30)
@@ -54,6 +53,10 @@ struct pt_open_out {
 
 static __thread int tl_backing_id;
 
+/* The state of the session the hooks are installed on (one per process):
+ * set by fs_pt_install before the session reads its first request. */
+static fs_pt *hooked;
+
 void fs_pt_mark_next_open(int backing_id)
 {
 	tl_backing_id = backing_id;
@@ -61,7 +64,7 @@ void fs_pt_mark_next_open(int backing_id)
 
 static ssize_t pt_read(int fd, void *dst, size_t len, void *userdata)
 {
-	fs_pt *pt = fs_ctx_pt(userdata);
+	fs_pt *pt = hooked;
 	ssize_t r = read(fd, dst, len);
 	if (r < (ssize_t)(sizeof(struct fuse_in_header) +
 			  sizeof(struct pt_init_in)))
@@ -84,9 +87,9 @@ static ssize_t pt_read(int fd, void *dst, size_t len, void *userdata)
  * security.capability (a GETXATTR round trip) before every write(2), to
  * see whether the write must drop it (FUSE never marks its superblock
  * SB_NOSEC).  With it the kernel marks an inode S_NOSEC after one such
- * look, and leaves dropping set-id bits to us: fs/write.c clears them on
- * truncate and chown (FATTR_KILL_SUIDGID) and when a writer other than
- * root closes a file it changed.  ckptfs stores no security.* xattrs, so
+ * look, and leaves dropping set-id bits to us: fs/write-attrs.c clears
+ * them on truncate and chown (FATTR_KILL_SUIDGID) and fs/write.c when a
+ * writer other than root closes a file it changed.  ckptfs stores no security.* xattrs, so
  * there is never a capability to drop.  Measured on the bench save
  * (2 048 writes of 1 MiB): 235 ms of GETXATTR round trips per save.
  */
@@ -109,7 +112,7 @@ static void patch_init(fs_pt *pt, struct iovec *iov, int count)
 
 static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-	fs_pt *pt = fs_ctx_pt(userdata);
+	fs_pt *pt = hooked;
 	if (count >= 1 && iov[0].iov_len == sizeof(struct fuse_out_header)) {
 		const struct fuse_out_header *oh = iov[0].iov_base;
 		if (!pt->init_done && oh->unique == pt->init_unique &&
@@ -153,6 +156,7 @@ int fs_pt_install(struct fuse_session *se, fs_pt *pt)
 		.splice_send = pt_splice_send,
 	};
 	pt->dev_fd = fuse_session_fd(se);
+	hooked = pt;
 	return fuse_session_custom_io(se, &io, pt->dev_fd);
 }
 

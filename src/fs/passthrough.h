@@ -8,11 +8,11 @@
  * read hook sees the kernel's INIT request and learns whether passthrough
  * is offered; the writev hook adds FUSE_PASSTHROUGH to the INIT reply and
  * stamps FOPEN_PASSTHROUGH plus the backing id into the open reply that
- * op_open sends right after registering the cache file's descriptor
- * (FUSE_DEV_IOC_BACKING_OPEN, which needs CAP_SYS_ADMIN).  Everything
- * falls back to ordinary FUSE reads when the kernel, the privilege or the
- * ioctl says no.  Files written through the mount pass through to their
- * staging file the same way (fs/write.c, "write passthrough"); the create
+ * rd_open (fs/read.c) sends right after registering the cache file's
+ * descriptor (FUSE_DEV_IOC_BACKING_OPEN, which needs CAP_SYS_ADMIN).
+ * Everything falls back to ordinary FUSE reads when the kernel, the
+ * privilege or the ioctl says no.  Files written through the mount pass
+ * through to their staging file the same way (fs/write-pt.c); the create
  * reply is stamped like an open reply.  The same INIT hook accepts
  * FUSE_HANDLE_KILLPRIV_V2 (see patch_init).
  */
@@ -33,7 +33,8 @@ typedef struct fs_pt {
 	uint64_t init_unique; /* unique of the INIT request */
 } fs_pt;
 
-/* Installs the I/O hooks on a mounted session; pt must outlive it. */
+/* Installs the I/O hooks on a mounted session (one per process); pt
+ * must outlive it. */
 int fs_pt_install(struct fuse_session *se, fs_pt *pt);
 
 /* Registers fd as a backing file: the id, or a negative errno. */

@@ -1,8 +1,8 @@
 /*
  * The write path: creating, removing and renaming names (fs/write.c has
  * the overview).  Removing a remote name leaves a whiteout in the overlay
- * and a held delete (wr_hold_delete, fs/write-txn.c); renames decide which transaction a
- * name moves to.
+ * and a held delete (wr_hold_delete, fs/write-deletes.c); renames decide
+ * which transaction a name moves to.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 /* ---- creating names ---------------------------------------------------- */
 
 /* Table locked: whether a name exists at child `name` of p. */
-int wr_name_state(fs_ctx *fs, fs_inode *p, const char *name,
+static int wr_name_state(fs_ctx *fs, fs_inode *p, const char *name,
 		      bool *remote, bool *local)
 {
 	*remote = *local = false;
@@ -44,14 +44,14 @@ int wr_name_state(fs_ctx *fs, fs_inode *p, const char *name,
 	return 0;
 }
 
-fs_inode *wr_parent_dir(fs_ctx *fs, fuse_ino_t ino, int *err)
+static fs_inode *wr_parent_dir(fs_ctx *fs, fuse_ino_t ino, int *err)
 {
 	fs_inode *p = fs_itable_get(fs->it, ino);
 	*err = !p ? ENOENT : !p->is_dir ? ENOTDIR : 0;
 	return *err ? NULL : p;
 }
 
-bool wr_name_ok(const char *name)
+static bool wr_name_ok(const char *name)
 {
 	return strncmp(name, ".ckptfs", 7) != 0 && strlen(name) <= 255;
 }
@@ -125,14 +125,6 @@ static int new_node(fuse_req_t req, fs_ctx *fs, fs_inode *p, const char *name,
 	return rc;
 }
 
-bool wr_require_engine(fuse_req_t req)
-{
-	if (fs_req_ctx(req)->eng)
-		return true;
-	fuse_reply_err(req, EROFS);
-	return false;
-}
-
 void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       mode_t mode, struct fuse_file_info *fi)
 {
@@ -169,7 +161,7 @@ void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fi->keep_cache = 0;
 	fs_pt_mark_next_open(h->backing_id);
 	if (fuse_reply_create(req, &ep, fi) == -ENOENT)
-		fs_handle_free(fs, h, true);
+		wr_handle_free(fs, h, true);
 }
 
 void wr_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -295,7 +287,7 @@ void wr_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 /*
  * Removes local node o (a file or an empty directory).  Table locked.
  */
-int wr_remove_local(fs_ctx *fs, ov_node *o)
+static int wr_remove_local(fs_ctx *fs, ov_node *o)
 {
 	ov_txn *x = o->txn;
 	int rc = 0;
@@ -340,7 +332,7 @@ int wr_remove_local(fs_ctx *fs, ov_node *o)
 
 /* Whether remote directory d (with children hidden by whiteouts) is
  * empty.  Table locked. */
-int wr_remote_dir_empty(fs_ctx *fs, fs_inode *d, bool *empty)
+static int wr_remote_dir_empty(fs_ctx *fs, fs_inode *d, bool *empty)
 {
 	*empty = true;
 	int rc = fs_dir_load(fs, d);

@@ -1,0 +1,116 @@
+/*
+ * The mount's context (struct fs_ctx, fs/ops-internal.h): created before
+ * the FUSE session, closed and freed after it.  Everything the operations
+ * share hangs off it: the inode table, the manifest cache, the passthrough
+ * state, open handles, and the write path's overlay, held deletes and
+ * idle-commit thread.  This file sits on top of the others: freeing the
+ * context stops the idle thread (fs/write-idle.c) and frees the handles
+ * the kernel never released, of both sides.
+ */
+#include "fs/ops.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/ops-internal.h"
+#include "fs/write-internal.h"
+
+/* The kernel forgot an inode: its passthrough backing can go. */
+static void inode_freed(void *arg, fs_inode *n)
+{
+	fs_ctx *fs = arg;
+	if (n->pt_backing_id > 0)
+		fs_pt_backing_close(&fs->pt, n->pt_backing_id);
+}
+
+/* The write path's state (fs/write-internal.h). */
+static void writes_init(fs_ctx *fs)
+{
+	ov_init(&fs->ov);
+	pthread_cond_init(&fs->idle_cv, NULL);
+	fs->dels = calloc(1, sizeof *fs->dels);
+}
+
+static void writes_destroy(fs_ctx *fs)
+{
+	wr_shutdown(fs);
+	ov_destroy(&fs->ov);
+	pthread_cond_destroy(&fs->idle_cv);
+	if (fs->dels) {
+		wr_dels_clear(fs->dels);
+		free(fs->dels->v);
+		free(fs->dels);
+	}
+}
+
+fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
+		   const fs_opts *o)
+{
+	fs_ctx *fs = calloc(1, sizeof *fs);
+	if (!fs)
+		return NULL;
+	fs->s3 = s3;
+	fs->cache = rc;
+	fs->prefix = strdup(prefix);
+	fs->pt.wanted = o->passthrough;
+	fs->it = fs_itable_new();
+	fs->mcache = fs_mcache_new(0);
+	fs->o = *o;
+	if (!fs->o.readahead_max)
+		fs->o.readahead_max = 8u << 20;
+	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
+	pthread_mutex_init(&fs->log_mu, NULL);
+	if (!fs->prefix || !fs->it || !fs->mcache) {
+		fs_ctx_free(fs);
+		return NULL;
+	}
+	fs_itable_root(fs->it)->mtime = fs->mount_time;
+	fs_itable_set_free_hook(fs->it, inode_freed, fs);
+	writes_init(fs);
+	return fs;
+}
+
+void fs_ctx_free(fs_ctx *fs)
+{
+	if (!fs)
+		return;
+	writes_destroy(fs);
+	fs_itable_free(fs->it);
+	fs_mcache_free(fs->mcache);
+	pthread_mutex_destroy(&fs->log_mu);
+	free(fs->prefix);
+	free(fs);
+}
+
+void fs_ctx_close_handles(fs_ctx *fs)
+{
+	if (!fs)
+		return;
+	for (;;) {
+		fs_itable_lock(fs->it);
+		fs_handle *h = fs->handles;
+		fs_dirhandle *dh = fs->dirhandles;
+		if (dh)
+			fs_dirhandle_unlink(fs, dh);
+		fs_itable_unlock(fs->it);
+		if (h && h->ov) /* a local file's: unlinks it */
+			wr_handle_free(fs, h, true);
+		else if (h)
+			fs_handle_free(fs, h, true); /* unlinks it */
+		if (dh)
+			fs_dirhandle_free(dh);
+		if (!h && !dh)
+			break;
+	}
+}
+
+fs_pt *fs_ctx_pt(fs_ctx *fs)
+{
+	return &fs->pt;
+}
+
+eng *fs_ctx_engine(fs_ctx *fs)
+{
+	return fs->eng;
+}

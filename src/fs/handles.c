@@ -1,0 +1,110 @@
+/*
+ * Open handles: the list of file and directory handles of the mount
+ * (freed at unmount if the kernel never released them) and the counts of
+ * handles closed whose release is still to come (fs->closing).  A handle of
+ * a remote object is freed by fs_handle_free; one of a local file by
+ * wr_handle_free (fs/write.c), which hands the file over between
+ * fs_handle_settle and fs_handle_drop.
+ */
+#include <stdlib.h>
+
+#include "fs/ops-internal.h"
+
+/* Table locked. */
+void fs_handle_link(fs_ctx *fs, fs_handle *h)
+{
+	h->prev = NULL;
+	h->next = fs->handles;
+	if (fs->handles)
+		fs->handles->prev = h;
+	fs->handles = h;
+	h->linked = true;
+}
+
+static void handle_unlink(fs_ctx *fs, fs_handle *h)
+{
+	if (!h->linked)
+		return;
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	h->linked = false;
+}
+
+/* Waits for reads still replying on h and closes its cache files. */
+void fs_handle_settle(fs_handle *h)
+{
+	if (h->node) { /* fully set up: wait for reads still replying */
+		pthread_rwlock_wrlock(&h->busy);
+		pthread_rwlock_unlock(&h->busy);
+		pthread_rwlock_destroy(&h->busy);
+	}
+	if (h->cf)
+		cache_file_close(h->cf);
+	if (h->stale_cf)
+		cache_file_close(h->stale_cf);
+}
+
+/* Unlinks and frees h; counted: it still counts in its inode's
+ * open_handles (a local file's handle has left that count already,
+ * fs/write.c). */
+void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted)
+{
+	fs_itable_lock(fs->it);
+	handle_unlink(fs, h);
+	if (h->flushed)
+		fs->closing--;
+	if (h->flushed && h->pt_write) {
+		fs->pt_closing--;
+		fs_itable_broadcast(fs->it);
+	}
+	if (counted)
+		h->node->open_handles--;
+	fs_itable_unref(fs->it, h->node);
+	fs_itable_unlock(fs->it);
+	pthread_mutex_destroy(&h->mu);
+	free(h->key);
+	free(h->win);
+	free(h->vcrc);
+	free(h);
+}
+
+/* A handle of a remote object (no overlay node); counted: the handle was
+ * counted in its inode's open_handles. */
+void fs_handle_free(fs_ctx *fs, fs_handle *h, bool counted)
+{
+	fs_handle_settle(h);
+	fs_handle_drop(fs, h, counted);
+}
+
+bool fs_closing_handles(fs_ctx *fs)
+{
+	fs_itable_lock(fs->it);
+	bool any = fs->closing > 0;
+	fs_itable_unlock(fs->it);
+	return any;
+}
+
+/* Table locked. */
+void fs_dirhandle_unlink(fs_ctx *fs, fs_dirhandle *dh)
+{
+	if (dh->prev)
+		dh->prev->next = dh->next;
+	else
+		fs->dirhandles = dh->next;
+	if (dh->next)
+		dh->next->prev = dh->prev;
+}
+
+void fs_dirhandle_free(fs_dirhandle *dh)
+{
+	for (size_t i = 0; i < dh->n; i++) {
+		free(dh->v[i].name);
+		free(dh->v[i].etag);
+	}
+	free(dh->v);
+	free(dh);
+}

@@ -1,0 +1,227 @@
+/*
+ * Local nodes (the overlay, fs/overlay.h) as lookups, stats and listings
+ * see them, for both sides: whether a path is local, its attributes, the
+ * overlay's part of a lookup and of a directory listing; and the small
+ * facts about local nodes the write files share (the staging file as the
+ * kernel wrote it through passthrough, a transaction's last change, the
+ * engine's view of a node's attributes).  Calls no operation file.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "fs/write-internal.h"
+
+ov_node *wr_local_of(fs_ctx *fs, const fs_inode *n)
+{
+	if (!fs->eng && !fs->ov.n)
+		return NULL;
+	ov_node *o = ov_get(&fs->ov, n->path);
+	return o && o->kind != OV_WHITEOUT ? o : NULL;
+}
+
+bool wr_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
+{
+	ov_node *o = wr_local_of(fs, n);
+	if (!o)
+		return false;
+	wr_pt_absorb(o);
+	memset(st, 0, sizeof *st);
+	st->st_ino = n->ino;
+	st->st_uid = o->uid;
+	st->st_gid = o->gid;
+	switch (o->kind) {
+	case OV_DIR:
+		st->st_mode = S_IFDIR | (o->mode & 07777);
+		st->st_nlink = 2;
+		st->st_size = 4096;
+		break;
+	case OV_LINK:
+		st->st_mode = S_IFLNK | 0777;
+		st->st_nlink = 1;
+		st->st_size = (off_t)strlen(o->target);
+		break;
+	default:
+		st->st_mode = S_IFREG | (o->mode & 07777);
+		st->st_nlink = 1;
+		st->st_size = (off_t)o->size;
+		st->st_blocks = (blkcnt_t)((o->size + 511) / 512);
+	}
+	st->st_blksize = 1 << 20;
+	st->st_mtim = st->st_atim = o->mtime;
+	st->st_ctim = o->ctime;
+	return true;
+}
+
+bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n)
+{
+	ov_node *o = wr_local_of(fs, n);
+	return o && o->kind == OV_DIR && !o->merge;
+}
+
+bool wr_has_local_node(fs_ctx *fs, const fs_inode *n)
+{
+	return wr_local_of(fs, n) != NULL;
+}
+
+int wr_lookup(fs_ctx *fs, fs_inode *p, const char *name, fs_inode **out)
+{
+	*out = NULL;
+	if (!fs->ov.n)
+		return 0;
+	char *path = wr_child_path(p, name);
+	if (!path)
+		return 0;
+	ov_node *o = ov_get(&fs->ov, path);
+	free(path);
+	if (!o)
+		return 0;
+	if (o->kind == OV_WHITEOUT)
+		return 1;
+	*out = fs_itable_child(fs->it, p, name, o->kind == OV_DIR);
+	return *out ? 1 : 0;
+}
+
+typedef struct merge_ctx {
+	fs_dirhandle *dh;
+	size_t cap;
+	int rc;
+} merge_ctx;
+
+static void merge_one(void *arg, ov_node *o)
+{
+	merge_ctx *m = arg;
+	fs_dirhandle *dh = m->dh;
+	const char *name = strrchr(o->path, '/');
+	name = name ? name + 1 : o->path;
+	for (size_t i = 0; i < dh->n; i++) {
+		if (strcmp(dh->v[i].name, name))
+			continue;
+		free(dh->v[i].name);
+		free(dh->v[i].etag);
+		dh->v[i] = dh->v[--dh->n];
+		break;
+	}
+	if (o->kind == OV_WHITEOUT || m->rc)
+		return;
+	if (dh->n == m->cap || !dh->v) {
+		size_t cap = m->cap ? 2 * m->cap : 16;
+		if (cap < dh->n + 1)
+			cap = dh->n + 16;
+		fs_dirent_snap *v = realloc(dh->v, cap * sizeof *v);
+		if (!v) {
+			m->rc = -1;
+			return;
+		}
+		dh->v = v;
+		m->cap = cap;
+	}
+	fs_dirent_snap *s = &dh->v[dh->n];
+	memset(s, 0, sizeof *s);
+	s->name = strdup(name);
+	if (!s->name) {
+		m->rc = -1;
+		return;
+	}
+	s->is_dir = o->kind == OV_DIR;
+	s->size = o->size;
+	s->mtime = o->mtime;
+	dh->n++;
+}
+
+int wr_merge_listing(fs_ctx *fs, fs_inode *d, fs_dirhandle *dh)
+{
+	if (!fs->ov.n)
+		return 0;
+	merge_ctx m = {dh, dh->n, 0};
+	ov_children(&fs->ov, d->path, merge_one, &m);
+	return m.rc;
+}
+
+static bool same_ts(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* Records what the staging file looks like now, as seen. */
+void wr_pt_snap(ov_node *o)
+{
+	struct stat st;
+	if (o->st && fstat(o->st->fd, &st) == 0) {
+		o->pt_ctime = st.st_ctim;
+		o->pt_size = (uint64_t)st.st_size;
+	}
+}
+
+void wr_pt_absorb(ov_node *o)
+{
+	struct stat st;
+	if (!o->pt_writers || !o->st || fstat(o->st->fd, &st) < 0)
+		return;
+	if (same_ts(st.st_ctim, o->pt_ctime) &&
+	    (uint64_t)st.st_size == o->pt_size)
+		return;
+	o->pt_ctime = st.st_ctim;
+	o->pt_size = o->size = (uint64_t)st.st_size;
+	o->mtime = st.st_mtim;
+	o->dirty = true;
+	wr_touch(o->txn);
+}
+
+/* Whether writes may bypass ckptfs (see above). */
+
+void wr_touch(ov_txn *x)
+{
+	if (x)
+		x->last_change = wr_now_s();
+}
+
+bool wr_is_single_root(const ov_node *o)
+{
+	return o->txn && !o->txn->is_dir && !strcmp(o->txn->root, o->path);
+}
+
+/* Seals x (a commit trigger).  Table locked. */
+
+char *wr_child_path(const fs_inode *p, const char *name)
+{
+	return ov_join(p->path, name);
+}
+
+double wr_now_s(void)
+{
+	return fs_now();
+}
+
+void wr_meta_of(const ov_node *o, eng_meta *m, buf *xa)
+{
+	memset(m, 0, sizeof *m);
+	m->mode = o->mode & 07777;
+	m->uid = o->uid;
+	m->gid = o->gid;
+	m->mtime = o->mtime;
+	/* the engine takes the overlay's own record format */
+	(void)xa;
+	if (o->xattrs.len) {
+		m->xattrs = o->xattrs.data;
+		m->xattrs_len = o->xattrs.len;
+	}
+	m->symlink = o->kind == OV_LINK ? o->target : NULL;
+}
+
+void wr_kill_suid(ov_node *o)
+{
+	o->mode &= ~(mode_t)S_ISUID;
+	if (o->mode & S_IXGRP)
+		o->mode &= ~(mode_t)S_ISGID;
+}
+
+bool wr_require_engine(fuse_req_t req)
+{
+	if (fs_req_ctx(req)->eng)
+		return true;
+	fuse_reply_err(req, EROFS);
+	return false;
+}

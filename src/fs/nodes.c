@@ -1,0 +1,422 @@
+/*
+ * What the mount knows of remote names, kept on the inodes (fs/inode.h):
+ * directory listings (fs_dir_load: ListObjectsV2 through fs/listing.h,
+ * cached for dir_timeout, shared by concurrent lookups, the last one kept
+ * through an outage), the manifests that filter them (proto/visibility.h),
+ * and file attributes from listings, manifests and object metadata.  It
+ * answers stat and entry replies (fs_fill_stat, fs_fill_entry) for both
+ * sides: a local node's attributes come from the overlay (fs/local.c).
+ *
+ * Concurrency: called with the table locked; a thread that needs a listing
+ * marks the directory busy, drops the lock, lists, and publishes the
+ * result; others wait on the table's condition variable instead of listing
+ * the same directory twice.
+ *
+ * Directory mtime: the newest LastModified among the objects of its own
+ * listing (marker included), known once the directory has been listed.
+ * Until then the entry is returned with attr_timeout 0 so that a stat asks
+ * again (getattr lists the directory to learn it).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/listing.h"
+#include "fs/ops-internal.h"
+#include "fs/write-internal.h"
+#include "proto/meta.h"
+#include "proto/namespace.h"
+#include "s3/retry.h"
+#include "util/buf.h"
+#include "util/log.h"
+
+/* Logs each skipped key once per mount (bounded memory). */
+static void report_key(void *arg, const char *key, size_t key_len,
+		       ns_reason why)
+{
+	fs_ctx *fs = arg;
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < key_len; i++)
+		h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
+	pthread_mutex_lock(&fs->log_mu);
+	bool seen = false;
+	for (size_t i = 0; i < fs->n_logged && !seen; i++)
+		seen = fs->logged[i] == h;
+	if (!seen && fs->n_logged < LOGGED_MAX)
+		fs->logged[fs->n_logged++] = h;
+	pthread_mutex_unlock(&fs->log_mu);
+	if (seen)
+		return;
+	log_warn("skipping key \"%.*s\": %s", (int)key_len, key,
+		 why == NS_SKIP_SHADOWED_BY_DIR
+			 ? "a directory of the same name hides it"
+			 : "it cannot be a path (empty, '.', '..' or over 255 bytes component)");
+}
+
+char *fs_object_key(fs_ctx *fs, const fs_inode *n)
+{
+	buf b = BUF_INIT;
+	buf_printf(&b, "%s%s", fs->prefix, n->path);
+	return buf_steal(&b);
+}
+
+static char *dir_prefix(fs_ctx *fs, const fs_inode *d)
+{
+	buf b = BUF_INIT;
+	buf_puts(&b, fs->prefix);
+	if (d->path[0])
+		buf_printf(&b, "%s/", d->path);
+	return buf_steal(&b);
+}
+
+void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
+{
+	if (wr_fill_stat(fs, n, st))
+		return;
+	memset(st, 0, sizeof *st);
+	st->st_ino = n->ino;
+	st->st_uid = fs->o.uid;
+	st->st_gid = fs->o.gid;
+	if (n->is_dir) {
+		st->st_mode = S_IFDIR | (0777 & ~fs->o.umask);
+		st->st_nlink = 2;
+		st->st_size = 4096;
+	} else {
+		st->st_mode = S_IFREG | (0666 & ~fs->o.umask);
+		st->st_nlink = 1;
+		st->st_size = (off_t)n->size;
+		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	}
+	if (n->has_attrs && !n->is_dir) {
+		/* what the writer recorded in the manifest */
+		st->st_mode = (n->symlink ? S_IFLNK : S_IFREG) |
+			      (n->symlink ? 0777 : (n->mode & 07777));
+		st->st_uid = n->uid;
+		st->st_gid = n->gid;
+		if (n->symlink)
+			st->st_size = (off_t)strlen(n->symlink);
+	}
+	st->st_blksize = 1 << 20;
+	struct timespec t = n->mtime;
+	if (t.tv_sec == 0 && t.tv_nsec == 0)
+		t = fs->mount_time;
+	st->st_mtim = st->st_ctim = st->st_atim = t;
+}
+
+static void set_file_attrs(fs_inode *n, const ns_entry *e)
+{
+	n->size = e->size;
+	/* the writer's mtime, read from this version's metadata, stays */
+	if (!(n->has_attrs && n->meta_etag && e->etag &&
+	      !strcmp(n->meta_etag, e->etag)))
+		n->mtime = e->mtime;
+	if (!n->etag || !e->etag || strcmp(n->etag, e->etag) != 0) {
+		free(n->etag);
+		n->etag = e->etag ? strdup(e->etag) : NULL;
+	}
+	n->attr_time = fs_now();
+}
+
+static void set_manifest(fs_inode *d, vis_manifest *man)
+{
+	if (d->manifest) {
+		vis_manifest_free(d->manifest);
+		free(d->manifest);
+	}
+	d->manifest = man;
+}
+
+/* Inside a transaction root only the files of its committed manifests
+ * show (proto/visibility.h).  Table locked. */
+static void apply_manifest(fs_inode *d, ns_dir *nd)
+{
+	fs_inode *r = d;
+	while (r && !r->manifest)
+		r = r->parent;
+	if (!r)
+		return;
+	const char *rel = d->path + strlen(r->path);
+	if (*rel == '/')
+		rel++;
+	vis_filter_listing(nd, r->manifest, rel);
+}
+
+/*
+ * Makes d->listing fresh.  Called and returns with the table locked; drops
+ * the lock while listing.  Returns 0 or a negative errno.
+ */
+int fs_dir_load(fs_ctx *fs, fs_inode *d)
+{
+	for (;;) {
+		if (d->listing && d->listing_gen == fs->listing_gen &&
+		    fs_now() - d->listing_time < fs->o.dir_timeout)
+			return 0;
+		if (!d->listing_busy)
+			break;
+		fs_itable_wait(fs->it);
+	}
+	d->listing_busy = true;
+	uint64_t gen = fs->listing_gen;
+	fs_inode_ref(d);
+	char *prefix = dir_prefix(fs, d);
+	fs->fetching++;
+	fs_itable_unlock(fs->it);
+
+	ns_dir *nd = calloc(1, sizeof *nd);
+	vis_manifest *man = NULL;
+	s3_err e = {0};
+	int rc = nd ? fs_listing_fetch(fs->s3, fs->mcache, prefix, report_key, fs, nd, &man,
+				       &e)
+		    : -1;
+	/* the store unreachable or failing (transport, 5xx, throttled) and
+	 * a listing from before: keep serving that one, so what is cached
+	 * stays readable through an outage; it counts as fresh for another
+	 * dir_timeout, so a path's lookups do not each wait out the retries.
+	 * A final answer (403, no such bucket) is an error. */
+	bool stale = false;
+	if (rc < 0) {
+		free(nd);
+		nd = NULL;
+		rc = -(e.err ? e.err : EIO);
+		stale = e.err != ENOMEM &&
+			retry_is_transient(e.curl_code, e.http_status,
+					   e.code[0] ? e.code : NULL);
+		if (stale)
+			log_warn("%s (serving the last listing of /%s)", e.msg,
+				 d->path);
+		else
+			log_error("%s", e.msg[0] ? e.msg : "out of memory listing");
+	}
+	free(prefix);
+
+	fs_itable_lock(fs->it);
+	d->listing_busy = false;
+	if (--fs->fetching == 0)
+		wr_fetch_done(fs);
+	fs_itable_broadcast(fs->it);
+	if (stale && d->listing) {
+		d->listing_time = fs_now();
+		rc = 0;
+	}
+	if (nd) {
+		if (d->listing) {
+			ns_dir_free(d->listing);
+			free(d->listing);
+		}
+		set_manifest(d, man);
+		apply_manifest(d, nd);
+		d->listing = nd;
+		d->listing_time = fs_now();
+		d->listing_gen = gen;
+		if (nd->newest.tv_sec)
+			d->mtime = nd->newest;
+		d->attr_time = d->listing_time;
+	}
+	fs_itable_unref(fs->it, d);
+	return rc;
+}
+
+/* An inode bound to a passthrough backing file of another version of its
+ * object, or whose pages the kernel may hold for another version, cannot
+ * serve the new one: the path gets a new inode, so old handles keep the
+ * old size and bytes, as a file replaced by rename keeps them on a disk
+ * filesystem.  Open handles are not the only holders: a mapping outlives
+ * its file's close (safetensors keeps its mmap), and the new, maybe
+ * shorter, size on the same inode would SIGBUS it. */
+bool fs_bound_to_other_version(const fs_inode *n, const char *etag)
+{
+	if (!etag)
+		return false;
+	if (n->pt_backing_id > 0 && n->pt_etag && strcmp(n->pt_etag, etag))
+		return true;
+	return n->kc_etag && strcmp(n->kc_etag, etag);
+}
+
+/* Attributes of file c from the manifests of its transaction root, when
+ * they recorded some (mode, owner, mtime, symlink, xattrs).  Table locked. */
+static void remote_attrs(fs_inode *parent, fs_inode *c)
+{
+	fs_inode *r = parent;
+	while (r && !r->manifest)
+		r = r->parent;
+	const vis_file *v = NULL;
+	if (r) {
+		const char *rel = c->path + strlen(r->path);
+		if (*rel == '/')
+			rel++;
+		v = vis_manifest_find(r->manifest, rel);
+	}
+	if (!v || !v->has_attrs) {
+		if (!c->meta_etag)
+			c->has_attrs = false;
+		return;
+	}
+	free(c->meta_etag);
+	c->meta_etag = NULL; /* the manifest speaks for it */
+	c->has_attrs = true;
+	c->mode = v->mode;
+	c->uid = v->uid;
+	c->gid = v->gid;
+	if (v->mtime_ns > 0) {
+		c->mtime.tv_sec = (time_t)(v->mtime_ns / 1000000000);
+		c->mtime.tv_nsec = (long)(v->mtime_ns % 1000000000);
+	}
+	if (!c->symlink != !v->symlink ||
+	    (v->symlink && strcmp(c->symlink, v->symlink))) {
+		free(c->symlink);
+		c->symlink = v->symlink ? strdup(v->symlink) : NULL;
+	}
+	if (!c->xattrs_json != !v->xattrs_json ||
+	    (v->xattrs_json && strcmp(c->xattrs_json, v->xattrs_json))) {
+		free(c->xattrs_json);
+		c->xattrs_json = v->xattrs_json ? strdup(v->xattrs_json) : NULL;
+	}
+}
+
+/* ETags as S3 sends them, quoted or not. */
+static bool etag_same(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
+		a++, la -= 2;
+	if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
+		b++, lb -= 2;
+	return la == lb && !strncmp(a, b, la);
+}
+
+/*
+ * The block checksums the manifests of n's transaction root recorded for
+ * the version (etag, size) a handle opened (doc/commit.md, "Block
+ * checksums"), for the cache to check downloads against: x->crc is
+ * *crc, malloc'd.  False when there are none: not in a manifest, a manifest of
+ * another version (the object was replaced by other means), no list.
+ * Table locked.
+ */
+bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
+			cache_expect *x, uint32_t **crc)
+{
+	const fs_inode *r = n->parent;
+	while (r && !r->manifest)
+		r = r->parent;
+	if (!r)
+		return false;
+	const char *rel = n->path + strlen(r->path);
+	if (*rel == '/')
+		rel++;
+	const vis_file *v = vis_manifest_find(r->manifest, rel);
+	if (!v || !v->blocks)
+		return false;
+	if (v->size != size || !v->etag || !etag_same(v->etag, etag)) {
+		log_debug("open %s: its manifest names another version; not "
+			  "checked against it",
+			  n->path);
+		return false;
+	}
+	if (vis_file_blocks(v, crc, &x->n) < 0)
+		return false;
+	x->crc = *crc;
+	x->block = v->block;
+	return true;
+}
+
+/*
+ * A file outside any manifest keeps its attributes in its object's
+ * metadata (x-amz-meta-mode/uid/gid/mtime/symlink, proto/meta.h):
+ * read once per version, on lookup, getattr and open.  Listings never
+ * carry metadata, so readdirplus gives such files no attribute lifetime
+ * (fs_fill_entry) and a stat comes here.  Table locked; dropped for the HEAD.
+ */
+void fs_check_meta(fs_ctx *fs, fs_inode *n)
+{
+	if (n->is_dir || !n->etag || !n->etag[0] ||
+	    (n->has_attrs && !n->meta_etag))
+		return; /* no version known, or the manifest said */
+	if (n->meta_etag && !strcmp(n->meta_etag, n->etag))
+		return;
+	char *etag = strdup(n->etag);
+	char *key = fs_object_key(fs, n);
+	fs_inode_ref(n);
+	fs_itable_unlock(fs->it);
+	s3_head_ext_result hr;
+	s3_err e;
+	int rc = key && etag ? s3_head_ext(fs->s3, key, &hr, &e) : -1;
+	fs_itable_lock(fs->it);
+	if (rc == 0 && etag && !strcmp(hr.etag, etag)) {
+		proto_meta m;
+		char *xattrs = NULL;
+		unsigned has =
+		    proto_object_meta_parse(hr.meta, hr.n_meta, &m, &xattrs);
+		if (has & PROTO_HAS_MODE)
+			n->mode = m.mode;
+		if (has & PROTO_HAS_UID)
+			n->uid = m.uid;
+		if (has & PROTO_HAS_GID)
+			n->gid = m.gid;
+		if ((has & PROTO_HAS_MTIME) && m.mtime_ns > 0) {
+			n->mtime.tv_sec = (time_t)(m.mtime_ns / 1000000000);
+			n->mtime.tv_nsec = (long)(m.mtime_ns % 1000000000);
+		}
+		if (has & PROTO_HAS_XATTRS) {
+			free(n->xattrs_json);
+			n->xattrs_json = xattrs;
+			xattrs = NULL;
+		}
+		if (has & PROTO_HAS_MODE) {
+			n->has_attrs = true;
+			free(n->symlink);
+			n->symlink = m.symlink;
+			m.symlink = NULL;
+		}
+		free(xattrs);
+		proto_meta_free(&m);
+		free(n->meta_etag);
+		n->meta_etag = strdup(etag);
+	}
+	if (rc == 0)
+		s3_head_ext_result_free(&hr);
+	free(key);
+	free(etag);
+	fs_itable_unref(fs->it, n);
+}
+
+/* Child inode for a listing entry, attributes updated. Table locked. */
+fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
+{
+	fs_inode *c = fs_itable_child(fs->it, parent, e->name, e->is_dir);
+	if (c && !e->is_dir && fs_bound_to_other_version(c, e->etag)) {
+		fs_itable_detach(fs->it, c);
+		c = fs_itable_child(fs->it, parent, e->name, false);
+	}
+	if (!c)
+		return NULL;
+	if (!e->is_dir) {
+		set_file_attrs(c, e);
+		remote_attrs(parent, c);
+	} else if (!c->listing && (e->mtime.tv_sec || e->mtime.tv_nsec))
+		c->mtime = e->mtime;
+	return c;
+}
+
+static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
+{
+	/* a directory whose mtime is not known yet: make stat ask again */
+	if (n->is_dir && !n->listing)
+		return 0.0;
+	/* a file whose object metadata was not read yet (fs_check_meta) */
+	if (!n->is_dir && !n->has_attrs && n->etag &&
+	    (!n->meta_etag || strcmp(n->meta_etag, n->etag)) &&
+	    !wr_fill_stat(fs, n, &(struct stat){0}))
+		return 0.0;
+	return fs->o.attr_timeout;
+}
+
+void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep)
+{
+	memset(ep, 0, sizeof *ep);
+	ep->ino = n->ino;
+	ep->generation = 0;
+	ep->entry_timeout = fs->o.entry_timeout;
+	ep->attr_timeout = entry_attr_timeout(fs, n);
+	fs_fill_stat(fs, n, &ep->attr);
+}

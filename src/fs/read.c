@@ -1,0 +1,440 @@
+/*
+ * Reads of remote files: open pins the object version (the ETag listed or
+ * HEADed within attr_timeout, else a fresh HEAD) and opens it in the read
+ * cache (cache/cache.h); reads splice from the cache file, or the kernel
+ * reads it itself by FUSE passthrough (fs/passthrough.h) when every byte
+ * was cached at open.  When the cache cannot take the object (pinned data
+ * fills it) the handle reads uncached through a window of ranged GETs that
+ * carry If-Match, checked against the manifest's block CRCs when it has
+ * them, so a handle never mixes two versions of an object.  An object
+ * replaced before a handle's first read is switched to (switch_version).
+ * The page cache mode (keep_cache) follows the version the inode holds.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "fs/ops-internal.h"
+#include "proto/crc.h"
+#include "util/log.h"
+
+/* Opens the handle's object in the cache; on failure reads go uncached. */
+static void attach_cache(fs_ctx *fs, fs_handle *h)
+{
+	if (!fs->cache || h->size == 0)
+		return;
+	/* downloads of a manifest-listed file are checked against it */
+	cache_expect x = {0};
+	uint32_t *crc = NULL;
+	fs_itable_lock(fs->it);
+	bool check = fs_manifest_blocks(h->node, h->etag, h->size, &x, &crc);
+	fs_itable_unlock(fs->it);
+	int rc;
+	for (int attempt = 1;; attempt++) {
+		rc = cache_file_open_expect(fs->cache, h->key, h->etag, h->size,
+					    check ? &x : NULL, &h->cf, &h->hit);
+		if (rc != -ENOSPC || attempt > 10 || !fs_closing_handles(fs))
+			break;
+		/* FUSE sends release after close() returns: a file just
+		 * closed may still hold the space this open needs */
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	if (check && rc != 0) { /* uncached reads check whole blocks */
+		h->vcrc = crc;
+		h->vblock = x.block;
+		h->vn = x.n;
+		crc = NULL;
+	}
+	free(crc);
+	if (rc == 0)
+		return;
+	h->cf = NULL;
+	cache_count_uncached(fs->cache);
+	if (rc == -ENOSPC || rc == -EBUSY)
+		log_info("open %s: the cache is full of pinned data; reading "
+			 "uncached",
+			 h->key);
+	else
+		log_warn("open %s: cache unavailable (%s); reading uncached",
+			 h->key, strerror(-rc));
+}
+
+/*
+ * FUSE passthrough (fs/passthrough.h).  The kernel refuses to mix modes on
+ * one inode: while any handle is open without passthrough, a passthrough
+ * open fails, and an inode bound to a backing file must be opened with it.
+ * So the decision is taken under the table lock together with counting the
+ * handle, and an open that registers the backing file makes concurrent
+ * opens of the inode wait (pt_pending) until it is known.
+ *
+ * Table locked; returns true when the caller must register the backing
+ * file (register_backing) after dropping the lock.
+ */
+static bool choose_backing(fs_ctx *fs, fs_inode *n, fs_handle *h)
+{
+	while (n->pt_pending)
+		fs_itable_wait(fs->it);
+	if (n->pt_backing_id > 0) {
+		/* same version, checked by the caller: the inode stays bound */
+		h->backing_id = n->pt_backing_id;
+		return false;
+	}
+	if (!h->cf || !h->hit || !fs->pt.enabled || n->open_handles > 0)
+		return false;
+	n->pt_pending = true;
+	return true;
+}
+
+/* Verifies the cached file and registers it as the inode's backing file. */
+static void register_backing(fs_ctx *fs, fs_inode *n, fs_handle *h)
+{
+	int fd = cache_file_ready(h->cf, 0, h->size);
+	int id = fd >= 0 ? fs_pt_backing_open(&fs->pt, fd) : fd;
+	if (id <= 0)
+		log_debug("passthrough for %s: %s", h->key, strerror(-id));
+	fs_itable_lock(fs->it);
+	n->pt_pending = false;
+	if (id > 0) {
+		n->pt_backing_id = id;
+		free(n->pt_etag);
+		n->pt_etag = strdup(h->etag);
+		h->backing_id = id;
+	}
+	fs_itable_broadcast(fs->it);
+	fs_itable_unlock(fs->it);
+}
+
+/*
+ * Kernel page cache policy.  Pages of an inode hold one object version; the
+ * inode remembers which (kc_etag).  Reopening the same version keeps them
+ * (keep_cache); a new version invalidates them.  (Handles open on another
+ * version never share the inode: bound_to_other_version.)  Table locked.
+ */
+static void set_page_cache_mode(fs_inode *n, const fs_handle *h,
+				struct fuse_file_info *fi)
+{
+	fi->direct_io = 0;
+	fi->keep_cache = n->kc_etag && strcmp(n->kc_etag, h->etag) == 0;
+	if (!fi->keep_cache) {
+		free(n->kc_etag);
+		n->kc_etag = strdup(h->etag);
+	}
+}
+
+/* Copies n's attributes into hr when they are recent enough to pin. */
+static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr)
+{
+	fs_itable_lock(fs->it);
+	bool fresh = n->etag && n->etag[0] &&
+		     fs_now() - n->attr_time < fs->o.attr_timeout;
+	if (fresh) {
+		hr->size = n->size;
+		hr->mtime = n->mtime;
+		snprintf(hr->etag, sizeof hr->etag, "%s", n->etag);
+	}
+	fs_itable_unlock(fs->it);
+	return fresh;
+}
+
+void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fs_ctx *fs = fs_req_ctx(req);
+	fs_itable_lock(fs->it);
+	fs_inode *n = fs_itable_get(fs->it, ino);
+	if (!n || n->is_dir) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, n ? EISDIR : ENOENT);
+		return;
+	}
+	fs_inode_ref(n);
+	char *key = fs_object_key(fs, n);
+	fs_itable_unlock(fs->it);
+
+	/* pin the version this handle reads: the one listed or HEADed within
+	 * attr_timeout (the same staleness the kernel's attribute cache has),
+	 * else a fresh HEAD */
+	s3_head_result hr;
+	s3_err e;
+	fs_handle *h = calloc(1, sizeof *h);
+	bool fresh = fresh_attrs(fs, n, &hr);
+	if (!h || !key || (!fresh && s3_head(fs->s3, key, &hr, &e) < 0)) {
+		int err = h && key ? e.err : ENOMEM;
+		if (h && key)
+			log_warn("open %s: %s", key, e.msg);
+		free(h);
+		free(key);
+		fs_itable_lock(fs->it);
+		fs_itable_unref(fs->it, n);
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, err);
+		return;
+	}
+	h->node = n;
+	h->key = key;
+	h->size = hr.size;
+	snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_rwlock_init(&h->busy, NULL);
+	h->ra = 1u << 20;
+	attach_cache(fs, h);
+
+	fs_itable_lock(fs->it);
+	if (fs_bound_to_other_version(n, hr.etag)) {
+		/* the VFS retries the path walk, whose lookup gets a new inode
+		 * (from a fresh listing: the cached one may still name the
+		 * old version) */
+		fs_itable_detach(fs->it, n);
+		if (n->parent)
+			n->parent->listing_time = -1e9;
+		fs_itable_unlock(fs->it);
+		fs_handle_free(fs, h, false);
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	bool reg = choose_backing(fs, n, h);
+	n->open_handles++;
+	fs_handle_link(fs, h);
+	n->size = hr.size;
+	/* HEAD has whole seconds, listings milliseconds: keep the finer one
+	 * unless the second changed, or the kernel would see the mtime flip
+	 * and drop the file's page cache on every open */
+	if (hr.mtime.tv_sec && hr.mtime.tv_sec != n->mtime.tv_sec &&
+	    !n->has_attrs)
+		n->mtime = hr.mtime;
+	free(n->etag);
+	n->etag = strdup(hr.etag);
+	n->attr_time = fs_now();
+	set_page_cache_mode(n, h, fi);
+	/* a version new to the inode (no kept pages): may switch to a newer
+	 * one if it is gone before the first read (switch_version) */
+	h->etag_switchable = !fi->keep_cache;
+	fs_itable_unlock(fs->it);
+	if (reg)
+		register_backing(fs, n, h);
+	if (h->backing_id > 0) /* the kernel reads the backing file */
+		fi->keep_cache = fi->direct_io = 0;
+
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fs_pt_mark_next_open(h->backing_id);
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		fs_handle_free(fs, h, true); /* interrupted open */
+}
+
+/*
+ * Fetches the whole blocks [off, off+len) into h->win and checks each
+ * against its manifest CRC: 0, -EAGAIN (damaged: try again) or an error
+ * (-EIO once attempt is past the retries).  h->mu held.
+ */
+static int fetch_checked(fs_ctx *fs, fs_handle *h, uint64_t off, size_t len,
+			 int attempt)
+{
+	size_t got = 0;
+	s3_err e;
+	h->win_len = 0;
+	if (s3_get_range(fs->s3, h->key, off, len, h->etag, h->win, &got,
+			 &e) < 0 || got != len) {
+		log_error("read %s: %s", h->key,
+			  got != len ? "short read" : e.msg);
+		return got != len || e.err == ESTALE || !e.err ? -EIO : -e.err;
+	}
+	for (size_t at = 0; at < len; at += h->vblock) {
+		uint64_t i = (off + at) / h->vblock;
+		size_t n = len - at < h->vblock ? len - at : h->vblock;
+		uint32_t crc = proto_crc32c(0, h->win + at, n);
+		if (i < h->vn && crc == h->vcrc[i])
+			continue;
+		if (attempt <= CACHE_VERIFY_RETRIES)
+			return -EAGAIN;
+		log_error("read %s: bytes at offset %llu (%zu bytes) do not "
+			  "match its manifest after %d attempts (CRC-32C %08x, "
+			  "the manifest says %08x): reads there fail with EIO",
+			  h->key, (unsigned long long)(off + at), n, attempt,
+			  crc, i < h->vn ? h->vcrc[i] : 0);
+		return -EIO;
+	}
+	h->win_off = off;
+	h->win_len = got;
+	return 0;
+}
+
+/* Fetches a window starting at off into h->win.  h->mu held. */
+static int window_fill(fs_ctx *fs, fs_handle *h, uint64_t off, size_t want)
+{
+	bool seq = off == h->next_seq;
+	h->ra = seq ? h->ra * 2 : (1u << 20);
+	if (h->ra > fs->o.readahead_max)
+		h->ra = fs->o.readahead_max;
+	size_t len = want > h->ra ? want : h->ra;
+	if (len > h->size - off)
+		len = (size_t)(h->size - off);
+	if (h->vcrc) { /* whole blocks, so that each can be checked */
+		uint64_t end = off + len;
+		off -= off % h->vblock;
+		end += (h->vblock - end % h->vblock) % h->vblock;
+		len = (size_t)((end < h->size ? end : h->size) - off);
+	}
+	if (len > h->win_cap) {
+		char *p = realloc(h->win, len);
+		if (!p)
+			return -ENOMEM;
+		h->win = p;
+		h->win_cap = len;
+	}
+	size_t got = 0;
+	s3_err e;
+	for (int attempt = 1; h->vcrc; attempt++) {
+		int rc = fetch_checked(fs, h, off, len, attempt);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	if (s3_get_range(fs->s3, h->key, off, len, h->etag, h->win, &got,
+			 &e) < 0) {
+		h->win_len = 0;
+		if (e.err == ESTALE)
+			log_error("read %s: the object changed since it was "
+				  "opened; reopen to read the new version",
+				  h->key);
+		else
+			log_error("read %s: %s", h->key, e.msg);
+		return e.err == ESTALE ? -EIO : -(e.err ? e.err : EIO);
+	}
+	h->win_off = off;
+	h->win_len = got;
+	return 0;
+}
+
+/* Errors of the local cache disk, as opposed to the remote object's. */
+static bool local_cache_error(int err)
+{
+	return err == ENOSPC || err == EDQUOT || err == EROFS || err == EFBIG;
+}
+
+/*
+ * The object was replaced since open pinned its version: the listing that
+ * open trusted was up to attr_timeout old, and the old bytes are gone from
+ * the bucket (the GET's If-Match failed).  A handle that has returned
+ * nothing yet takes the current version when its size is the one the
+ * kernel knows, as if it had been opened a moment later: a reader of a
+ * `latest` file another host rewrites gets the new text, not EIO.  It
+ * was opened without keep_cache (the version was new to the inode), so
+ * the kernel holds no pages of the old one.  Otherwise the inode's
+ * attributes are dropped, so that the next open sees the new version, and
+ * the read fails as before.  Returns 0 when switched.
+ */
+static int switch_version(fs_ctx *fs, fs_handle *h, bool keep_cache)
+{
+	s3_head_result hr;
+	s3_err e;
+	pthread_mutex_lock(&h->mu);
+	char was[sizeof h->etag];
+	snprintf(was, sizeof was, "%s", h->etag);
+	int rc = s3_head(fs->s3, h->key, &hr, &e) < 0 ? -EIO : 0;
+	if (!rc && !strcmp(hr.etag, was))
+		rc = -EIO; /* the same version: it did not change after all */
+	bool can = !rc && hr.size == h->size && !keep_cache &&
+		   !atomic_load(&h->served) && !h->stale_cf;
+	if (can) {
+		cache_file *old = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
+		snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
+		free(h->vcrc);
+		h->vcrc = NULL;
+		h->cf = NULL;
+		attach_cache(fs, h);
+		cache_file *nw = h->cf;
+		h->stale_cf = old;
+		__atomic_store_n(&h->cf, nw, __ATOMIC_RELEASE);
+		log_info("read %s: replaced since it was opened; reading the "
+			 "new version",
+			 h->key);
+	}
+	pthread_mutex_unlock(&h->mu);
+	fs_itable_lock(fs->it);
+	fs_inode *n = h->node;
+	if (!rc) {
+		free(n->etag);
+		n->etag = strdup(hr.etag);
+		n->size = hr.size;
+		n->attr_time = can ? fs_now() : 0;
+	} else {
+		n->attr_time = 0;
+	}
+	if (n->parent)
+		n->parent->listing_time = -1e9;
+	fs_itable_unlock(fs->it);
+	return can ? 0 : -EIO;
+}
+
+/*
+ * Serves a read from the cache file, spliced when the kernel allows.
+ * Returns false, without replying, when the local cache cannot hold the
+ * handle's object any more (its disk filled up, ...): the caller then reads
+ * uncached — losing the cache never fails a read by itself.  Errors of the
+ * object (changed or deleted remotely) are replied as they are.
+ */
+static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
+			size_t size)
+{
+	cache_file *cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
+	int fd = cache_file_ready(cf, off, size);
+	if (fd == -ESTALE && h->etag_switchable &&
+	    switch_version(fs_req_ctx(req), h, false) == 0) {
+		cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
+		fd = cf ? cache_file_ready(cf, off, size) : -EIO;
+	}
+	if (fd == -ESTALE)
+		fd = -EIO;
+	if (fd < 0 && !local_cache_error(-fd)) {
+		fuse_reply_err(req, -fd);
+		return true;
+	}
+	if (fd < 0) {
+		if (!atomic_exchange(&h->cache_failed, true)) {
+			log_warn("read %s: the cache cannot serve it (%s); "
+				 "reading uncached",
+				 h->key, strerror(-fd));
+			cache_count_uncached(fs_req_ctx(req)->cache);
+		}
+		return false;
+	}
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	bv.buf[0].fd = fd;
+	bv.buf[0].pos = (off_t)off;
+	atomic_store(&h->served, true);
+	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+	return true;
+}
+
+void rd_read(fuse_req_t req, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	fs_ctx *fs = fs_req_ctx(req);
+	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
+	uint64_t uoff = (uint64_t)off;
+	if (off < 0 || uoff >= h->size || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > h->size - uoff)
+		size = (size_t)(h->size - uoff);
+	if (__atomic_load_n(&h->cf, __ATOMIC_ACQUIRE) &&
+	    !atomic_load(&h->cache_failed) && read_cached(req, h, uoff, size))
+		return;
+	pthread_mutex_lock(&h->mu);
+	bool hit = uoff >= h->win_off && uoff + size <= h->win_off + h->win_len;
+	int rc = hit ? 0 : window_fill(fs, h, uoff, size);
+	if (rc == 0 && uoff + size > h->win_off + h->win_len)
+		size = (size_t)(h->win_off + h->win_len - uoff); /* short */
+	if (rc < 0) {
+		pthread_mutex_unlock(&h->mu);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	h->next_seq = uoff + size;
+	atomic_store(&h->served, true);
+	fuse_reply_buf(req, h->win + (uoff - h->win_off), size);
+	pthread_mutex_unlock(&h->mu);
+}

@@ -1,0 +1,123 @@
+/*
+ * Remote deletes held back (struct wr_deletes): `rm -r` unlinks every file
+ * before it removes the directory, and a directory delete is atomic for
+ * readers while file-by-file deletes are not, so unlinks of remote names
+ * are held until the directory above them goes (then one directory delete
+ * replaces them), until any other change reaches the engine (order is
+ * kept: wr_ordered, wr_ordered_for), or for a second of quiet with no
+ * listing being fetched (the idle thread, fs/write-idle.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/write-internal.h"
+#include "util/log.h"
+
+void wr_dels_clear(struct wr_deletes *d)
+{
+	for (size_t i = 0; d && i < d->n; i++)
+		free(d->v[i].path);
+	if (d)
+		d->n = 0;
+}
+
+/* Sends the held remote deletes to the engine, in order.  Table locked. */
+void wr_flush_deletes(fs_ctx *fs)
+{
+	struct wr_deletes *d = fs->dels;
+	for (size_t i = 0; d && i < d->n; i++) {
+		int rc = eng_remote_delete(fs->eng, d->v[i].path,
+					   d->v[i].is_dir);
+		if (rc < 0)
+			log_error("delete of %s could not be journaled: %s",
+				  d->v[i].path, strerror(-rc));
+	}
+	wr_dels_clear(d);
+}
+
+void wr_fetch_done(fs_ctx *fs)
+{
+	if (fs->dels && fs->dels->n)
+		fs->dels->last = wr_now_s();
+}
+
+/* Holds a remote delete of path (see the top of the file). */
+int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir)
+{
+	struct wr_deletes *d = fs->dels;
+	size_t pl = strlen(path);
+	/* a directory delete replaces the deletes of what it holds */
+	if (is_dir) {
+		size_t k = 0;
+		for (size_t i = 0; i < d->n; i++) {
+			if (!strncmp(d->v[i].path, path, pl) &&
+			    d->v[i].path[pl] == '/')
+				free(d->v[i].path);
+			else
+				d->v[k++] = d->v[i];
+		}
+		d->n = k;
+	}
+	/* deletes of unrelated trees keep their order: send what is held */
+	if (d->n) {
+		char *top = strdup(d->v[0].path);
+		char *slash = top ? strchr(top, '/') : NULL;
+		if (slash)
+			*slash = 0;
+		bool related = top && !strncmp(path, top, strlen(top)) &&
+			       (path[strlen(top)] == '/' ||
+				path[strlen(top)] == 0);
+		free(top);
+		if (!related)
+			wr_flush_deletes(fs);
+	}
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 64;
+		wr_del *v = realloc(d->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		d->v = v;
+		d->cap = cap;
+	}
+	d->v[d->n].path = strdup(path);
+	if (!d->v[d->n].path)
+		return -ENOMEM;
+	d->v[d->n++].is_dir = is_dir;
+	d->last = wr_now_s();
+	return 0;
+}
+
+/* Before any other fact reaches the engine.  Table locked. */
+void wr_ordered(fs_ctx *fs)
+{
+	if (fs->dels && fs->dels->n)
+		wr_flush_deletes(fs);
+}
+
+/* Whether one of a and b is the other or lies under it. */
+static bool overlaps(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t l = la < lb ? la : lb;
+	return !strncmp(a, b, l) &&
+	       (la == lb || (la < lb ? b[l] : a[l]) == '/');
+}
+
+/* Before a fact about path only: held deletes of other paths (an rm -r in
+ * progress) stay held, so its rmdir still makes them one directory delete
+ * (a `latest` written in the middle of a rotation's rm -r split it into
+ * file deletes, seen by readers).  Those deletes then reach the bucket
+ * after this fact, never before it: the safe direction.  Table locked. */
+void wr_ordered_for(fs_ctx *fs, const char *path)
+{
+	struct wr_deletes *d = fs->dels;
+	for (size_t i = 0; d && i < d->n; i++)
+		if (overlaps(d->v[i].path, path)) {
+			wr_flush_deletes(fs);
+			return;
+		}
+}
+
+/* Nearest ancestor of directory inode p (p included) that readers filter
+ * by manifests, or NULL (malloc'd).  Table locked. */

@@ -1,0 +1,256 @@
+/*
+ * The write path when the application is quiet (fs/write.c has the
+ * overview): the idle-commit thread, started with the engine
+ * (fs_ctx_set_engine), wakes every 250 ms to send held deletes after a
+ * second of quiet, seal directory transactions idle for commit_delay
+ * seconds, and drop the local nodes of what the engine made visible
+ * (reap); and the upload hold (eng_hold_uploads) while writable handles
+ * are open.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs/write-internal.h"
+
+typedef struct drop_ctx {
+	fs_ctx *fs;
+	uint64_t *pending;
+	size_t n;
+	bool changed;
+} drop_ctx;
+
+static bool pending_has(const drop_ctx *d, uint64_t id)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (d->pending[i] == id)
+			return true;
+	return false;
+}
+
+/* Removes the nodes of transactions now visible remotely, and whiteouts
+ * whose delete went through.  Table locked. */
+static void reap(fs_ctx *fs, drop_ctx *d)
+{
+	for (ov_txn *x = fs->ov.txns; x; x = x->next)
+		if (x->sealed && !x->done && !pending_has(d, x->id)) {
+			x->done = true;
+			d->changed = true;
+		}
+	/* collect nodes first: removing while walking the table is not safe */
+	size_t cap = 64, k = 0;
+	ov_node **v = malloc(cap * sizeof *v);
+	for (size_t i = 0; v && i < fs->ov.nb; i++) {
+		for (ov_node *o = fs->ov.b[i]; o; o = o->hnext) {
+			bool go = false;
+			if (o->kind == OV_WHITEOUT)
+				go = d->n == 0 && !fs->dels->n &&
+				     wr_now_s() - o->wo_time > 1.0;
+			else
+				go = o->txn && o->txn->done && o->refs == 0;
+			if (!go)
+				continue;
+			if (k == cap) {
+				ov_node **nv = realloc(v, 2 * cap * sizeof *v);
+				if (!nv)
+					break;
+				v = nv;
+				cap *= 2;
+			}
+			v[k++] = o;
+		}
+	}
+	for (size_t i = 0; i < k; i++) {
+		/* the remote object is another version than any the inode
+		 * saw before it became local: forget its attributes */
+		fs_inode *n = fs_itable_find(fs->it, v[i]->path);
+		ov_node *o = v[i];
+		if (n && o->kind != OV_WHITEOUT) {
+			free(n->etag);
+			n->etag = NULL;
+			n->attr_time = 0;
+			/* what was committed, until a listing says more */
+			n->has_attrs = o->kind != OV_DIR;
+			n->mode = o->mode;
+			n->uid = o->uid;
+			n->gid = o->gid;
+			n->mtime = o->mtime;
+			n->size = o->kind == OV_FILE ? o->size : 0;
+			free(n->symlink);
+			n->symlink = o->kind == OV_LINK && o->target
+					     ? strdup(o->target)
+					     : NULL;
+		}
+		ov_remove(&fs->ov, v[i]);
+	}
+	if (k)
+		d->changed = true;
+	free(v);
+	ov_txn_free_done(&fs->ov);
+}
+
+typedef struct files_ctx {
+	ov_txn *x;
+	bool any;
+} files_ctx;
+
+static void has_file_one(void *arg, ov_node *o)
+{
+	files_ctx *f = arg;
+	if (o->txn == f->x && (o->kind == OV_FILE || o->kind == OV_LINK))
+		f->any = true;
+}
+
+/*
+ * Whether x holds a file.  A directory made and not written yet does not
+ * commit by idleness: in a multi-host save every host makes the directory
+ * first and writes later, and its empty transaction committing early
+ * would drop its marker, letting the others' files show without its own.
+ * Table locked.
+ */
+static bool txn_has_files(fs_ctx *fs, ov_txn *x)
+{
+	if (!x->is_dir)
+		return true;
+	files_ctx f = {x, false};
+	ov_each(&fs->ov, has_file_one, &f);
+	return f.any;
+}
+
+/* ---- the upload hold (eng_hold_uploads) -------------------------------- */
+
+/* Seconds without a writable handle after which the application counts as
+ * done writing: a checkpoint's files are written one after another, and
+ * the instant between one close and the next open is not the end. */
+#define WRITE_QUIET_S 0.3
+
+/* A writable handle was opened.  Table locked. */
+void wr_writer_opened(fs_ctx *fs)
+{
+	fs->writers++;
+	if (fs->eng && !fs->hold_on) {
+		fs->hold_on = true;
+		eng_hold_uploads(fs->eng, true);
+	}
+}
+
+/* Each tick of the idle thread: still writing?  Table locked. */
+static void hold_tick(fs_ctx *fs, double now)
+{
+	bool w = fs->writers > 0 || now - fs->writers_idle_at < WRITE_QUIET_S;
+	if (fs->eng && (w || fs->hold_on)) {
+		fs->hold_on = w;
+		eng_hold_uploads(fs->eng, w);
+	}
+}
+
+/* Drops the nodes of what the engine made visible (reap), after asking it
+ * what is still pending.  locked: called with the table locked (it stays
+ * locked), else the table is locked around the reap only (the idle
+ * thread: eng_status then runs without it). */
+static void reap_now(fs_ctx *fs, bool locked)
+{
+	eng_txn_status *st = NULL;
+	size_t n = 0;
+	int rc = eng_status(fs->eng, &st, &n);
+	drop_ctx d = {fs, NULL, 0, false};
+	if (rc == 0 && n)
+		d.pending = calloc(n, sizeof *d.pending);
+	for (size_t i = 0; d.pending && i < n; i++)
+		d.pending[d.n++] = st[i].id;
+	if (rc == 0)
+		eng_status_free(st, n);
+	if (!locked)
+		fs_itable_lock(fs->it);
+	if (rc == 0 && (n == 0 || d.pending))
+		reap(fs, &d);
+	if (d.changed)
+		fs->listing_gen++;
+	free(d.pending);
+}
+
+static void *idle_main(void *arg)
+{
+	fs_ctx *fs = arg;
+	fs_itable_lock(fs->it);
+	while (!fs->idle_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&fs->idle_cv, fs_itable_mutex(fs->it),
+				       &ts);
+		if (fs->idle_stop)
+			break;
+		double t = wr_now_s();
+		hold_tick(fs, t);
+		/* quiet: no change for a while and no listing on its way
+		 * (an rm -r waiting for a stalled LIST is not done) */
+		if (fs->dels->n && t - fs->dels->last > DELETE_QUIET_S &&
+		    !fs->fetching)
+			wr_flush_deletes(fs);
+		for (ov_txn *x = fs->ov.txns; x; x = x->next) {
+			if (!x->sealed && !x->done && x->open == 0 &&
+			    t - x->last_change >= fs->commit_delay &&
+			    txn_has_files(fs, x))
+				wr_seal(fs, x);
+		}
+		bool any_sealed = false;
+		for (ov_txn *x = fs->ov.txns; x; x = x->next)
+			any_sealed |= x->sealed && !x->done;
+		bool whiteouts = false;
+		if (!any_sealed) {
+			for (size_t i = 0; i < fs->ov.nb && !whiteouts; i++)
+				for (ov_node *o = fs->ov.b[i]; o; o = o->hnext)
+					if (o->kind == OV_WHITEOUT) {
+						whiteouts = true;
+						break;
+					}
+		}
+		if (!any_sealed && !whiteouts)
+			continue;
+		fs_itable_unlock(fs->it);
+		reap_now(fs, false);
+	}
+	fs_itable_unlock(fs->it);
+	return NULL;
+}
+
+void wr_reap(fs_ctx *fs)
+{
+	bool any_sealed = false;
+	for (ov_txn *x = fs->ov.txns; x; x = x->next)
+		any_sealed |= x->sealed && !x->done;
+	if (any_sealed)
+		reap_now(fs, true);
+}
+
+void wr_shutdown(fs_ctx *fs)
+{
+	if (!fs->idle_running)
+		return;
+	fs_itable_lock(fs->it);
+	fs->idle_stop = true;
+	pthread_cond_broadcast(&fs->idle_cv);
+	fs_itable_unlock(fs->it);
+	pthread_join(fs->idle_thread, NULL);
+	fs->idle_running = false;
+}
+
+void fs_ctx_set_engine(fs_ctx *fs, eng *e, double commit_delay)
+{
+	fs->eng = e;
+	fs->commit_delay = commit_delay;
+	if (e && !fs->idle_running &&
+	    pthread_create(&fs->idle_thread, NULL, idle_main, fs) == 0)
+		fs->idle_running = true;
+}
+
+void fs_ctx_stop_writes(fs_ctx *fs)
+{
+	wr_shutdown(fs);
+}

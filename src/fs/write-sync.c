@@ -1,0 +1,82 @@
+/*
+ * The control socket's commit triggers (fs/ops.h): `ckptfs commit PATH`
+ * seals the transactions at, under or holding a path and waits for them;
+ * `ckptfs sync` (and unmount) seals every open transaction and waits for
+ * the whole queue.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/write-internal.h"
+
+int fs_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
+{
+	if (!fs->eng) {
+		snprintf(err, errsz, "the mount is read-only");
+		return -EROFS;
+	}
+	size_t rl = strlen(relpath);
+	uint64_t ids[256];
+	size_t n = 0;
+	bool temp = false;
+	fs_itable_lock(fs->it);
+	wr_pt_wait_releases(fs);
+	wr_ordered(fs);
+	for (ov_txn *x = fs->ov.txns; x && n < 256; x = x->next) {
+		if (x->done)
+			continue;
+		bool at_or_under = rl == 0 || !strcmp(x->root, relpath) ||
+				   (!strncmp(x->root, relpath, rl) &&
+				    x->root[rl] == '/');
+		bool holds = !strncmp(relpath, x->root, strlen(x->root)) &&
+			     relpath[strlen(x->root)] == '/';
+		if (!at_or_under && !holds)
+			continue;
+		if (x->is_dir && eng_is_temp_name(fs->eng, x->root)) {
+			temp = true;
+			continue;
+		}
+		wr_seal(fs, x);
+		ids[n++] = x->id;
+	}
+	fs_itable_unlock(fs->it);
+	if (n == 0) {
+		snprintf(err, errsz,
+			 temp ? "%s: only temporary names are pending there; "
+				"they commit when renamed"
+			      : "%s: nothing pending there",
+			 relpath[0] ? relpath : "/");
+		return -ENOENT;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int rc = eng_wait_txn(fs->eng, ids[i]);
+		if (rc < 0) {
+			snprintf(err, errsz, "%s: commit failed: %s",
+				 relpath[0] ? relpath : "/", strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int fs_sync(fs_ctx *fs,
+	    void (*progress)(void *arg, uint64_t done, uint64_t total),
+	    void *arg)
+{
+	if (!fs->eng)
+		return 0;
+	fs_itable_lock(fs->it);
+	wr_pt_wait_releases(fs);
+	wr_flush_deletes(fs);
+	for (ov_txn *x = fs->ov.txns; x; x = x->next)
+		if (!x->done && x->open == 0)
+			wr_seal(fs, x);
+	fs_itable_unlock(fs->it);
+	int rc = eng_sync(fs->eng, progress, arg);
+	/* what became visible is remote from now on, not in 250 ms */
+	fs_itable_lock(fs->it);
+	wr_reap(fs);
+	fs_itable_unlock(fs->it);
+	return rc;
+}
