@@ -91,7 +91,7 @@ static int apply_opt(void *arg, const char *k, const char *v)
 	return -1;
 }
 
-enum { OPT_ENDPOINT = 256, OPT_REGION, OPT_PROFILE, OPT_OLDER };
+enum { OPT_OLDER = CLI_OPT_OWN };
 
 /* Returns 0, -1 (error, exit 2) or 1 (--help printed, exit 0). */
 static int parse_args(gc_args *a, int argc, char **argv)
@@ -100,10 +100,7 @@ static int parse_args(gc_args *a, int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{"dry-run", no_argument, NULL, 'n'},
 		{"older-than", required_argument, NULL, OPT_OLDER},
-		{"endpoint", required_argument, NULL, OPT_ENDPOINT},
-		{"region", required_argument, NULL, OPT_REGION},
-		{"profile", required_argument, NULL, OPT_PROFILE},
-		{NULL, 0, NULL, 0},
+		CLI_S3_LONG_OPTS,
 	};
 	int c;
 	optind = 1;
@@ -140,16 +137,10 @@ static int parse_args(gc_args *a, int argc, char **argv)
 				return -1;
 			}
 			break;
-		case OPT_ENDPOINT:
-			cli_set_str(&a->s.endpoint, optarg);
-			break;
-		case OPT_REGION:
-			cli_set_str(&a->s.region, optarg);
-			break;
-		case OPT_PROFILE:
-			cli_set_str(&a->s.profile, optarg);
-			break;
 		default:
+			if (cli_s3_long_opt(c, optarg, &a->s.endpoint,
+					    &a->s.region, &a->s.profile))
+				break;
 			fprintf(stderr, "ckptfs: gc: unknown or incomplete "
 					"option '%s'\n",
 				argv[optind - 1]);

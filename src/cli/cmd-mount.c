@@ -286,18 +286,13 @@ static int apply_opt(void *arg, const char *k, const char *v)
 	return -1;
 }
 
-enum { OPT_ENDPOINT = 256, OPT_REGION, OPT_PROFILE };
-
 static int parse_args(mount_args *a, int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{"foreground", no_argument, NULL, 'f'},
 		{"debug", no_argument, NULL, 'd'},
 		{"help", no_argument, NULL, 'h'},
-		{"endpoint", required_argument, NULL, OPT_ENDPOINT},
-		{"region", required_argument, NULL, OPT_REGION},
-		{"profile", required_argument, NULL, OPT_PROFILE},
-		{NULL, 0, NULL, 0},
+		CLI_S3_LONG_OPTS,
 	};
 	int c;
 	optind = 1;
@@ -330,16 +325,10 @@ static int parse_args(mount_args *a, int argc, char **argv)
 			if (cli_parse_opts(optarg, apply_opt, a) < 0)
 				return -1;
 			break;
-		case OPT_ENDPOINT:
-			cli_set_str(&a->endpoint, optarg);
-			break;
-		case OPT_REGION:
-			cli_set_str(&a->region, optarg);
-			break;
-		case OPT_PROFILE:
-			cli_set_str(&a->profile, optarg);
-			break;
 		default:
+			if (cli_s3_long_opt(c, optarg, &a->endpoint, &a->region,
+					    &a->profile))
+				break;
 			mount_usage(stderr);
 			return -1;
 		}

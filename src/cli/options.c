@@ -41,3 +41,15 @@ int cli_parse_addressing(const char *v, s3_addressing *out)
 		return -1;
 	return 0;
 }
+
+bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,
+		     char **profile)
+{
+	char **dst = c == CLI_OPT_ENDPOINT ? endpoint
+		     : c == CLI_OPT_REGION ? region
+		     : c == CLI_OPT_PROFILE ? profile
+					    : NULL;
+	if (dst)
+		cli_set_str(dst, v);
+	return dst != NULL;
+}

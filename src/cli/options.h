@@ -5,10 +5,12 @@
  * subcommand's own apply function, which knows its keys and prints its
  * own error for one it does not; the first failure ends the list.  The
  * helpers below are the small pieces both subcommands' apply functions
- * use.
+ * use, and the --endpoint/--region/--profile long options both take.
  */
 #ifndef CKPTFS_CLI_OPTIONS_H
 #define CKPTFS_CLI_OPTIONS_H
+
+#include <stdbool.h>
 
 #include "s3/config.h"
 
@@ -21,6 +23,24 @@ int cli_parse_opts(const char *list, cli_opt_fn apply, void *arg);
 
 /* Replaces *dst (freed) with a copy of v.  0, or -1 when out of memory. */
 int cli_set_str(char **dst, const char *v);
+
+/*
+ * The long options of every subcommand that reaches a bucket (--endpoint,
+ * --region, --profile): CLI_S3_LONG_OPTS ends a struct option table (the
+ * zero row included); a subcommand numbers its own long-only options from
+ * CLI_OPT_OWN.  (Needs <getopt.h>.)
+ */
+enum { CLI_OPT_ENDPOINT = 256, CLI_OPT_REGION, CLI_OPT_PROFILE, CLI_OPT_OWN };
+#define CLI_S3_LONG_OPTS                                                 \
+	{"endpoint", required_argument, NULL, CLI_OPT_ENDPOINT},         \
+	{"region", required_argument, NULL, CLI_OPT_REGION},             \
+	{"profile", required_argument, NULL, CLI_OPT_PROFILE},           \
+	{NULL, 0, NULL, 0}
+
+/* When getopt_long's c is one of those, stores its argument v in
+ * *endpoint, *region or *profile (cli_set_str) and returns true. */
+bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,
+		     char **profile);
 
 /* "auto", "path" or "virtual" into *out: 0; -1 for anything else (*out
  * unchanged). */

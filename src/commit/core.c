@@ -198,6 +198,17 @@ void eng_key_release(eng *e, struct eng_busy *b)
 
 /* ---- the job FIFO ------------------------------------------------------- */
 
+/* Appends j to the FIFO and wakes the workers.  mu held. */
+static void enqueue(eng *e, job *j)
+{
+	if (e->jobs_tail)
+		e->jobs_tail->next = j;
+	else
+		e->jobs = j;
+	e->jobs_tail = j;
+	pthread_cond_broadcast(&e->cv);
+}
+
 void eng_push_job(eng *e, jkind k, efile *f, unsigned part)
 {
 	job *j = calloc(1, sizeof *j);
@@ -213,12 +224,7 @@ void eng_push_job(eng *e, jkind k, efile *f, unsigned part)
 	f->jobs++;
 	if (k == J_PART)
 		f->pst[part] = P_BUSY;
-	if (e->jobs_tail)
-		e->jobs_tail->next = j;
-	else
-		e->jobs = j;
-	e->jobs_tail = j;
-	pthread_cond_broadcast(&e->cv);
+	enqueue(e, j);
 }
 
 void eng_push_abort(eng *e, const char *key, const char *upload_id)
@@ -232,12 +238,7 @@ void eng_push_abort(eng *e, const char *key, const char *upload_id)
 		return;
 	}
 	j->k = J_ABORT;
-	if (e->jobs_tail)
-		e->jobs_tail->next = j;
-	else
-		e->jobs = j;
-	e->jobs_tail = j;
-	pthread_cond_broadcast(&e->cv);
+	enqueue(e, j);
 }
 
 void eng_free_parts(efile *f)

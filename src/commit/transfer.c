@@ -304,6 +304,28 @@ static void stale_object(eng *e, job *j, const char *key)
 
 /* ---- jobs (called with mu, return with mu) -------------------------------- */
 
+/*
+ * The end of a job that stored f's object at key (rc 0) or failed (x):
+ * releases the key, records the object (or drops it when the file
+ * changed meanwhile), frees key and blocks and finishes the job.  mu held.
+ */
+static void object_stored(eng *e, job *j, struct eng_busy *b, char *key,
+			  int rc, const char *etag, uint32_t crc, char *blocks,
+			  const s3_err *x)
+{
+	eng_key_release(e, b);
+	if (rc == 0 && stale(j))
+		stale_object(e, j, key);
+	else if (rc == 0)
+		eng_file_stored(e, j->f, key, etag, crc, blocks);
+	free(blocks);
+	free(key);
+	if (rc == 0 || stale(j))
+		job_done(e, j);
+	else
+		job_failed(e, j, x);
+}
+
 static void run_put(eng *e, job *j)
 {
 	efile *f = j->f;
@@ -328,17 +350,7 @@ static void run_put(eng *e, job *j)
 	int rc = eng_put_file(e, key, sid, size, &m, etag, &crc, &blocks, &x);
 	proto_meta_free(&m);
 	pthread_mutex_lock(&e->mu);
-	eng_key_release(e, &b);
-	if (rc == 0 && stale(j))
-		stale_object(e, j, key);
-	else if (rc == 0)
-		eng_file_stored(e, f, key, etag, crc, blocks);
-	free(blocks);
-	free(key);
-	if (rc == 0 || stale(j))
-		job_done(e, j);
-	else
-		job_failed(e, j, &x);
+	object_stored(e, j, &b, key, rc, etag, crc, blocks, &x);
 }
 
 static void run_create(eng *e, job *j)
@@ -513,19 +525,9 @@ static void run_complete(eng *e, job *j)
 	s3_err x = {0};
 	int rc = parts ? eng_complete_mpu(e, key, id, parts, n, etag, &x) : -1;
 	free(parts);
-	pthread_mutex_lock(&e->mu);
-	eng_key_release(e, &b);
-	if (rc == 0 && stale(j))
-		stale_object(e, j, key);
-	else if (rc == 0)
-		eng_file_stored(e, f, key, etag, crc, blocks);
-	free(blocks);
-	free(key);
 	free(id);
-	if (rc == 0 || stale(j))
-		job_done(e, j);
-	else
-		job_failed(e, j, &x);
+	pthread_mutex_lock(&e->mu);
+	object_stored(e, j, &b, key, rc, etag, crc, blocks, &x);
 }
 
 static void run_abort(eng *e, job *j)

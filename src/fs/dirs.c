@@ -95,13 +95,9 @@ void rd_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	fs_ctx *fs = fs_req_ctx(req);
-	fs_itable_lock(fs->it);
-	fs_inode *n = fs_itable_get(fs->it, ino);
-	if (!n) {
-		fs_itable_unlock(fs->it);
-		fuse_reply_err(req, ENOENT);
+	fs_inode *n = fs_lock_inode(req, fs, ino);
+	if (!n)
 		return;
-	}
 	if (!n->is_dir && !wr_fill_stat(fs, n, &(struct stat){0})) {
 		fs_inode_ref(n);
 		fs_check_meta(fs, n);

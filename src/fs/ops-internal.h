@@ -14,6 +14,7 @@
 #ifndef CKPTFS_FS_OPS_INTERNAL_H
 #define CKPTFS_FS_OPS_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -132,6 +133,20 @@ struct fs_dirhandle {
 static inline fs_ctx *fs_req_ctx(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+/* Locks the table and returns inode ino; when there is none, unlocks it,
+ * replies ENOENT to req and returns NULL. */
+static inline fs_inode *fs_lock_inode(fuse_req_t req, fs_ctx *fs,
+				      fuse_ino_t ino)
+{
+	fs_itable_lock(fs->it);
+	fs_inode *n = fs_itable_get(fs->it, ino);
+	if (!n) {
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, ENOENT);
+	}
+	return n;
 }
 
 /* ---- fs/nodes.c: listings and attributes.  Table locked where noted. -- */

@@ -21,13 +21,9 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		int to_set, struct fuse_file_info *fi)
 {
 	fs_ctx *fs = fs_req_ctx(req);
-	fs_itable_lock(fs->it);
-	fs_inode *n = fs_itable_get(fs->it, ino);
-	if (!n) {
-		fs_itable_unlock(fs->it);
-		fuse_reply_err(req, ENOENT);
+	fs_inode *n = fs_lock_inode(req, fs, ino);
+	if (!n)
 		return;
-	}
 	if (!fs->eng) {
 		fs_itable_unlock(fs->it);
 		fuse_reply_err(req, EROFS);

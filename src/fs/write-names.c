@@ -125,20 +125,59 @@ static int new_node(fuse_req_t req, fs_ctx *fs, fs_inode *p, const char *name,
 	return rc;
 }
 
+/*
+ * The start of every call that makes a name: a new local node of kind at
+ * name under directory parent (new_node), *o and *c set on success.  Table
+ * locked.  0 or -errno.
+ */
+static int make_node(fuse_req_t req, fs_ctx *fs, fuse_ino_t parent,
+		     const char *name, ov_kind kind, mode_t mode,
+		     ov_node **o, fs_inode **c)
+{
+	int err;
+	fs_inode *p = wr_parent_dir(fs, parent, &err);
+	return p ? new_node(req, fs, p, name, kind, mode, o, c) : -err;
+}
+
+/* A new regular file with its empty staging file (make_node). */
+static int make_file(fuse_req_t req, fs_ctx *fs, fuse_ino_t parent,
+		     const char *name, mode_t mode, ov_node **o, fs_inode **c)
+{
+	int rc = make_node(req, fs, parent, name, OV_FILE, mode, o, c);
+	if (rc == 0 && (rc = wr_new_stage(fs, *o)) < 0)
+		ov_remove(&fs->ov, *o);
+	return rc;
+}
+
+/*
+ * The end of every call that makes a name but opens nothing: counts a
+ * lookup of counted (NULL: none), unlocks the table and replies with
+ * counted's entry when rc is 0, else with -rc.
+ */
+static void reply_made(fuse_req_t req, fs_ctx *fs, fs_inode *counted, int rc)
+{
+	struct fuse_entry_param ep;
+	if (counted) {
+		counted->nlookup++;
+		fs_fill_entry(fs, counted, &ep);
+	}
+	fs_itable_unlock(fs->it);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &ep);
+}
+
 void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       mode_t mode, struct fuse_file_info *fi)
 {
 	if (!wr_require_engine(req))
 		return;
 	fs_ctx *fs = fs_req_ctx(req);
-	int err;
 	fs_itable_lock(fs->it);
-	fs_inode *p = wr_parent_dir(fs, parent, &err);
 	ov_node *o = NULL;
 	fs_inode *c = NULL;
-	int rc = p ? new_node(req, fs, p, name, OV_FILE, mode, &o, &c) : -err;
-	if (rc == 0 && (rc = wr_new_stage(fs, o)) < 0)
-		ov_remove(&fs->ov, o);
+	int rc = make_file(req, fs, parent, name, mode, &o, &c);
 	fs_handle *h = NULL;
 	if (rc == 0) {
 		o->dirty = true; /* an empty file is a file too */
@@ -174,26 +213,16 @@ void wr_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	fs_ctx *fs = fs_req_ctx(req);
-	int err;
 	fs_itable_lock(fs->it);
-	fs_inode *p = wr_parent_dir(fs, parent, &err);
 	ov_node *o = NULL;
 	fs_inode *c = NULL;
-	int rc = p ? new_node(req, fs, p, name, OV_FILE, mode, &o, &c) : -err;
-	if (rc == 0 && (rc = wr_new_stage(fs, o)) < 0)
-		ov_remove(&fs->ov, o);
-	struct fuse_entry_param ep;
+	int rc = make_file(req, fs, parent, name, mode, &o, &c);
+	fs_inode *counted = rc == 0 ? c : NULL;
 	if (rc == 0) {
 		o->dirty = true;
 		rc = wr_put_file(fs, o);
-		c->nlookup++;
-		fs_fill_entry(fs, c, &ep);
 	}
-	fs_itable_unlock(fs->it);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_entry(req, &ep);
+	reply_made(req, fs, counted, rc);
 }
 
 void wr_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -202,22 +231,11 @@ void wr_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!wr_require_engine(req))
 		return;
 	fs_ctx *fs = fs_req_ctx(req);
-	int err;
 	fs_itable_lock(fs->it);
-	fs_inode *p = wr_parent_dir(fs, parent, &err);
 	ov_node *o = NULL;
 	fs_inode *c = NULL;
-	int rc = p ? new_node(req, fs, p, name, OV_DIR, mode, &o, &c) : -err;
-	struct fuse_entry_param ep;
-	if (rc == 0) {
-		c->nlookup++;
-		fs_fill_entry(fs, c, &ep);
-	}
-	fs_itable_unlock(fs->it);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_entry(req, &ep);
+	int rc = make_node(req, fs, parent, name, OV_DIR, mode, &o, &c);
+	reply_made(req, fs, rc == 0 ? c : NULL, rc);
 }
 
 void wr_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
@@ -226,30 +244,19 @@ void wr_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	if (!wr_require_engine(req))
 		return;
 	fs_ctx *fs = fs_req_ctx(req);
-	int err;
 	fs_itable_lock(fs->it);
-	fs_inode *p = wr_parent_dir(fs, parent, &err);
 	ov_node *o = NULL;
 	fs_inode *c = NULL;
-	int rc = p ? new_node(req, fs, p, name, OV_LINK, 0777, &o, &c) : -err;
-	struct fuse_entry_param ep;
+	int rc = make_node(req, fs, parent, name, OV_LINK, 0777, &o, &c);
 	if (rc == 0 && !(o->target = strdup(link)))
 		rc = -ENOMEM;
 	if (rc == 0 && (rc = wr_new_stage(fs, o)) == 0) {
 		o->dirty = true;
 		rc = wr_put_file(fs, o);
 	}
-	if (rc == 0) {
-		c->nlookup++;
-		fs_fill_entry(fs, c, &ep);
-	} else if (o) {
+	if (rc < 0 && o)
 		ov_remove(&fs->ov, o);
-	}
-	fs_itable_unlock(fs->it);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_entry(req, &ep);
+	reply_made(req, fs, rc == 0 ? c : NULL, rc);
 }
 
 void wr_readlink(fuse_req_t req, fuse_ino_t ino)

@@ -104,37 +104,18 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 	 * dropped below copies it first (wr_writable_stage) */
 	bool was_handed = s->handed;
 	s->handed = true;
-	/* a file of a transaction already committing gets its own */
-	if (o->txn->sealed && !wr_is_single_root(o)) {
-		ov_txn *nx = NULL;
-		char *mroot = strdup(o->txn->root);
+	/* a file of a transaction already committing gets its own, whose
+	 * manifest names it under the committing one's root (mroot); a
+	 * rewrite of a committing single file gets a new transaction,
+	 * ordered after the first */
+	if (o->txn->sealed) {
+		char *mroot =
+		    wr_is_single_root(o) ? NULL : strdup(o->txn->root);
 		wr_ordered_for(fs, o->path);
 		fs_itable_unlock(fs->it);
 		uint64_t id = 0;
 		int rc = eng_txn_begin(fs->eng, o->path, false, mroot, &id);
 		free(mroot);
-		fs_itable_lock(fs->it);
-		if (rc < 0) {
-			s->handed = was_handed;
-			ov_stage_unref(s);
-			return rc;
-		}
-		nx = ov_txn_add(&fs->ov, id, o->path, false);
-		if (!nx) {
-			s->handed = was_handed;
-			ov_stage_unref(s);
-			return -ENOMEM;
-		}
-		o->txn->nodes--;
-		o->txn = nx;
-		nx->nodes++;
-	} else if (o->txn->sealed) {
-		/* a rewrite of a committing single file: a new transaction,
-		 * ordered after the first */
-		wr_ordered_for(fs, o->path);
-		fs_itable_unlock(fs->it);
-		uint64_t id = 0;
-		int rc = eng_txn_begin(fs->eng, o->path, false, NULL, &id);
 		fs_itable_lock(fs->it);
 		if (rc < 0) {
 			s->handed = was_handed;

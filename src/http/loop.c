@@ -216,12 +216,19 @@ static void xfer_fail_now(http_xfer *x, int code, const char *why)
 		x->done(x, x->done_arg);
 }
 
-static void start_queued(http_loop *l)
+/* Takes the whole submission queue (oldest first) off the loop. */
+static http_xfer *take_queued(http_loop *l)
 {
 	pthread_mutex_lock(&l->mu);
 	http_xfer *q = l->q_head;
 	l->q_head = l->q_tail = NULL;
 	pthread_mutex_unlock(&l->mu);
+	return q;
+}
+
+static void start_queued(http_loop *l)
+{
+	http_xfer *q = take_queued(l);
 	while (q) {
 		http_xfer *x = q;
 		q = q->next;
@@ -314,10 +321,7 @@ static void abort_all(http_loop *l)
 		active_remove(l, x);
 		xfer_fail_now(x, CURLE_ABORTED_BY_CALLBACK, "shutting down");
 	}
-	pthread_mutex_lock(&l->mu);
-	http_xfer *q = l->q_head;
-	l->q_head = l->q_tail = NULL;
-	pthread_mutex_unlock(&l->mu);
+	http_xfer *q = take_queued(l);
 	while (q) {
 		http_xfer *x = q;
 		q = q->next;
