@@ -9,7 +9,7 @@
  * the http loop; their sinks pwrite straight into the cache file at the
  * chunk's offset and fold the bytes into the chunk's CRC32C as they arrive,
  * so no chunk is ever buffered in memory.  A chunk whose CRC is not the
- * one its manifest recorded is not marked done (chunk_expected, cache.c):
+ * one its manifest recorded is not marked done (chunk_expected, entry.c):
  * it goes back to missing and is fetched again, or fails with EIO.
  *
  * Completions are recorded in the SQLite index by a writer thread in

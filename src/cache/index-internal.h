@@ -1,9 +1,12 @@
 /*
- * index-internal: what index.c (entries, chunks, pins, eviction, stats,
- * stamps, open and close) and owner.c (owner ids, lock files, liveness,
- * reaping of dead owners) share: struct cidx, the prepared statements and
- * the helpers that run them.  Not part of the module's interface: include
- * it from src/cache/index.c and src/cache/owner.c only.
+ * index-internal: what the files of the cache index share: struct cidx,
+ * the prepared statements and the helpers that run them.  Three files,
+ * calls going one way: index.c (entries, chunks, pins, eviction, stats,
+ * stamps, open and close) calls owner.c (owner ids, lock files, liveness,
+ * reaping of dead owners), and both call index-db.c (schema, statements,
+ * SQL plumbing, small helpers, directories and cache files, opening the
+ * database).  Not part of the module's interface: include it from those
+ * three files only.
  *
  * Conventions.  Every statement is prepared once at open (x->st, indexed
  * by enum cidx_sid) and reset by cidx_finish after each use, so no binding
@@ -95,7 +98,7 @@ typedef struct cidx_strs {
 	size_t n, cap;
 } cidx_strs;
 
-/* ---- helpers (index.c) ---------------------------------------------- */
+/* ---- helpers (index-db.c) ------------------------------------------- */
 
 int cidx_strs_push(cidx_strs *l, const char *s);
 bool cidx_strs_has(const cidx_strs *l, const char *s);
@@ -133,6 +136,19 @@ int cidx_row_get(cidx *x, const char *name, cidx_row *r, bool *found);
 void cidx_file_unlink(const cidx *x, const char *name);
 /* Deletes every row of name, then its file.  Write lock held. */
 int cidx_drop_entry(cidx *x, const char *name);
+/* Makes path a directory private to us (created 0700, or tightened back
+ * to 0700); one owned by another user is refused with -EPERM. */
+int cidx_private_dir(const char *path);
+/* The cache file of name is a regular file of this size. */
+bool cidx_file_matches(const cidx *x, const char *name, uint64_t size);
+/* A fresh inode of the full size, sparse (the old name unlinked first). */
+int cidx_file_create(cidx *x, const char *name, uint64_t size);
+
+/* Creates x->dir (parents too) and its objects/ and owners/, all 0700. */
+int cidx_db_dirs(cidx *x, char **err);
+/* Opens index.db: WAL, synchronous=NORMAL, 0600 files, the schema created
+ * or migrated (a foreign version is -EPROTO), every statement prepared. */
+int cidx_db_open(cidx *x, char **err);
 
 /* ---- owners (owner.c) ------------------------------------------------ */
 

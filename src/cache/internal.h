@@ -1,6 +1,8 @@
 /*
- * Shared between cache.c (entries, handles, verification, stats) and
- * fetch.c (the download scheduler).  Not part of the cache interface.
+ * Shared between cache.c (handles, opening, verification, stats), fetch.c
+ * (the download scheduler) and entry.c (a centry's life, chunk
+ * bookkeeping).  Calls go one way: cache.c -> fetch.c -> entry.c, and
+ * cache.c -> entry.c.  Not part of the cache interface.
  *
  * Locking: one mutex (cache.mu) guards every centry field marked [mu] and
  * the scheduler state; `cv` is broadcast whenever a chunk changes state.
@@ -103,17 +105,27 @@ int fetch_start_writer(cache *c);
 void fetch_stop_writer(cache *c);
 void fetch_drain(cache *c); /* records what the writer left */
 
-/* cache.c */
+/* entry.c */
+/* The centry of an acquired index entry ie (fd: its open cache file);
+ * NULL when out of memory. */
+centry *centry_new(cache *c, const char *key, const char *etag,
+		   const cidx_entry *ie, enum cidx_role role, int fd);
+void centry_free(cache *c, centry *e); /* mu held: unlink, unpin, free */
+void centry_put(cache *c, centry *e); /* mu held: drop a ref */
 void stamp_good(cache *c, centry *e); /* fsync, then stamp (mu not held) */
+/* Marks e's done chunks verified if its file is unchanged since it was
+ * stamped.  mu */
+void recall_verified(cache *c, centry *e);
 /* Chunk i landed with this CRC (cache convention): false when it does not
  * match the manifest (the chunk is then missing again, or failed after
  * CACHE_VERIFY_RETRIES).  mu */
 bool chunk_expected(cache *c, centry *e, uint32_t i, uint32_t crc);
+uint64_t chunk_len(const centry *e, uint32_t idx);
+
+/* cache.c */
 /* The CRC (cache convention) each chunk of e must have according to x's
  * blocks, combined when a chunk holds several; NULL when x does not fit
  * e or its chunks are not a multiple of the blocks.  Malloc'd. */
 uint32_t *chunk_expect_map(const centry *e, const cache_expect *x);
-void centry_put(cache *c, centry *e); /* mu held: drop a ref */
-uint64_t chunk_len(const centry *e, uint32_t idx);
 
 #endif

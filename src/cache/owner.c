@@ -7,7 +7,8 @@
  * process takes them over), their lock files are unlinked, and doomed
  * entries no live owner pins any more are removed.  Entries, chunks and
  * eviction are in index.c, which reaps here before any eviction decision
- * so that every pin left is live.
+ * so that every pin left is live; this file calls only the plumbing of
+ * index-db.c, never index.c.
  *
  * Liveness.  Each cidx holds flock(LOCK_EX) on owners/<id>.lock for its
  * lifetime.  The file is created as <id>.new, locked, and then renamed, so

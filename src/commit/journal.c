@@ -20,6 +20,7 @@
 
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/sqlerr.h"
 
 /* 2: files.blocks and parts.segs (block checksums of manifests); a
  * version 1 journal is upgraded in place (its rows get NULL: no block
@@ -57,25 +58,18 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS garbage(txn INTEGER NOT NULL, "
     " key TEXT NOT NULL, PRIMARY KEY(txn, key)) WITHOUT ROWID;";
 
+/* The shared mapping (util/sqlerr.h), but for the two codes the journal
+ * has always reported its own way: a read-only database as -EACCES, one
+ * that cannot be opened as -EIO. */
 static int sql_errno(int src)
 {
 	switch (src & 0xff) {
-	case SQLITE_OK:
-	case SQLITE_DONE:
-	case SQLITE_ROW:
-		return 0;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_FULL:
-		return -ENOSPC;
 	case SQLITE_READONLY:
-	case SQLITE_PERM:
 		return -EACCES;
-	default:
+	case SQLITE_CANTOPEN:
 		return -EIO;
+	default:
+		return sqlerr_errno(src);
 	}
 }
 

@@ -158,7 +158,8 @@ int s3_classify(s3_client *c, const char *key, const http_xfer *x,
 
 /*
  * Generic signed requests, for operations built on top of this client
- * (s3/upload.c).  Fill an s3_request and either run it with the retry loop
+ * (s3/upload.c, s3/multipart.c; the loop itself is in s3/request.c).
+ * Fill an s3_request and either run it with the retry loop
  * (s3_request_perform) or sign one attempt into an http_xfer for the
  * caller to submit (s3_request_prepare) and judge afterwards
  * (s3_request_classify), as s3_prepare_get/s3_classify do for GETs.

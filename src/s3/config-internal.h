@@ -1,7 +1,8 @@
 /*
- * config-internal: what config.c (settings, AWS INI files) shares with
- * creds.c (credential providers).  Not part of the module's interface:
- * include it from src/s3/config.c and src/s3/creds.c only.
+ * config-internal: what aws-files.c (the AWS config and credentials files,
+ * shared helpers) gives config.c (bucket URL, settings) and creds.c
+ * (credential providers).  Not part of the module's interface: include it
+ * from src/s3/aws-files.c, src/s3/config.c and src/s3/creds.c only.
  *
  * An aws_profile holds what one profile's section of an AWS file says,
  * each value with the line it came from (for messages that name file and
@@ -46,6 +47,13 @@ int s3cfg_fail_oom(char **err);
 
 /* An unset and an empty variable mean the same, as for the AWS CLI. */
 const char *s3cfg_env_get(const char *name);
+
+/* inih's notion of white space (isspace in the C locale). */
+bool s3cfg_is_space(char c);
+
+/* "~/x" -> "$HOME/x"; without a home the path is kept (and not found).
+ * NULL only when out of memory. */
+char *s3cfg_expand_home(const char *p);
 
 /* Wipes and frees a secret string (NULL is fine). */
 void s3cfg_secret_free(char *s);

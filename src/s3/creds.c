@@ -2,7 +2,7 @@
  * creds: the credentials that sign requests, from a chain of providers
  * (environment, shared credentials file, config file), as the AWS CLI finds
  * them (precedence in config.h).  The file providers read the selected
- * profile with the INI reader of config.c (config-internal.h).
+ * profile with the INI reader of aws-files.c (config-internal.h).
  *
  * Credentials.  A creds_chain owns an ordered array of providers.  Each
  * either fills credentials (1), has nothing (0; the chain notes what it

@@ -1,6 +1,6 @@
 /*
  * retry: the one policy for failed S3 requests.  Every path that talks to
- * S3 uses it: the client's request loop (s3/client.c), the cache's range
+ * S3 uses it: the client's request loop (s3/request.c), the cache's range
  * downloads (cache/fetch.c), the commit engine's upload jobs and its
  * visibility step (commit/transfer.c, commit/visible.c).  It says
  *

@@ -1,5 +1,11 @@
 /*
- * s3upload: write requests over the generic signed request of client.c.
+ * s3upload: write requests over the generic signed request of request.c
+ * (s3_request_perform, s3_request_prepare/classify): single PUTs,
+ * CopyObject, DELETE and DeleteObjects, the pure helpers of writes (part
+ * sizes, copy sources, metadata headers, Content-MD5, multipart ETags,
+ * delete bodies), and the request context they and multipart.c share
+ * (upload-internal.h).  Multipart uploads are in multipart.c, which calls
+ * into this file and never the other way.
  *
  * Each operation fills a request context (struct wreq: the s3_request plus
  * the strings its header and query pointers refer to) and runs it with
@@ -10,6 +16,7 @@
  * like any other failure.
  */
 #include "s3/upload.h"
+#include "s3/upload-internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -112,7 +119,7 @@ bool s3_key_xml_safe(const char *key)
 	return true;
 }
 
-static int xml_escape(buf *out, const char *s)
+int wreq_xml_escape(buf *out, const char *s)
 {
 	int rc = 0;
 	for (; *s && rc == 0; s++) {
@@ -146,7 +153,7 @@ int s3_delete_body(buf *out, const char *const *keys, size_t n, bool quiet)
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		rc = buf_puts(out, "<Object><Key>");
 		if (rc == 0)
-			rc = xml_escape(out, keys[i]);
+			rc = wreq_xml_escape(out, keys[i]);
 		if (rc == 0)
 			rc = buf_puts(out, "</Key></Object>");
 	}
@@ -298,24 +305,7 @@ int s3_multipart_etag(const s3_part *parts, size_t n, char out[S3_ETAG_MAX])
 
 /* ---- request contexts --------------------------------------------------- */
 
-/* An s3_request with storage for the strings it points to. */
-struct wreq {
-	s3_client *c;
-	s3_request r;
-	buf query;
-	buf store;  /* metadata header names */
-	buf source; /* x-amz-copy-source */
-	buf body;   /* XML bodies */
-	char range[64];
-	char sha[65];
-	char md5[25];
-	/* check results */
-	char *etag_out; /* S3_ETAG_MAX bytes, or NULL */
-	s3_delete_result del;
-	bool del_parsed;
-};
-
-static void wreq_free(struct wreq *w)
+void wreq_free(struct wreq *w)
 {
 	buf_free(&w->query);
 	buf_free(&w->store);
@@ -325,28 +315,8 @@ static void wreq_free(struct wreq *w)
 		s3_delete_result_free(&w->del);
 }
 
-static void query_param(buf *q, const char *name, const char *value)
-{
-	if (q->len)
-		buf_putc(q, '&');
-	buf_puts(q, name);
-	if (value) {
-		buf_putc(q, '=');
-		uri_encode(q, value, strlen(value), false);
-	}
-}
-
-static void part_query(struct wreq *w, unsigned part, const char *upload_id)
-{
-	char n[16];
-	snprintf(n, sizeof n, "%u", part);
-	query_param(&w->query, "partNumber", n);
-	query_param(&w->query, "uploadId", upload_id);
-	w->r.query = buf_cstr(&w->query);
-}
-
 /* Sends a memory body with its SHA-256 signed and its Content-MD5. */
-static void mem_body(struct wreq *w, const void *p, size_t n)
+void wreq_mem_body(struct wreq *w, const void *p, size_t n)
 {
 	w->r.upload = http_upload_mem(p, n);
 	sigv4_sha256_hex(p, n, w->sha);
@@ -355,25 +325,25 @@ static void mem_body(struct wreq *w, const void *p, size_t n)
 	s3_request_header(&w->r, "content-md5", w->md5);
 }
 
-static int bad_input(s3_client *c, const s3_request *r, const char *why,
-		     s3_err *e)
+int wreq_bad_input(s3_client *c, const s3_request *r, const char *why,
+		   s3_err *e)
 {
 	s3_request_error_from(c, r, EINVAL, "InvalidArgument", 0, why, e);
 	return -1;
 }
 
-static int add_meta(s3_client *c, struct wreq *w, const s3_meta *meta,
-		    size_t n, s3_err *e)
+int wreq_add_meta(s3_client *c, struct wreq *w, const s3_meta *meta, size_t n,
+		  s3_err *e)
 {
 	char why[200];
 	if (s3_meta_headers(&w->r, meta, n, &w->store, why, sizeof why) < 0)
-		return bad_input(c, &w->r, why, e);
+		return wreq_bad_input(c, &w->r, why, e);
 	return 0;
 }
 
 /* 2xx checks ---------------------------------------------------------------- */
 
-static int check_etag_header(void *arg, const http_xfer *x, s3_err *e)
+int wreq_check_etag_header(void *arg, const http_xfer *x, s3_err *e)
 {
 	struct wreq *w = arg;
 	char etag[S3_ETAG_MAX];
@@ -388,8 +358,8 @@ static int check_etag_header(void *arg, const http_xfer *x, s3_err *e)
 }
 
 /* Fills e for a reply whose body could not be parsed; returns -1. */
-static int malformed_reply(s3_client *c, const s3_request *r, long status,
-			   const char *perr, s3_err *e)
+int wreq_malformed_reply(s3_client *c, const s3_request *r, long status,
+			 const char *perr, s3_err *e)
 {
 	char why[300];
 	snprintf(why, sizeof why, "malformed reply from server: %.200s",
@@ -399,8 +369,8 @@ static int malformed_reply(s3_client *c, const s3_request *r, long status,
 }
 
 /* Turns a parse outcome of a 200 body into 0 or an s3_err. */
-static int body_verdict(struct wreq *w, const http_xfer *x, int pr,
-			s3_error *se, char *perr, s3_err *e)
+int wreq_body_verdict(struct wreq *w, const http_xfer *x, int pr, s3_error *se,
+		      char *perr, s3_err *e)
 {
 	int rc = 0;
 	char why[300];
@@ -413,7 +383,7 @@ static int body_verdict(struct wreq *w, const http_xfer *x, int pr,
 				      e);
 		rc = -1;
 	} else if (pr < 0) {
-		rc = malformed_reply(w->c, &w->r, x->status, perr, e);
+		rc = wreq_malformed_reply(w->c, &w->r, x->status, perr, e);
 	}
 	s3_error_free(se);
 	free(perr);
@@ -422,7 +392,7 @@ static int body_verdict(struct wreq *w, const http_xfer *x, int pr,
 
 /* ETags as S3 sends them in headers: quoted (Ceph 16 leaves the quotes out
  * of CopyObjectResult and CopyPartResult). */
-static void quote_etag(char out[S3_ETAG_MAX], const char *etag)
+void wreq_quote_etag(char out[S3_ETAG_MAX], const char *etag)
 {
 	size_t n = strlen(etag);
 	if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"')
@@ -431,7 +401,7 @@ static void quote_etag(char out[S3_ETAG_MAX], const char *etag)
 		snprintf(out, S3_ETAG_MAX, "\"%.*s\"", S3_ETAG_MAX - 3, etag);
 }
 
-static int check_copy(void *arg, const http_xfer *x, s3_err *e)
+int wreq_check_copy(void *arg, const http_xfer *x, s3_err *e)
 {
 	struct wreq *w = arg;
 	s3_copy_result cr;
@@ -441,27 +411,10 @@ static int check_copy(void *arg, const http_xfer *x, s3_err *e)
 				  &se, &perr);
 	if (pr == 0) {
 		if (w->etag_out)
-			quote_etag(w->etag_out, cr.etag);
+			wreq_quote_etag(w->etag_out, cr.etag);
 		s3_copy_result_free(&cr);
 	}
-	return body_verdict(w, x, pr, &se, perr, e);
-}
-
-static int check_complete(void *arg, const http_xfer *x, s3_err *e)
-{
-	struct wreq *w = arg;
-	char *etag = NULL;
-	s3_error se = {0};
-	char *perr = NULL;
-	int pr = s3xml_parse_complete(x->resp_body.data, x->resp_body.len,
-				      &etag, &se, &perr);
-	if (pr == 0 && w->etag_out)
-		snprintf(w->etag_out, S3_ETAG_MAX, "%s",
-			 etag && etag[0] ? etag : "");
-	if (pr == 0 && w->etag_out && w->etag_out[0])
-		quote_etag(w->etag_out, etag);
-	free(etag);
-	return body_verdict(w, x, pr, &se, perr, e);
+	return wreq_body_verdict(w, x, pr, &se, perr, e);
 }
 
 static int check_delete(void *arg, const http_xfer *x, s3_err *e)
@@ -477,7 +430,7 @@ static int check_delete(void *arg, const http_xfer *x, s3_err *e)
 				    &w->del, &se, &perr);
 	if (pr == 0)
 		w->del_parsed = true;
-	return body_verdict(w, x, pr, &se, perr, e);
+	return wreq_body_verdict(w, x, pr, &se, perr, e);
 }
 
 static int put_errno(long status, const char *code)
@@ -496,7 +449,7 @@ static int build_put(s3_client *c, struct wreq *w, const char *key,
 	w->r = (s3_request){.op = "PUT", .method = "PUT", .key = key,
 			    .upload = *body,
 			    .timeout_ms = s3_client_data_timeout(c, body->len),
-			    .check = check_etag_header, .check_arg = w,
+			    .check = wreq_check_etag_header, .check_arg = w,
 			    .status_errno = put_errno};
 	s3_request_header(&w->r, "content-type",
 			  o->content_type ? o->content_type
@@ -504,81 +457,21 @@ static int build_put(s3_client *c, struct wreq *w, const char *key,
 	if (o->if_none_match)
 		s3_request_header(&w->r, "if-none-match", "*");
 	if (body->kind == HTTP_UPLOAD_MEM)
-		mem_body(w, body->mem, (size_t)body->len);
+		wreq_mem_body(w, body->mem, (size_t)body->len);
 	else if (o->content_md5)
 		s3_request_header(&w->r, "content-md5", o->content_md5);
 	if (body->kind == HTTP_UPLOAD_NONE)
-		return bad_input(c, &w->r, "no body given", e);
+		return wreq_bad_input(c, &w->r, "no body given", e);
 	if (body->len > S3_MAX_PUT_SIZE)
-		return bad_input(c, &w->r,
+		return wreq_bad_input(c, &w->r,
 				 "larger than 5 GiB: use a multipart upload",
 				 e);
-	return add_meta(c, w, o->meta, o->n_meta, e);
-}
-
-static int build_part(s3_client *c, struct wreq *w, const char *key,
-		      const char *upload_id, unsigned part,
-		      const http_upload *body, const char *content_md5,
-		      s3_err *e)
-{
-	w->r = (s3_request){.op = "UPLOAD PART", .method = "PUT", .key = key,
-			    .upload = *body,
-			    .timeout_ms = s3_client_data_timeout(c, body->len),
-			    .check = check_etag_header, .check_arg = w};
-	part_query(w, part, upload_id);
-	if (body->kind == HTTP_UPLOAD_MEM)
-		mem_body(w, body->mem, (size_t)body->len);
-	else if (content_md5)
-		s3_request_header(&w->r, "content-md5", content_md5);
-	if (body->kind == HTTP_UPLOAD_NONE)
-		return bad_input(c, &w->r, "no body given", e);
-	if (part < 1 || part > S3_MAX_PARTS)
-		return bad_input(c, &w->r, "part number outside 1..10000", e);
-	if (body->len > S3_MAX_PART_SIZE)
-		return bad_input(c, &w->r, "part larger than 5 GiB", e);
-	return 0;
-}
-
-static int build_part_copy(s3_client *c, struct wreq *w, const char *src_key,
-			   uint64_t first, uint64_t last,
-			   const char *src_if_match, const char *key,
-			   const char *upload_id, unsigned part, s3_err *e)
-{
-	w->r = (s3_request){.op = "UPLOAD PART COPY", .method = "PUT",
-			    .key = key, .check = check_copy, .check_arg = w};
-	part_query(w, part, upload_id);
-	if (s3_copy_source(&w->source, s3_client_settings(c)->bucket,
-			   src_key) < 0)
-		return bad_input(c, &w->r, "out of memory", e);
-	if ((s3_client_quirks(c) & S3_QUIRK_COPY_SOURCE_DECODED_TWICE) &&
-	    strchr(src_key, '%')) {
-		buf twice = BUF_INIT;
-		if (uri_encode(&twice, w->source.data, w->source.len, true) < 0)
-			return bad_input(c, &w->r, "out of memory", e);
-		buf_free(&w->source);
-		w->source = twice;
-	}
-	s3_request_header(&w->r, "x-amz-copy-source", buf_cstr(&w->source));
-	snprintf(w->range, sizeof w->range, "bytes=%" PRIu64 "-%" PRIu64,
-		 first, last);
-	s3_request_header(&w->r, "x-amz-copy-source-range", w->range);
-	if (src_if_match && src_if_match[0])
-		s3_request_header(&w->r, "x-amz-copy-source-if-match",
-				  src_if_match);
-	if (last < first || last - first + 1 > S3_MAX_PART_SIZE)
-		return bad_input(c, &w->r, "copy range empty or above 5 GiB",
-				 e);
-	if (part < 1 || part > S3_MAX_PARTS)
-		return bad_input(c, &w->r, "part number outside 1..10000", e);
-	w->r.timeout_ms = s3_client_data_timeout(c, last - first + 1);
-	/* the server copies before it answers */
-	w->r.wait_ms = s3_client_server_wait_ms(c, 0, last - first + 1);
-	return 0;
+	return wreq_add_meta(c, w, o->meta, o->n_meta, e);
 }
 
 /* ---- blocking operations ------------------------------------------------ */
 
-static int run(s3_client *c, struct wreq *w, unsigned *attempts, s3_err *e)
+int wreq_run(s3_client *c, struct wreq *w, unsigned *attempts, s3_err *e)
 {
 	http_xfer x = {0};
 	int rc = s3_request_perform(c, &w->r, &x, attempts, e);
@@ -588,7 +481,7 @@ static int run(s3_client *c, struct wreq *w, unsigned *attempts, s3_err *e)
 
 /* After a retried request failed in a way an earlier, lost success would
  * explain: does key now carry the ETag we expected? */
-static bool landed(s3_client *c, const char *key, const char *want)
+bool wreq_landed(s3_client *c, const char *key, const char *want)
 {
 	s3_head_result h;
 	s3_err he;
@@ -601,7 +494,7 @@ int s3_put_object(s3_client *c, const char *key, const http_upload *body,
 	struct wreq w = {.c = c, .etag_out = etag};
 	int rc = build_put(c, &w, key, body, o, e);
 	if (rc == 0)
-		rc = run(c, &w, NULL, e);
+		rc = wreq_run(c, &w, NULL, e);
 	/* If-None-Match retried after a success whose reply was lost (by us,
 	 * or by curl on a reused connection that died): the key holding
 	 * exactly these bytes counts as ours */
@@ -615,7 +508,7 @@ int s3_put_object(s3_client *c, const char *key, const http_upload *body,
 		for (unsigned i = 0; i < len; i++)
 			snprintf(want + 1 + 2 * i, 3, "%02x", md[i]);
 		strcat(want, "\"");
-		if (landed(c, key, want)) {
+		if (wreq_landed(c, key, want)) {
 			if (etag)
 				snprintf(etag, S3_ETAG_MAX, "%s", want);
 			rc = 0;
@@ -637,11 +530,11 @@ int s3_copy_object(s3_client *c, const char *src_key, const char *dst_key,
 			   .timeout_ms = s3_client_data_timeout(c, size),
 			   /* the server copies before it answers */
 			   .wait_ms = s3_client_server_wait_ms(c, 0, size),
-			   .check = check_copy, .check_arg = &w};
+			   .check = wreq_check_copy, .check_arg = &w};
 	int rc = 0;
 	if (s3_copy_source(&w.source, s3_client_settings(c)->bucket,
 			   src_key) < 0)
-		rc = bad_input(c, &w.r, "out of memory", e);
+		rc = wreq_bad_input(c, &w.r, "out of memory", e);
 	s3_request_header(&w.r, "x-amz-copy-source", buf_cstr(&w.source));
 	if (o->src_if_match && o->src_if_match[0]) {
 		s3_request_header(&w.r, "x-amz-copy-source-if-match",
@@ -655,12 +548,12 @@ int s3_copy_object(s3_client *c, const char *src_key, const char *dst_key,
 				  o->content_type ? o->content_type
 						  : "application/octet-stream");
 		if (rc == 0)
-			rc = add_meta(c, &w, o->meta, o->n_meta, e);
+			rc = wreq_add_meta(c, &w, o->meta, o->n_meta, e);
 	} else {
 		s3_request_header(&w.r, "x-amz-metadata-directive", "COPY");
 	}
 	if (rc == 0)
-		rc = run(c, &w, NULL, e);
+		rc = wreq_run(c, &w, NULL, e);
 	wreq_free(&w);
 	return rc;
 }
@@ -669,261 +562,7 @@ int s3_delete_object(s3_client *c, const char *key, s3_err *e)
 {
 	struct wreq w = {.c = c};
 	w.r = (s3_request){.op = "DELETE", .method = "DELETE", .key = key};
-	int rc = run(c, &w, NULL, e);
-	wreq_free(&w);
-	return rc;
-}
-
-int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
-		  char **upload_id, s3_err *e)
-{
-	static const s3_put_opts none = {0};
-	if (!o)
-		o = &none;
-	*upload_id = NULL;
-	struct wreq w = {.c = c};
-	w.r = (s3_request){.op = "CREATE MULTIPART UPLOAD", .method = "POST",
-			   .key = key, .query = "uploads"};
-	s3_request_header(&w.r, "content-type",
-			  o->content_type ? o->content_type
-					  : "application/octet-stream");
-	int rc = add_meta(c, &w, o->meta, o->n_meta, e);
-	http_xfer x = {0};
-	if (rc == 0)
-		rc = s3_request_perform(c, &w.r, &x, NULL, e);
-	if (rc == 0) {
-		char *perr = NULL;
-		if (s3xml_parse_initiate(x.resp_body.data, x.resp_body.len,
-					 upload_id, &perr) < 0) {
-			rc = malformed_reply(c, &w.r, x.status, perr, e);
-			free(perr);
-		}
-	}
-	http_xfer_free(&x);
-	wreq_free(&w);
-	return rc;
-}
-
-int s3_mpu_put_part(s3_client *c, const char *key, const char *upload_id,
-		    unsigned part, const http_upload *body,
-		    const char *content_md5, char etag[S3_ETAG_MAX],
-		    s3_err *e)
-{
-	struct wreq w = {.c = c, .etag_out = etag};
-	int rc = build_part(c, &w, key, upload_id, part, body, content_md5, e);
-	if (rc == 0)
-		rc = run(c, &w, NULL, e);
-	wreq_free(&w);
-	return rc;
-}
-
-int s3_upload_part_copy(s3_client *c, const char *src_key, uint64_t first,
-			uint64_t last, const char *src_if_match,
-			const char *key, const char *upload_id, unsigned part,
-			char etag[S3_ETAG_MAX], s3_err *e)
-{
-	struct wreq w = {.c = c, .etag_out = etag};
-	int rc = build_part_copy(c, &w, src_key, first, last, src_if_match,
-				 key, upload_id, part, e);
-	if (rc == 0)
-		rc = run(c, &w, NULL, e);
-	wreq_free(&w);
-	/* Ceph 16 decodes the copy source twice: a source key with '%' is
-	 * not found although it exists.  Learn that once, then encode twice. */
-	s3_head_result h;
-	s3_err he;
-	if (rc < 0 && strcmp(e->code, "NoSuchKey") == 0 &&
-	    strchr(src_key, '%') &&
-	    !(s3_client_quirks(c) & S3_QUIRK_COPY_SOURCE_DECODED_TWICE) &&
-	    s3_head(c, src_key, &h, &he) == 0) {
-		log_info("the server decodes x-amz-copy-source of part copies "
-			 "twice (Ceph 16): encoding it twice from now on");
-		s3_client_add_quirks(c, S3_QUIRK_COPY_SOURCE_DECODED_TWICE);
-		struct wreq w2 = {.c = c, .etag_out = etag};
-		rc = build_part_copy(c, &w2, src_key, first, last,
-				     src_if_match, key, upload_id, part, e);
-		if (rc == 0)
-			rc = run(c, &w2, NULL, e);
-		wreq_free(&w2);
-	}
-	return rc;
-}
-
-int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
-		    const s3_part *parts, size_t n, char etag[S3_ETAG_MAX],
-		    s3_err *e)
-{
-	struct wreq w = {.c = c};
-	w.r = (s3_request){.op = "COMPLETE MULTIPART UPLOAD", .method = "POST",
-			   .key = key,
-			   /* S3 may take minutes to assemble many parts; AWS
-			    * sends whitespace meanwhile, RGW nothing: the
-			    * first byte may take 20 ms more per part */
-			   .timeout_ms = s3_client_data_timeout(c, 0) + 180000,
-			   .wait_ms = s3_client_server_wait_ms(c, n, 0),
-			   .check = check_complete, .check_arg = &w};
-	query_param(&w.query, "uploadId", upload_id);
-	w.r.query = buf_cstr(&w.query);
-	bool ordered = n > 0 && n <= S3_MAX_PARTS;
-	int rc = buf_puts(&w.body, "<CompleteMultipartUpload xmlns=\"http://"
-				   "s3.amazonaws.com/doc/2006-03-01/\">");
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (parts[i].number < 1 || parts[i].number > S3_MAX_PARTS ||
-		    (i && parts[i].number <= parts[i - 1].number))
-			ordered = false;
-		rc = buf_printf(&w.body,
-				"<Part><PartNumber>%u</PartNumber><ETag>",
-				parts[i].number);
-		if (rc == 0)
-			rc = xml_escape(&w.body, parts[i].etag);
-		if (rc == 0)
-			rc = buf_puts(&w.body, "</ETag></Part>");
-	}
-	if (rc == 0)
-		rc = buf_puts(&w.body, "</CompleteMultipartUpload>");
-	s3_request_header(&w.r, "content-type", "application/xml");
-	mem_body(&w, w.body.data, w.body.len);
-	if (rc < 0)
-		rc = bad_input(c, &w.r, "out of memory", e);
-	else if (!ordered)
-		rc = bad_input(c, &w.r,
-			       "parts must be 1..10000 in ascending order", e);
-	unsigned attempts = 0;
-	char got[S3_ETAG_MAX] = "";
-	w.etag_out = got;
-	if (rc == 0)
-		rc = run(c, &w, &attempts, e);
-	if (rc == 0 && !got[0]) {
-		/* Ceph 16 answers <ETag></ETag>: the ETag is the one S3
-		 * defines for the parts, or, for parts that are no plain
-		 * MD5s, what the object now carries */
-		s3_head_result h;
-		s3_err he;
-		if (s3_multipart_etag(parts, n, got) < 0 &&
-		    s3_head(c, key, &h, &he) == 0)
-			snprintf(got, sizeof got, "%s", h.etag);
-	}
-	if (rc == 0 && etag)
-		snprintf(etag, S3_ETAG_MAX, "%s", got);
-	/* A retry after a completion whose reply was lost finds the upload
-	 * gone: NoSuchUpload on AWS, 500 InternalError ("completion already
-	 * in progress") on Ceph 16 for an upload id it no longer knows.  curl
-	 * itself resends a request whose reused connection died without a
-	 * reply, so even a first attempt can meet NoSuchUpload that way. */
-	if (rc < 0 && e->err != EACCES &&
-	    (attempts > 1 || strcmp(e->code, "NoSuchUpload") == 0)) {
-		char want[S3_ETAG_MAX];
-		if (s3_multipart_etag(parts, n, want) == 0 &&
-		    landed(c, key, want)) {
-			log_debug("COMPLETE %s: an earlier attempt completed it",
-				  key);
-			if (etag)
-				snprintf(etag, S3_ETAG_MAX, "%s", want);
-			rc = 0;
-		}
-	}
-	wreq_free(&w);
-	return rc;
-}
-
-int s3_mpu_abort(s3_client *c, const char *key, const char *upload_id,
-		 s3_err *e)
-{
-	struct wreq w = {.c = c};
-	w.r = (s3_request){.op = "ABORT MULTIPART UPLOAD", .method = "DELETE",
-			   .key = key};
-	query_param(&w.query, "uploadId", upload_id);
-	w.r.query = buf_cstr(&w.query);
-	unsigned attempts = 0;
-	int rc = run(c, &w, &attempts, e);
-	if (rc < 0 && attempts > 1 && strcmp(e->code, "NoSuchUpload") == 0)
-		rc = 0; /* an earlier attempt's reply was lost */
-	wreq_free(&w);
-	return rc;
-}
-
-/*
- * Ceph 16 sends <NextKeyMarker> raw while it url-encodes <Key> (and AWS
- * encodes both), so the marker cannot be decoded reliably.  Without a
- * delimiter the next markers are the last listed key and upload id, which
- * markers_from_last takes from the decoded entries; the text of
- * <NextKeyMarker> is replaced by a placeholder that decodes everywhere.
- */
-static void neutral_next_marker(buf *out, const buf *in)
-{
-	static const char open[] = "<NextKeyMarker>";
-	static const char close[] = "</NextKeyMarker>";
-	const char *body = buf_cstr(in);
-	const char *a = strstr(body, open);
-	const char *b = a ? strstr(a, close) : NULL;
-	buf_reset(out);
-	if (!b || b == a + sizeof open - 1) {
-		buf_append(out, in->data ? in->data : "", in->len);
-		return;
-	}
-	buf_append(out, body, (size_t)(a - body) + sizeof open - 1);
-	buf_putc(out, '-');
-	buf_append(out, b, in->len - (size_t)(b - body));
-}
-
-static int markers_from_last(s3_uploads_result *r)
-{
-	free(r->next_key_marker);
-	free(r->next_upload_id_marker);
-	r->next_key_marker = r->next_upload_id_marker = NULL;
-	r->next_key_marker_len = 0;
-	if (!r->truncated)
-		return 0;
-	if (!r->n_uploads)
-		return -1; /* truncated yet empty: we could not go on */
-	const s3_upload *u = &r->uploads[r->n_uploads - 1];
-	r->next_key_marker = malloc(u->key_len + 1);
-	r->next_upload_id_marker = strdup(u->upload_id);
-	if (!r->next_key_marker || !r->next_upload_id_marker)
-		return -1;
-	memcpy(r->next_key_marker, u->key, u->key_len + 1);
-	r->next_key_marker_len = u->key_len;
-	return 0;
-}
-
-int s3_list_multipart_uploads(s3_client *c, const char *prefix,
-			      const char *key_marker,
-			      const char *upload_id_marker,
-			      unsigned max_uploads, s3_uploads_result *out,
-			      s3_err *e)
-{
-	char mu[16];
-	snprintf(mu, sizeof mu, "%u",
-		 max_uploads && max_uploads < 1000 ? max_uploads : 1000);
-	memset(out, 0, sizeof *out);
-	struct wreq w = {.c = c};
-	w.r = (s3_request){.op = "LIST MULTIPART UPLOADS", .method = "GET",
-			   .what = prefix ? prefix : ""};
-	query_param(&w.query, "encoding-type", "url");
-	if (key_marker && key_marker[0])
-		query_param(&w.query, "key-marker", key_marker);
-	query_param(&w.query, "max-uploads", mu);
-	query_param(&w.query, "prefix", prefix ? prefix : "");
-	if (upload_id_marker && upload_id_marker[0])
-		query_param(&w.query, "upload-id-marker", upload_id_marker);
-	query_param(&w.query, "uploads", NULL);
-	w.r.query = buf_cstr(&w.query);
-	w.r.timeout_ms = s3_client_data_timeout(c, 0) / 4;
-	http_xfer x = {0};
-	int rc = s3_request_perform(c, &w.r, &x, NULL, e);
-	if (rc == 0) {
-		char *perr = NULL;
-		/* Ceph 16 encodes the keys as asked but does not say so with
-		 * <EncodingType>: decode on the strength of the request */
-		neutral_next_marker(&w.body, &x.resp_body);
-		if (s3xml_parse_uploads(w.body.data, w.body.len, true, out,
-					&perr) < 0 ||
-		    markers_from_last(out) < 0) {
-			rc = malformed_reply(c, &w.r, x.status, perr, e);
-			free(perr);
-		}
-	}
-	http_xfer_free(&x);
+	int rc = wreq_run(c, &w, NULL, e);
 	wreq_free(&w);
 	return rc;
 }
@@ -975,8 +614,8 @@ static int delete_round(s3_client *c, const char *const *keys, size_t *idx,
 			   .check = check_delete, .check_arg = &w};
 	s3_delete_body(&w.body, batch, *n, true);
 	s3_request_header(&w.r, "content-type", "application/xml");
-	mem_body(&w, w.body.data, w.body.len);
-	int rc = run(c, &w, NULL, e);
+	wreq_mem_body(&w, w.body.data, w.body.len);
+	int rc = wreq_run(c, &w, NULL, e);
 	if (rc == 0) {
 		for (size_t i = 0; i < *n; i++)
 			status_set(&st[idx[i]], 0, NULL, NULL);
@@ -1019,7 +658,7 @@ int s3_delete_objects(s3_client *c, const char *const *keys, size_t n,
 		return 0;
 	if (n > S3_DELETE_MAX) {
 		s3_request r = {.op = "DELETE OBJECTS", .what = keys[0]};
-		return bad_input(c, &r, "more than 1000 keys in one request",
+		return wreq_bad_input(c, &r, "more than 1000 keys in one request",
 				 e);
 	}
 	if (!st)
@@ -1065,8 +704,7 @@ out:
 
 /* ---- asynchronous forms ------------------------------------------------- */
 
-static int prepared(s3_client *c, struct wreq *w, int rc, http_xfer *x,
-		    s3_err *e)
+int wreq_prepared(s3_client *c, struct wreq *w, int rc, http_xfer *x, s3_err *e)
 {
 	if (rc == 0)
 		rc = s3_request_prepare(c, &w->r, x, e);
@@ -1079,30 +717,7 @@ int s3_prepare_put_object(s3_client *c, const char *key,
 			  http_xfer *x, s3_err *e)
 {
 	struct wreq w = {.c = c};
-	return prepared(c, &w, build_put(c, &w, key, body, o, e), x, e);
-}
-
-int s3_prepare_put_part(s3_client *c, const char *key, const char *upload_id,
-			unsigned part, const http_upload *body,
-			const char *content_md5, http_xfer *x, s3_err *e)
-{
-	struct wreq w = {.c = c};
-	return prepared(c, &w,
-			build_part(c, &w, key, upload_id, part, body,
-				   content_md5, e),
-			x, e);
-}
-
-int s3_prepare_part_copy(s3_client *c, const char *src_key, uint64_t first,
-			 uint64_t last, const char *src_if_match,
-			 const char *key, const char *upload_id, unsigned part,
-			 http_xfer *x, s3_err *e)
-{
-	struct wreq w = {.c = c};
-	return prepared(c, &w,
-			build_part_copy(c, &w, src_key, first, last,
-					src_if_match, key, upload_id, part, e),
-			x, e);
+	return wreq_prepared(c, &w, build_put(c, &w, key, body, o, e), x, e);
 }
 
 int s3_classify_upload(s3_client *c, s3_upload_op op, const char *key,
@@ -1115,16 +730,16 @@ int s3_classify_upload(s3_client *c, s3_upload_op op, const char *key,
 	switch (op) {
 	case S3_OP_PUT_OBJECT:
 		w.r.op = "PUT";
-		w.r.check = check_etag_header;
+		w.r.check = wreq_check_etag_header;
 		w.r.status_errno = put_errno;
 		break;
 	case S3_OP_PUT_PART:
 		w.r.op = "UPLOAD PART";
-		w.r.check = check_etag_header;
+		w.r.check = wreq_check_etag_header;
 		break;
 	case S3_OP_PART_COPY:
 		w.r.op = "UPLOAD PART COPY";
-		w.r.check = check_copy;
+		w.r.check = wreq_check_copy;
 		/* its budget, as when prepared (size unknown here: the most) */
 		w.r.wait_ms = s3_client_server_wait_ms(c, 0, S3_MAX_PART_SIZE);
 		break;

@@ -1,0 +1,571 @@
+/*
+ * index-db: the database under the cache index (index.h): the schema and
+ * its migration, every prepared statement (enum cidx_sid in
+ * index-internal.h), the plumbing that runs them (cidx_finish, cidx_run,
+ * transactions, cidx_enter/leave), the small helpers of the module (owner
+ * and name hex, paths, error messages), the private directories and cache
+ * files (created sparse at full size, unlinked, dropped with their rows),
+ * and opening the database (cidx_db_dirs, cidx_db_open: WAL, 0600 files,
+ * schema check, statements prepared).  SQLite errors map to -errno through
+ * util/sqlerr.h.
+ *
+ * The lowest file of the index: index.c (entries, chunks, pins, eviction,
+ * stats, stamps, open and close) and owner.c (owner ids, liveness,
+ * reaping) call into it; it calls neither.  Statements are prepared once
+ * and reset after each use (cidx_finish), so no binding outlives its call.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/index-internal.h"
+#include "util/log.h"
+#include "util/sqlerr.h"
+
+#define CIDX_SCHEMA_VERSION 2
+#define CIDX_BUSY_MS 10000
+
+#define EVICTABLE                                           \
+	"(e.state = 1 OR e.filler IS NULL) AND NOT EXISTS " \
+	"(SELECT 1 FROM pins p WHERE p.name = e.name)"
+
+static const char *const stmt_sql[S_COUNT] = {
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_BEGIN_READ] = "BEGIN",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    [S_ENTRY_GET] = "SELECT size, chunk_size, state, filler, doomed "
+		    "FROM entries WHERE name = ?1",
+    [S_ENTRY_INS] = "INSERT INTO entries(name, bucket, key, etag, size, "
+		    "chunk_size, state, filler, last_use, doomed) "
+		    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, 0)",
+    [S_ENTRY_DEL] = "DELETE FROM entries WHERE name = ?1",
+    [S_ENTRY_SET] = "UPDATE entries SET state = ?2, filler = ?3 "
+		    "WHERE name = ?1",
+    [S_ENTRY_TOUCH] = "UPDATE entries SET last_use = MAX(?2, (SELECT "
+		      "IFNULL(MAX(last_use), 0) + 1 FROM entries)) "
+		      "WHERE name = ?1",
+    [S_ENTRY_DOOM] = "UPDATE entries SET doomed = 1 WHERE name = ?1",
+    [S_FILLER_DROP] = "UPDATE entries SET filler = NULL "
+		      "WHERE name = ?1 AND filler = ?2 AND state = 0",
+    [S_CHUNKS_GET] = "SELECT idx, crc FROM chunks WHERE name = ?1",
+    [S_CHUNK_PUT] = "INSERT OR REPLACE INTO chunks(name, idx, crc) "
+		    "VALUES(?1, ?2, ?3)",
+    [S_CHUNK_DEL] = "DELETE FROM chunks WHERE name = ?1 AND idx = ?2",
+    [S_CHUNKS_DEL] = "DELETE FROM chunks WHERE name = ?1",
+    [S_CHUNKS_COUNT] = "SELECT COUNT(*) FROM chunks WHERE name = ?1",
+    [S_PIN_ADD] = "INSERT INTO pins(name, owner, n) VALUES(?1, ?2, 1) "
+		  "ON CONFLICT(name, owner) DO UPDATE SET n = n + 1",
+    [S_PIN_GET] = "SELECT n FROM pins WHERE name = ?1 AND owner = ?2",
+    [S_PIN_DEC] = "UPDATE pins SET n = n - 1 "
+		  "WHERE name = ?1 AND owner = ?2",
+    [S_PIN_DEL] = "DELETE FROM pins WHERE name = ?1 AND owner = ?2",
+    [S_PINS_COUNT] = "SELECT COUNT(*) FROM pins WHERE name = ?1",
+    [S_PINS_DEL_NAME] = "DELETE FROM pins WHERE name = ?1",
+    [S_OWNER_INS] = "INSERT OR REPLACE INTO owners(owner, pid, since) "
+		    "VALUES(?1, ?2, ?3)",
+    [S_OWNER_DEL] = "DELETE FROM owners WHERE owner = ?1",
+    [S_OWNER_PINS_DEL] = "DELETE FROM pins WHERE owner = ?1",
+    [S_OWNER_FILLS_DROP] = "UPDATE entries SET filler = NULL "
+			   "WHERE filler = ?1",
+    [S_OWNERS_ALL] = "SELECT owner FROM owners UNION SELECT owner FROM "
+		     "pins UNION SELECT filler FROM entries "
+		     "WHERE filler IS NOT NULL",
+    [S_USED] = "SELECT IFNULL(SUM(size), 0) FROM entries",
+    [S_UNEVICTABLE] = "SELECT IFNULL(SUM(size), 0) FROM entries e "
+		      "WHERE NOT (" EVICTABLE ")",
+    [S_OUTSTANDING] = "SELECT IFNULL(SUM(MAX(0, size - chunk_size * "
+		      "(SELECT COUNT(*) FROM chunks c "
+		      "WHERE c.name = e.name))), 0) "
+		      "FROM entries e WHERE state = 0",
+    [S_VICTIM] = "SELECT name FROM entries e WHERE " EVICTABLE
+		 " ORDER BY last_use, rowid LIMIT 1",
+    [S_DOOMED_FREE] = "SELECT name FROM entries e WHERE doomed = 1 AND "
+		      "NOT EXISTS (SELECT 1 FROM pins p "
+		      "WHERE p.name = e.name)",
+    [S_STATS] = "SELECT COUNT(*), IFNULL(SUM(size), 0), "
+		"IFNULL(SUM(state = 1), 0) FROM entries",
+    [S_STATS_PINS] = "SELECT e.name, e.size, p.owner FROM entries e "
+		     "JOIN pins p ON p.name = e.name ORDER BY e.name",
+    [S_STAMP_SET] = "INSERT OR REPLACE INTO stamps(name, dev, ino, "
+		    "mtime_ns, ctime_ns, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [S_STAMP_GET] = "SELECT dev, ino, mtime_ns, ctime_ns, size FROM stamps "
+		    "WHERE name = ?1",
+    [S_STAMP_DEL] = "DELETE FROM stamps WHERE name = ?1",
+};
+
+/* The identity of a complete cache file when it was last known good
+ * (fsynced after download, or fully CRC-checked): an unchanged file needs
+ * no re-check when a process opens it. */
+#define STAMPS_SQL                                                      \
+	"CREATE TABLE stamps(name TEXT PRIMARY KEY NOT NULL, dev INTEGER, " \
+	"ino INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, size INTEGER) "   \
+	"WITHOUT ROWID;"
+
+static const char schema_sql[] =
+    "CREATE TABLE entries(name TEXT PRIMARY KEY NOT NULL, "
+    "bucket TEXT NOT NULL, key BLOB NOT NULL, etag TEXT NOT NULL, "
+    "size INTEGER NOT NULL, chunk_size INTEGER NOT NULL, "
+    "state INTEGER NOT NULL, filler TEXT, last_use INTEGER NOT NULL, "
+    "doomed INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX entries_lru ON entries(last_use);"
+    "CREATE INDEX entries_filler ON entries(filler) "
+    "WHERE filler IS NOT NULL;"
+    "CREATE TABLE chunks(name TEXT NOT NULL, idx INTEGER NOT NULL, "
+    "crc INTEGER NOT NULL, PRIMARY KEY(name, idx)) WITHOUT ROWID;"
+    "CREATE TABLE pins(name TEXT NOT NULL, owner TEXT NOT NULL, "
+    "n INTEGER NOT NULL, PRIMARY KEY(name, owner)) WITHOUT ROWID;"
+    "CREATE INDEX pins_owner ON pins(owner);"
+    "CREATE TABLE owners(owner TEXT PRIMARY KEY NOT NULL, pid INTEGER, "
+    "since INTEGER);"
+    STAMPS_SQL
+    "PRAGMA user_version = 2;";
+
+/* Version 1 lacked the stamps table; nothing else changed. */
+static const char migrate_v1_sql[] = STAMPS_SQL "PRAGMA user_version = 2;";
+
+/* ---- small helpers -------------------------------------------------- */
+
+int cidx_strs_push(cidx_strs *l, const char *s)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 8;
+		char **v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n] = strdup(s)))
+		return -ENOMEM;
+	l->n++;
+	return 0;
+}
+
+bool cidx_strs_has(const cidx_strs *l, const char *s)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i], s))
+			return true;
+	return false;
+}
+
+void cidx_strs_free(cidx_strs *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof *l);
+}
+
+char *cidx_pathf(const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+	va_start(ap, fmt);
+	int n = vasprintf(&p, fmt, ap);
+	va_end(ap);
+	return n < 0 ? NULL : p;
+}
+
+void cidx_set_err(char **err, const char *fmt, ...)
+{
+	va_list ap;
+	if (!err || *err)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(err, fmt, ap) < 0)
+		*err = NULL;
+	va_end(ap);
+}
+
+/* Exactly n lowercase hex digits: the only names we ever build paths from,
+ * whatever the database holds. */
+bool cidx_is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[n] == '\0';
+}
+
+void cidx_to_hex(const unsigned char *p, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+int64_t cidx_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- SQL plumbing ---------------------------------------------------- */
+
+/* Maps the result of the last step, then makes s reusable. */
+int cidx_finish(cidx *x, sqlite3_stmt *s, int src)
+{
+	int rc = 0;
+	if (src != SQLITE_ROW && src != SQLITE_DONE) {
+		log_error("cache index %s: %s", x->dir, sqlite3_errmsg(x->db));
+		rc = sqlerr_errno(src);
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s); /* no STATIC binding outlives its call */
+	return rc;
+}
+
+void cidx_bind_str(sqlite3_stmt *s, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+}
+
+/* Runs statement id with text parameters ?1 = a, ?2 = b (NULL: unbound). */
+int cidx_run(cidx *x, enum cidx_sid id, const char *a, const char *b)
+{
+	sqlite3_stmt *s = x->st[id];
+	cidx_bind_str(s, 1, a);
+	cidx_bind_str(s, 2, b);
+	return cidx_finish(x, s, sqlite3_step(s));
+}
+
+/* Appends column 0 of every row of id (parameter ?1 = a) to out. */
+int cidx_query_strs(cidx *x, enum cidx_sid id, const char *a, cidx_strs *out)
+{
+	sqlite3_stmt *s = x->st[id];
+	int src = SQLITE_DONE, rc = 0;
+	cidx_bind_str(s, 1, a);
+	while (!rc && (src = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *v = (const char *)sqlite3_column_text(s, 0);
+		if (v && cidx_strs_push(out, v) < 0)
+			rc = -ENOMEM;
+	}
+	int rc2 = cidx_finish(x, s, src);
+	return rc ? rc : rc2;
+}
+
+int cidx_tx_begin(cidx *x, bool write)
+{
+	return cidx_run(x, write ? S_BEGIN : S_BEGIN_READ, NULL, NULL);
+}
+
+/* Commits (when commit) or rolls back; a failed COMMIT is rolled back. */
+int cidx_tx_end(cidx *x, bool commit)
+{
+	int rc = commit ? cidx_run(x, S_COMMIT, NULL, NULL) : 0;
+	if ((!commit || rc) && !sqlite3_get_autocommit(x->db))
+		(void)cidx_run(x, S_ROLLBACK, NULL, NULL);
+	return rc;
+}
+
+/* Takes the mutex and begins a transaction; on error holds nothing. */
+int cidx_enter(cidx *x, bool write)
+{
+	pthread_mutex_lock(&x->mu);
+	int rc = cidx_tx_begin(x, write);
+	if (rc)
+		pthread_mutex_unlock(&x->mu);
+	return rc;
+}
+
+/* Ends what cidx_enter began; returns rc, or the COMMIT's error. */
+int cidx_leave(cidx *x, int rc, bool commit)
+{
+	int rc2 = cidx_tx_end(x, commit);
+	pthread_mutex_unlock(&x->mu);
+	return rc ? rc : rc2;
+}
+
+int cidx_row_get(cidx *x, const char *name, cidx_row *r, bool *found)
+{
+	sqlite3_stmt *s = x->st[S_ENTRY_GET];
+	cidx_bind_str(s, 1, name);
+	int src = sqlite3_step(s);
+	memset(r, 0, sizeof *r);
+	*found = src == SQLITE_ROW;
+	if (*found) {
+		int64_t size = sqlite3_column_int64(s, 0);
+		int64_t cs = sqlite3_column_int64(s, 1);
+		const char *f = (const char *)sqlite3_column_text(s, 3);
+		r->size = size > 0 ? (uint64_t)size : 0;
+		r->chunk_size = cs > 0 && cs <= UINT32_MAX ? (uint32_t)cs : 0;
+		r->state = sqlite3_column_int(s, 2);
+		r->doomed = sqlite3_column_int(s, 4) != 0;
+		if (f)
+			snprintf(r->filler, sizeof r->filler, "%s", f);
+	}
+	return cidx_finish(x, s, src);
+}
+
+/* ---- files ----------------------------------------------------------- */
+
+/*
+ * Makes path a directory private to us: created 0700, or, when it exists
+ * with another mode (group/other bits from an older version or a manual
+ * mkdir, or a umask that stripped our own bits), tightened back to 0700 —
+ * its contents are ours, so fixing the mode is better than refusing.  A
+ * directory owned by another user is refused.
+ */
+int cidx_private_dir(const char *path)
+{
+	struct stat st;
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (st.st_uid != geteuid())
+		return -EPERM;
+	if ((st.st_mode & 07777) != 0700 && chmod(path, 0700) < 0)
+		return -errno;
+	return 0;
+}
+
+/* mkdir -p; missing parents are created 0700 as well (existing ones are
+ * left alone). */
+static int mkdir_parents(const char *path)
+{
+	char *p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	int rc = 0;
+	for (char *s = p + 1; *s && !rc; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+			rc = -errno;
+		*s = '/';
+	}
+	free(p);
+	return rc;
+}
+
+bool cidx_file_matches(const cidx *x, const char *name, uint64_t size)
+{
+	struct stat st;
+	char *p = cidx_path(x, name);
+	bool ok = p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+		  (uint64_t)st.st_size == size;
+	free(p);
+	return ok;
+}
+
+/* A fresh inode of the full size, sparse.  The old name is unlinked first
+ * so that a stray descriptor on a previous file never shares the new one. */
+int cidx_file_create(cidx *x, const char *name, uint64_t size)
+{
+	char *sub = cidx_pathf("%s/objects/%.2s", x->dir, name);
+	char *p = cidx_path(x, name);
+	int rc = sub && p ? cidx_private_dir(sub) : -ENOMEM;
+	if (!rc && unlink(p) < 0 && errno != ENOENT)
+		rc = -errno;
+	if (!rc) {
+		int fd = open(
+		    p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
+		if (fd < 0 || fchmod(fd, 0600) < 0 ||
+		    ftruncate(fd, (off_t)size) < 0)
+			rc = -errno;
+		if (fd >= 0 && close(fd) < 0 && !rc)
+			rc = -errno;
+		if (rc && fd >= 0)
+			unlink(p);
+	}
+	if (rc)
+		log_error("cache file %s: %s", p ? p : name, strerror(-rc));
+	free(sub);
+	free(p);
+	return rc;
+}
+
+void cidx_file_unlink(const cidx *x, const char *name)
+{
+	char *p = cidx_path(x, name); /* NULL for names we never create */
+	if (p && unlink(p) < 0 && errno != ENOENT)
+		log_warn("cache file %s: unlink: %s", p, strerror(errno));
+	free(p);
+}
+
+/* Deletes every row of name, then its file.  Write lock held. */
+int cidx_drop_entry(cidx *x, const char *name)
+{
+	int rc = cidx_run(x, S_CHUNKS_DEL, name, NULL);
+	if (!rc)
+		rc = cidx_run(x, S_PINS_DEL_NAME, name, NULL);
+	if (!rc)
+		rc = cidx_run(x, S_ENTRY_DEL, name, NULL);
+	if (!rc)
+		rc = cidx_run(x, S_STAMP_DEL, name, NULL);
+	if (!rc)
+		cidx_file_unlink(x, name);
+	return rc;
+}
+
+/* ---- open and close --------------------------------------------------- */
+
+int cidx_db_dirs(cidx *x, char **err)
+{
+	const char *subs[] = {"", "/objects", "/owners"};
+	int rc = mkdir_parents(x->dir);
+	if (rc)
+		cidx_set_err(err, "%s: cannot create: %s", x->dir,
+			     strerror(-rc));
+	for (size_t i = 0; !rc && i < sizeof subs / sizeof *subs; i++) {
+		char *p = cidx_pathf("%s%s", x->dir, subs[i]);
+		rc = p ? cidx_private_dir(p) : -ENOMEM;
+		if (rc)
+			cidx_set_err(err, "%s: %s", p ? p : x->dir,
+				     rc == -EPERM ? "owned by another user"
+						  : strerror(-rc));
+		free(p);
+	}
+	return rc;
+}
+
+static int exec_sql(cidx *x, const char *sql, char **err)
+{
+	char *msg = NULL;
+	int src = sqlite3_exec(x->db, sql, NULL, NULL, &msg);
+	if (src != SQLITE_OK)
+		cidx_set_err(err, "%s/index.db: %s", x->dir,
+			     msg ? msg : sqlite3_errstr(src));
+	sqlite3_free(msg);
+	return src == SQLITE_OK ? 0 : sqlerr_errno(src);
+}
+
+/* Reads column 0 of a one-row statement as text into buf. */
+static int pragma_text(cidx *x, const char *sql, char *buf, size_t len)
+{
+	sqlite3_stmt *s;
+	int src = sqlite3_prepare_v2(x->db, sql, -1, &s, NULL);
+	if (src != SQLITE_OK)
+		return sqlerr_errno(src);
+	src = sqlite3_step(s);
+	const char *v = (const char *)sqlite3_column_text(s, 0);
+	snprintf(buf, len, "%s", src == SQLITE_ROW && v ? v : "");
+	sqlite3_finalize(s);
+	return src == SQLITE_ROW || src == SQLITE_DONE ? 0 : sqlerr_errno(src);
+}
+
+/* Creates the schema (version 0 = empty file), or checks its version. */
+static int schema(cidx *x, char **err)
+{
+	char v[32];
+	int rc = exec_sql(x, "BEGIN IMMEDIATE", err);
+	if (!rc)
+		rc = pragma_text(x, "PRAGMA user_version", v, sizeof v);
+	if (!rc && atoi(v) == 0)
+		rc = exec_sql(x, schema_sql, err);
+	else if (!rc && atoi(v) == 1)
+		rc = exec_sql(x, migrate_v1_sql, err);
+	else if (!rc && atoi(v) != CIDX_SCHEMA_VERSION) {
+		cidx_set_err(err, "%s/index.db: schema version %s, expected %d",
+			     x->dir, v, CIDX_SCHEMA_VERSION);
+		rc = -EPROTO;
+	}
+	if (!rc)
+		rc = exec_sql(x, "COMMIT", err);
+	if (rc && !sqlite3_get_autocommit(x->db))
+		sqlite3_exec(x->db, "ROLLBACK", NULL, NULL, NULL);
+	if (rc)
+		cidx_set_err(err, "%s/index.db: %s", x->dir, strerror(-rc));
+	return rc;
+}
+
+/* index.db and its -wal/-shm are 0600 whatever the umask or an older
+ * version left: SQLite creates the latter with the mode of the former. */
+static int private_files(cidx *x, char **err)
+{
+	const char *sfx[] = {"", "-wal", "-shm"};
+	int rc = 0;
+	for (size_t i = 0; !rc && i < sizeof sfx / sizeof *sfx; i++) {
+		char *p = cidx_pathf("%s/index.db%s", x->dir, sfx[i]);
+		if (!p)
+			rc = -ENOMEM;
+		else if (chmod(p, 0600) < 0 && (errno != ENOENT || !i))
+			rc = -errno;
+		if (rc)
+			cidx_set_err(err, "%s: chmod: %s", p ? p : x->dir,
+				     strerror(-rc));
+		free(p);
+	}
+	return rc;
+}
+
+static int prepare_all(cidx *x, char **err)
+{
+	for (int i = 0; i < S_COUNT; i++) {
+		int src = sqlite3_prepare_v3(x->db, stmt_sql[i], -1,
+					     SQLITE_PREPARE_PERSISTENT,
+					     &x->st[i], NULL);
+		if (src != SQLITE_OK) {
+			cidx_set_err(err, "%s/index.db: %s", x->dir,
+				     sqlite3_errmsg(x->db));
+			return sqlerr_errno(src);
+		}
+	}
+	return 0;
+}
+
+int cidx_db_open(cidx *x, char **err)
+{
+	char *p = cidx_pathf("%s/index.db", x->dir);
+	char mode[16] = "";
+	if (!p)
+		return -ENOMEM;
+	int src =
+	    sqlite3_open_v2(p, &x->db,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+			    NULL);
+	if (src == SQLITE_OK)
+		src = sqlite3_busy_timeout(x->db, CIDX_BUSY_MS);
+	int rc = src == SQLITE_OK ? 0 : sqlerr_errno(src);
+	if (rc)
+		cidx_set_err(err, "%s: %s", p,
+			     x->db ? sqlite3_errmsg(x->db)
+				   : sqlite3_errstr(src));
+	free(p);
+	if (!rc)
+		rc = private_files(x, err);
+	if (!rc) {
+		rc = pragma_text(x, "PRAGMA journal_mode = WAL", mode,
+				 sizeof mode);
+		if (!rc && strcmp(mode, "wal"))
+			rc = -EIO;
+		if (rc)
+			cidx_set_err(err, "%s/index.db: cannot enter WAL mode",
+				     x->dir);
+	}
+	if (!rc)
+		rc = exec_sql(x, "PRAGMA synchronous = NORMAL", err);
+	if (!rc)
+		rc = schema(x, err);
+	if (!rc)
+		rc = private_files(x, err);
+	return rc ? rc : prepare_all(x, err);
+}
+
+char *cidx_path(const cidx *x, const char *name)
+{
+	if (!name || !cidx_is_hex(name, CIDX_NAME_LEN - 1))
+		return NULL;
+	return cidx_pathf("%s/objects/%.2s/%s", x->dir, name, name);
+}
