@@ -28,6 +28,18 @@ struct cache_file {
 	centry *e;
 };
 
+/* What cache_open set up besides the entries: the index, the lock, the
+ * strings, the struct. */
+static void cache_destroy(cache *c)
+{
+	cidx_close(c->idx);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c->dir);
+	free(c->bucket);
+	free(c);
+}
+
 int cache_open(const cache_opts *o, s3_client *s3, const char *bucket,
 	       cache **out, char **err)
 {
@@ -50,12 +62,7 @@ int cache_open(const cache_opts *o, s3_client *s3, const char *bucket,
 	cidx_limits lim = {o->cap, o->min_free};
 	if (cidx_open(c->dir, &lim, &c->idx, err) < 0 ||
 	    fetch_start_writer(c) < 0) {
-		cidx_close(c->idx);
-		pthread_cond_destroy(&c->cv);
-		pthread_mutex_destroy(&c->mu);
-		free(c->dir);
-		free(c->bucket);
-		free(c);
+		cache_destroy(c);
 		return -1;
 	}
 	*out = c;
@@ -78,12 +85,7 @@ void cache_free(cache *c)
 	while (c->entries)
 		centry_free(c, c->entries);
 	pthread_mutex_unlock(&c->mu);
-	cidx_close(c->idx);
-	pthread_cond_destroy(&c->cv);
-	pthread_mutex_destroy(&c->mu);
-	free(c->dir);
-	free(c->bucket);
-	free(c);
+	cache_destroy(c);
 }
 
 const char *cache_dir(const cache *c)

@@ -454,6 +454,20 @@ static void record_batch(cache *c, struct done_rec *list)
 	}
 }
 
+/* Takes the completions recorded so far, oldest first, so chunks are
+ * recorded in completion order.  mu. */
+static struct done_rec *take_pending(cache *c)
+{
+	struct done_rec *rev = NULL;
+	while (c->pending) {
+		struct done_rec *r = c->pending;
+		c->pending = r->next;
+		r->next = rev;
+		rev = r;
+	}
+	return rev;
+}
+
 static void *writer_main(void *arg)
 {
 	cache *c = arg;
@@ -463,24 +477,12 @@ static void *writer_main(void *arg)
 			break;
 		if (!c->pending) {
 			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 100 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			clock_realtime_in(&ts, 100);
 			pthread_cond_timedwait(&c->writer_cv, &c->mu, &ts);
 			fetch_schedule(c); /* delayed retries */
 			continue;
 		}
-		/* oldest first, so chunks are recorded in completion order */
-		struct done_rec *rev = NULL;
-		while (c->pending) {
-			struct done_rec *r = c->pending;
-			c->pending = r->next;
-			r->next = rev;
-			rev = r;
-		}
+		struct done_rec *rev = take_pending(c);
 		pthread_mutex_unlock(&c->mu);
 		record_batch(c, rev);
 		pthread_mutex_lock(&c->mu);
@@ -492,13 +494,7 @@ static void *writer_main(void *arg)
 void fetch_drain(cache *c)
 {
 	pthread_mutex_lock(&c->mu);
-	struct done_rec *rev = NULL;
-	while (c->pending) {
-		struct done_rec *r = c->pending;
-		c->pending = r->next;
-		r->next = rev;
-		rev = r;
-	}
+	struct done_rec *rev = take_pending(c);
 	pthread_mutex_unlock(&c->mu);
 	record_batch(c, rev);
 }

@@ -10,7 +10,8 @@
  * Prefetch fetches what the mount shows: it reads directories through the
  * mount's listing path (fs_listing_fetch: the namespace rules, children of
  * live pending markers hidden, transaction roots' manifests) and filters
- * them by the manifests of the nearest transaction root, as fs/ops.c does,
+ * them by the manifests of the nearest transaction root, as the mount's
+ * lookups do (fs/nodes.c),
  * so files of pending transactions are never downloaded.
  */
 #include "ctl/ctl.h"

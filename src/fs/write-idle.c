@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "fs/write-internal.h"
+#include "util/clock.h"
 
 typedef struct drop_ctx {
 	fs_ctx *fs;
@@ -176,12 +177,7 @@ static void *idle_main(void *arg)
 	fs_itable_lock(fs->it);
 	while (!fs->idle_stop) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 250 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		clock_realtime_in(&ts, 250);
 		pthread_cond_timedwait(&fs->idle_cv, fs_itable_mutex(fs->it),
 				       &ts);
 		if (fs->idle_stop)

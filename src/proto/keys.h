@@ -29,7 +29,7 @@
  * paths lie on one branch.  They are the containment every rule of the
  * format uses (a manifest at M governs the paths under M, a marker hides
  * what lies under its root), which is why they live here and not with the
- * engine's queue that applies them most (commit/engine.c).
+ * engine's queue that applies them most (commit/order.c).
  */
 #ifndef CKPTFS_PROTO_KEYS_H
 #define CKPTFS_PROTO_KEYS_H

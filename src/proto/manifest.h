@@ -1,7 +1,7 @@
 /*
  * proto/manifest: the manifest document (doc/commit.md), written by the
  * commit engine and read by every reader (fs/listing.c, the rename step
- * of commit/visible.c, commit/gc.c).
+ * of commit/steps.c, commit/gc.c).
  *
  * A transaction root C holds C/.ckptfs/manifest.<writer>.json, and
  * transactions committed inside C later add addenda

@@ -1,7 +1,7 @@
 /*
  * ns: the rules that turn S3 keys under a directory prefix into directory
- * entries (DESIGN.md, "Namespace"; the choices where it is silent are in
- * doc/architecture.md, "Namespace").  Part of the bucket format: what a
+ * entries (doc/architecture.md, "Namespace": the rules and the choices
+ * made where S3 leaves them open).  Part of the bucket format: what a
  * key means as a path, and which names are ckptfs' own (proto/keys.h).
  *
  * A listing of prefix P with delimiter '/' yields objects P+name and common
