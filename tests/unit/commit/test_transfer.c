@@ -7,25 +7,7 @@
 
 #include "commit/internal.h"
 
-static unsigned char *pattern(size_t n)
-{
-	unsigned char *b = malloc(n ? n : 1);
-	for (size_t i = 0; i < n; i++)
-		b[i] = (unsigned char)(i * 2654435761u >> 13);
-	return b;
-}
-
-/* The hex block list of b computed directly, block by block. */
-static char *direct_blocks(const unsigned char *b, uint64_t size,
-			   uint32_t block)
-{
-	buf h = BUF_INIT;
-	for (uint64_t off = 0; off < size; off += block) {
-		uint64_t len = size - off < block ? size - off : block;
-		proto_blocks_append(&h, proto_crc32c(0, b + off, len));
-	}
-	return buf_steal(&h);
-}
+#include "../support/blocks.h"
 
 /* The engine's digest of a multipart upload's parts (eng_digest segments,
  * parts of any size) gives the same block list as a single PUT's digest,

@@ -6,29 +6,7 @@
 
 #include "proto/visibility.h"
 
-static vis_manifest m;
-
-static void setup(void)
-{
-	vis_manifest_init(&m);
-}
-
-static void teardown(void)
-{
-	vis_manifest_free(&m);
-}
-
-TestSuite(vis, .init = setup, .fini = teardown);
-
-static int add(const char *json)
-{
-	char *err = NULL;
-	int rc = vis_manifest_add_json(&m, json, strlen(json), &err);
-	if (rc < 0)
-		cr_assert_not_null(err, "a rejection explains itself");
-	free(err);
-	return rc;
-}
+#include "../support/manifest-fixture.h"
 
 Test(vis, markers_parse_and_expire)
 {
