@@ -28,6 +28,7 @@
 #include "s3/upload.h"
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 typedef struct gc_args {
 	char *url;
@@ -162,12 +163,10 @@ static int push_obj(gc_run *g, const s3_object *o)
 	if (o->key_len != strlen(o->key))
 		return 0; /* %00 in a key: never one of ours */
 	if (g->n == g->cap) {
-		size_t nc = g->cap ? g->cap * 2 : 1024;
-		gc_object *nv = realloc(g->objs, nc * sizeof *nv);
+		gc_object *nv = vec_grow(g->objs, &g->cap, sizeof *nv, 1024);
 		if (!nv)
 			return -1;
 		g->objs = nv;
-		g->cap = nc;
 	}
 	char *k = strdup(o->key);
 	if (!k)

@@ -14,6 +14,7 @@
 #include "proto/crc.h"
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 /* ---- writer ------------------------------------------------------------ */
 
@@ -205,12 +206,10 @@ static int push_file(vis_manifest *m, json_t *f, int64_t time,
 	    json_integer_value(size) < 0)
 		return -1;
 	if (m->n == m->cap) {
-		size_t nc = m->cap ? m->cap * 2 : 16;
-		vis_file *nv = realloc(m->files, nc * sizeof *nv);
+		vis_file *nv = vec_grow(m->files, &m->cap, sizeof *nv, 16);
 		if (!nv)
 			return -1;
 		m->files = nv;
-		m->cap = nc;
 	}
 	vis_file *v = &m->files[m->n];
 	memset(v, 0, sizeof *v);

@@ -126,6 +126,33 @@ static int build_part_copy(s3_client *c, struct wreq *w, const char *src_key,
 	return 0;
 }
 
+/* Sends w (when rc is 0) and parses its reply body with parse; a body
+ * parse rejects is a malformed reply.  Frees w.  Returns 0 or -1. */
+static int perform_parsed(s3_client *c, struct wreq *w, int rc,
+			  int (*parse)(void *arg, struct wreq *w,
+				       http_xfer *x, char **perr),
+			  void *arg, s3_err *e)
+{
+	http_xfer x = {0};
+	if (rc == 0)
+		rc = s3_request_perform(c, &w->r, &x, NULL, e);
+	char *perr = NULL;
+	if (rc == 0 && parse(arg, w, &x, &perr) < 0)
+		rc = wreq_malformed_reply(c, &w->r, x.status, perr, e);
+	free(perr);
+	http_xfer_free(&x);
+	wreq_free(w);
+	return rc;
+}
+
+static int parse_initiate(void *arg, struct wreq *w, http_xfer *x,
+			  char **perr)
+{
+	(void)w;
+	return s3xml_parse_initiate(x->resp_body.data, x->resp_body.len, arg,
+				    perr);
+}
+
 int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
 		  char **upload_id, s3_err *e)
 {
@@ -140,20 +167,7 @@ int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
 			  o->content_type ? o->content_type
 					  : "application/octet-stream");
 	int rc = wreq_add_meta(c, &w, o->meta, o->n_meta, e);
-	http_xfer x = {0};
-	if (rc == 0)
-		rc = s3_request_perform(c, &w.r, &x, NULL, e);
-	if (rc == 0) {
-		char *perr = NULL;
-		if (s3xml_parse_initiate(x.resp_body.data, x.resp_body.len,
-					 upload_id, &perr) < 0) {
-			rc = wreq_malformed_reply(c, &w.r, x.status, perr, e);
-			free(perr);
-		}
-	}
-	http_xfer_free(&x);
-	wreq_free(&w);
-	return rc;
+	return perform_parsed(c, &w, rc, parse_initiate, upload_id, e);
 }
 
 int s3_mpu_put_part(s3_client *c, const char *key, const char *upload_id,
@@ -266,13 +280,9 @@ int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
 	    (attempts > 1 || strcmp(e->code, "NoSuchUpload") == 0)) {
 		char want[S3_ETAG_MAX];
 		if (s3_multipart_etag(parts, n, want) == 0 &&
-		    wreq_landed(c, key, want)) {
+		    wreq_landed(c, key, want, etag, &rc))
 			log_debug("COMPLETE %s: an earlier attempt completed it",
 				  key);
-			if (etag)
-				snprintf(etag, S3_ETAG_MAX, "%s", want);
-			rc = 0;
-		}
 	}
 	wreq_free(&w);
 	return rc;
@@ -338,6 +348,19 @@ static int markers_from_last(s3_uploads_result *r)
 	return 0;
 }
 
+static int parse_uploads(void *arg, struct wreq *w, http_xfer *x,
+			 char **perr)
+{
+	s3_uploads_result *out = arg;
+	/* Ceph 16 encodes the keys as asked but does not say so with
+	 * <EncodingType>: decode on the strength of the request */
+	neutral_next_marker(&w->body, &x->resp_body);
+	if (s3xml_parse_uploads(w->body.data, w->body.len, true, out, perr) <
+	    0)
+		return -1;
+	return markers_from_last(out);
+}
+
 int s3_list_multipart_uploads(s3_client *c, const char *prefix,
 			      const char *key_marker,
 			      const char *upload_id_marker,
@@ -361,23 +384,7 @@ int s3_list_multipart_uploads(s3_client *c, const char *prefix,
 	query_param(&w.query, "uploads", NULL);
 	w.r.query = buf_cstr(&w.query);
 	w.r.timeout_ms = s3_client_data_timeout(c, 0) / 4;
-	http_xfer x = {0};
-	int rc = s3_request_perform(c, &w.r, &x, NULL, e);
-	if (rc == 0) {
-		char *perr = NULL;
-		/* Ceph 16 encodes the keys as asked but does not say so with
-		 * <EncodingType>: decode on the strength of the request */
-		neutral_next_marker(&w.body, &x.resp_body);
-		if (s3xml_parse_uploads(w.body.data, w.body.len, true, out,
-					&perr) < 0 ||
-		    markers_from_last(out) < 0) {
-			rc = wreq_malformed_reply(c, &w.r, x.status, perr, e);
-			free(perr);
-		}
-	}
-	http_xfer_free(&x);
-	wreq_free(&w);
-	return rc;
+	return perform_parsed(c, &w, 0, parse_uploads, out, e);
 }
 
 int s3_prepare_put_part(s3_client *c, const char *key, const char *upload_id,

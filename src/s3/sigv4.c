@@ -51,6 +51,7 @@
 
 #include "s3/uri.h"
 #include "util/buf.h"
+#include "util/vec.h"
 
 #define SIGV4_ALGORITHM "AWS4-HMAC-SHA256"
 #define SIGV4_TERMINATOR "aws4_request"
@@ -337,12 +338,10 @@ static int sigv4_params_add(sigv4_params *ps, const char *name, size_t nlen,
 			    const char *value, size_t vlen)
 {
 	if (ps->n == ps->cap) {
-		size_t ncap = ps->cap ? ps->cap * 2 : 16;
-		sigv4_param *v = realloc(ps->v, ncap * sizeof *v);
+		sigv4_param *v = vec_grow(ps->v, &ps->cap, sizeof *v, 16);
 		if (!v)
 			return -1;
 		ps->v = v;
-		ps->cap = ncap;
 	}
 	sigv4_param *p = &ps->v[ps->n];
 	p->name = sigv4_encode_dup(name, nlen);

@@ -481,11 +481,17 @@ int wreq_run(s3_client *c, struct wreq *w, unsigned *attempts, s3_err *e)
 
 /* After a retried request failed in a way an earlier, lost success would
  * explain: does key now carry the ETag we expected? */
-bool wreq_landed(s3_client *c, const char *key, const char *want)
+bool wreq_landed(s3_client *c, const char *key, const char *want,
+		 char etag[S3_ETAG_MAX], int *rc)
 {
 	s3_head_result h;
 	s3_err he;
-	return s3_head(c, key, &h, &he) == 0 && strcmp(h.etag, want) == 0;
+	if (s3_head(c, key, &h, &he) < 0 || strcmp(h.etag, want))
+		return false;
+	if (etag)
+		snprintf(etag, S3_ETAG_MAX, "%s", want);
+	*rc = 0;
+	return true;
 }
 
 int s3_put_object(s3_client *c, const char *key, const http_upload *body,
@@ -508,11 +514,7 @@ int s3_put_object(s3_client *c, const char *key, const http_upload *body,
 		for (unsigned i = 0; i < len; i++)
 			snprintf(want + 1 + 2 * i, 3, "%02x", md[i]);
 		strcat(want, "\"");
-		if (wreq_landed(c, key, want)) {
-			if (etag)
-				snprintf(etag, S3_ETAG_MAX, "%s", want);
-			rc = 0;
-		}
+		wreq_landed(c, key, want, etag, &rc);
 	}
 	wreq_free(&w);
 	return rc;
