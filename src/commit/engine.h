@@ -258,6 +258,10 @@ int eng_wait_file(eng *e, const char *path);
  * visible (or failed: -errno). */
 int eng_wait_txn(eng *e, uint64_t txn);
 
+/* Whether transaction txn is still in the queue (not yet visible, nor
+ * aborted and cleaned up). */
+bool eng_txn_pending(eng *e, uint64_t txn);
+
 /* `ckptfs sync`: waits until everything issued so far is visible.
  * progress (may be NULL) is called about once a second. */
 int eng_sync(eng *e, void (*progress)(void *arg, uint64_t done,

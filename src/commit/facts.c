@@ -343,11 +343,8 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 	int rc = tf && tt ? 0 : -ENOENT;
 	bool whole = !rc && tf == tt && !strcmp(from, tf->root);
 	bool announce_new = false;
-	if (whole) {
-		etxn probe = *tf;
-		probe.root = (char *)to;
-		announce_new = tf->kind == T_DIR && eng_root_final(e, &probe);
-	}
+	if (whole)
+		announce_new = tf->kind == T_DIR && !proto_has_temp(&e->pats, to);
 	pthread_mutex_unlock(&e->mu);
 	/* the new name's marker first: the moved transaction is hidden there
 	 * before anything of it can appear */

@@ -246,6 +246,10 @@ bool eng_parked(const eng *e, const etxn *t);
  * on it (touching its paths, or a delete/rename/file beside it), and
  * transitively what depends on those.  mu */
 etxn *eng_blocker(eng *e, const etxn *t);
+/* eng_blocker of every step at once, in queue order (one scan instead of
+ * one per step): a malloc'd array with a slot per transaction of
+ * e->txns, NULL where nothing holds it back; NULL when out of memory.  mu */
+etxn **eng_blockers(eng *e);
 /* The first step of the queue that may run (its turn has come), or NULL:
  * not done, not aborted, not parked, not held back by a failed step.  mu */
 etxn *eng_next_step(eng *e);

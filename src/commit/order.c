@@ -129,7 +129,41 @@ static etxn *scan(eng *e, const etxn *upto, etxn **next)
 
 etxn *eng_blocker(eng *e, const etxn *t)
 {
-	return scan(e, t, NULL);
+	bool any_failed = false;
+	for (etxn *x = e->txns; x && !any_failed; x = x->next)
+		any_failed = !x->done && x->failed;
+	return any_failed ? scan(e, t, NULL) : NULL;
+}
+
+etxn **eng_blockers(eng *e)
+{
+	size_t cap = 0, i = 0, n = 0;
+	for (etxn *t = e->txns; t; t = t->next)
+		cap++;
+	/* as scan: the steps held back so far, each with its cause */
+	etxn **out = calloc(cap ? cap : 1, sizeof *out);
+	etxn **stuck = calloc(cap ? cap : 1, sizeof *stuck);
+	etxn **cause = calloc(cap ? cap : 1, sizeof *cause);
+	if (!out || !stuck || !cause) {
+		free(out);
+		out = NULL;
+	}
+	for (etxn *t = e->txns; out && t; t = t->next, i++) {
+		if (t->done || t->state == TS_ABORTED || eng_parked(e, t))
+			continue;
+		etxn *c = t->failed ? t : NULL;
+		for (size_t k = 0; !c && k < n; k++)
+			if (eng_depends(t, stuck[k]))
+				c = cause[k];
+		if (c) {
+			out[i] = c;
+			stuck[n] = t;
+			cause[n++] = c;
+		}
+	}
+	free(stuck);
+	free(cause);
+	return out;
 }
 
 etxn *eng_next_step(eng *e)
@@ -150,11 +184,11 @@ int eng_blocked_err(eng *e, const etxn *t)
 
 bool eng_upload_blocked(eng *e, const etxn *t, const char *path)
 {
+	/* the overlap first: eng_parked matches the temp patterns */
 	for (etxn *x = e->txns; x && x != t; x = x->next) {
 		eng_order_step s = {x->root, x->dest,
-				    x->done || x->state == TS_ABORTED ||
-					eng_parked(e, x)};
-		if (eng_order_waits(&s, path))
+				    x->done || x->state == TS_ABORTED};
+		if (eng_order_waits(&s, path) && !eng_parked(e, x))
 			return true;
 	}
 	return false;
@@ -233,7 +267,9 @@ bool eng_settled(eng *e, int64_t upto, uint64_t *done, uint64_t *total)
 	*done = *total = 0;
 	for (etxn *t = e->txns; t; t = t->next)
 		any_failed |= !t->done && t->failed;
-	for (etxn *t = e->txns; t; t = t->next) {
+	etxn **blk = any_failed ? eng_blockers(e) : NULL;
+	size_t i = 0;
+	for (etxn *t = e->txns; t; t = t->next, i++) {
 		if (upto && t->seq > upto)
 			break;
 		for (efile *f = t->files; f; f = f->next) {
@@ -248,9 +284,10 @@ bool eng_settled(eng *e, int64_t upto, uint64_t *done, uint64_t *total)
 				all = false;
 			continue;
 		}
-		if (!any_failed || !eng_blocker(e, t))
+		if (!any_failed || !blk || !blk[i])
 			all = false;
 	}
+	free(blk);
 	return all;
 }
 

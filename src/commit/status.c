@@ -50,6 +50,7 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 	size_t i = 0;
 	double now = eng_now();
 	etxn *next = eng_next_step(e);
+	etxn **blk = eng_blockers(e);
 	for (etxn *t = e->txns; t; t = t->next, i++) {
 		eng_txn_status *s = &out[i];
 		s->id = (uint64_t)t->id;
@@ -69,7 +70,7 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 			t->rate_b0 = s->bytes_done;
 		}
 		s->rate = t->rate;
-		etxn *b = t->done || t->failed ? NULL : eng_blocker(e, t);
+		etxn *b = t->done || t->failed || !blk ? NULL : blk[i];
 		s->state = b ? "blocked" : state_name(e, t, t == next);
 		if (b) {
 			buf m = BUF_INIT;
@@ -81,6 +82,7 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 			s->error = t->error ? strdup(t->error) : NULL;
 		}
 	}
+	free(blk);
 	*v = out;
 	*n = i;
 	pthread_mutex_unlock(&e->mu);
@@ -104,12 +106,13 @@ char *eng_failed_text(eng *e)
 	pthread_mutex_lock(&e->mu);
 	buf b = BUF_INIT;
 	size_t n = 0;
+	etxn **blk = eng_blockers(e);
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (t->done || !t->failed)
 			continue;
-		size_t held = 0;
-		for (etxn *y = t->next; y; y = y->next)
-			if (!y->done && !y->failed && eng_blocker(e, y) == t)
+		size_t held = 0, k = 0;
+		for (etxn *y = e->txns; blk && y; y = y->next, k++)
+			if (y != t && blk[k] == t)
 				held++;
 		buf_printf(&b, "%sstep %" PRId64 ", %s of %s%s%s, failed: %s",
 			   n++ ? "; " : "", t->id, step_what(t), t->root,
@@ -119,6 +122,7 @@ char *eng_failed_text(eng *e)
 			buf_printf(&b, " (%zu later step%s wait%s for it)", held,
 				   held == 1 ? "" : "s", held == 1 ? "s" : "");
 	}
+	free(blk);
 	pthread_mutex_unlock(&e->mu);
 	if (!n) {
 		buf_free(&b);
@@ -256,4 +260,12 @@ void eng_foreach_pending_removal(eng *e,
 		if (!t->done && (t->kind == T_RDEL || t->kind == T_RREN))
 			fn(arg, t->root, t->is_dir);
 	pthread_mutex_unlock(&e->mu);
+}
+
+bool eng_txn_pending(eng *e, uint64_t txn)
+{
+	pthread_mutex_lock(&e->mu);
+	bool pending = eng_find_txn(e, txn) != NULL;
+	pthread_mutex_unlock(&e->mu);
+	return pending;
 }

@@ -145,10 +145,7 @@ void *eng_vis_main(void *arg)
 		int rc = abort ? clean_aborted(e, t, &sn, &x)
 			       : eng_run_step(e, t, &sn, &x);
 		/* t may have been aborted or changed while mu was released */
-		etxn *now = NULL;
-		for (etxn *y = e->txns; y; y = y->next)
-			if (y->id == id && !y->done)
-				now = y;
+		etxn *now = eng_find_txn(e, (uint64_t)id);
 		if (rc == 0 && now) {
 			attempt = 0;
 			free(now->error);

@@ -27,7 +27,6 @@
 #include "fs/write-internal.h"
 #include "proto/meta.h"
 #include "proto/namespace.h"
-#include "s3/retry.h"
 #include "util/buf.h"
 #include "util/log.h"
 
@@ -179,9 +178,7 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 		free(nd);
 		nd = NULL;
 		rc = -(e.err ? e.err : EIO);
-		stale = e.err != ENOMEM &&
-			retry_is_transient(e.curl_code, e.http_status,
-					   e.code[0] ? e.code : NULL);
+		stale = e.err != ENOMEM && s3_err_transient(&e);
 		if (stale)
 			log_warn("%s (serving the last listing of /%s)", e.msg,
 				 d->path);

@@ -324,17 +324,22 @@ static bool local_cache_error(int err)
  * attributes are dropped, so that the next open sees the new version, and
  * the read fails as before.  Returns 0 when switched.
  */
-static int switch_version(fs_ctx *fs, fs_handle *h, bool keep_cache)
+static int switch_version(fs_ctx *fs, fs_handle *h)
 {
 	s3_head_result hr;
 	s3_err e;
+	/* another handle of the inode may have put pages of the old version
+	 * in the kernel's cache: only a lone handle switches */
+	fs_itable_lock(fs->it);
+	bool alone = h->node->open_handles == 1;
+	fs_itable_unlock(fs->it);
 	pthread_mutex_lock(&h->mu);
 	char was[sizeof h->etag];
 	snprintf(was, sizeof was, "%s", h->etag);
 	int rc = s3_head(fs->s3, h->key, &hr, &e) < 0 ? -EIO : 0;
 	if (!rc && !strcmp(hr.etag, was))
 		rc = -EIO; /* the same version: it did not change after all */
-	bool can = !rc && hr.size == h->size && !keep_cache &&
+	bool can = !rc && alone && hr.size == h->size &&
 		   !atomic_load(&h->served) && !h->stale_cf;
 	if (can) {
 		cache_file *old = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
@@ -358,6 +363,10 @@ static int switch_version(fs_ctx *fs, fs_handle *h, bool keep_cache)
 		n->etag = strdup(hr.etag);
 		n->size = hr.size;
 		n->attr_time = can ? fs_now() : 0;
+		if (can) { /* the kernel's pages of n now hold this version */
+			free(n->kc_etag);
+			n->kc_etag = strdup(hr.etag);
+		}
 	} else {
 		n->attr_time = 0;
 	}
@@ -380,9 +389,11 @@ static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
 	cache_file *cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
 	int fd = cache_file_ready(cf, off, size);
 	if (fd == -ESTALE && h->etag_switchable &&
-	    switch_version(fs_req_ctx(req), h, false) == 0) {
+	    switch_version(fs_req_ctx(req), h) == 0) {
 		cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
-		fd = cf ? cache_file_ready(cf, off, size) : -EIO;
+		if (!cf)
+			return false; /* the cache cannot take it: uncached */
+		fd = cache_file_ready(cf, off, size);
 	}
 	if (fd == -ESTALE)
 		fd = -EIO;

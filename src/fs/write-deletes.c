@@ -119,5 +119,3 @@ void wr_ordered_for(fs_ctx *fs, const char *path)
 		}
 }
 
-/* Nearest ancestor of directory inode p (p included) that readers filter
- * by manifests, or NULL (malloc'd).  Table locked. */

@@ -20,6 +20,8 @@ typedef struct drop_ctx {
 	uint64_t *pending;
 	size_t n;
 	bool changed;
+	bool whiteouts; /* pending is the engine's whole queue: whiteouts of
+	                 * finished deletes may go when it is empty */
 } drop_ctx;
 
 static bool pending_has(const drop_ctx *d, uint64_t id)
@@ -46,7 +48,7 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 		for (ov_node *o = fs->ov.b[i]; o; o = o->hnext) {
 			bool go = false;
 			if (o->kind == OV_WHITEOUT)
-				go = d->n == 0 && !fs->dels->n &&
+				go = d->whiteouts && d->n == 0 && !fs->dels->n &&
 				     wr_now_s() - o->wo_time > 1.0;
 			else
 				go = o->txn && o->txn->done && o->refs == 0;
@@ -147,23 +149,21 @@ static void hold_tick(fs_ctx *fs, double now)
 }
 
 /* Drops the nodes of what the engine made visible (reap), after asking it
- * what is still pending.  locked: called with the table locked (it stays
- * locked), else the table is locked around the reap only (the idle
- * thread: eng_status then runs without it). */
-static void reap_now(fs_ctx *fs, bool locked)
+ * what is still pending (eng_status runs without the table lock, which is
+ * taken around the reap and stays taken). */
+static void reap_now(fs_ctx *fs)
 {
 	eng_txn_status *st = NULL;
 	size_t n = 0;
 	int rc = eng_status(fs->eng, &st, &n);
-	drop_ctx d = {fs, NULL, 0, false};
+	drop_ctx d = {fs, NULL, 0, false, true};
 	if (rc == 0 && n)
 		d.pending = calloc(n, sizeof *d.pending);
 	for (size_t i = 0; d.pending && i < n; i++)
 		d.pending[d.n++] = st[i].id;
 	if (rc == 0)
 		eng_status_free(st, n);
-	if (!locked)
-		fs_itable_lock(fs->it);
+	fs_itable_lock(fs->it);
 	if (rc == 0 && (n == 0 || d.pending))
 		reap(fs, &d);
 	if (d.changed)
@@ -210,7 +210,7 @@ static void *idle_main(void *arg)
 		if (!any_sealed && !whiteouts)
 			continue;
 		fs_itable_unlock(fs->it);
-		reap_now(fs, false);
+		reap_now(fs);
 	}
 	fs_itable_unlock(fs->it);
 	return NULL;
@@ -218,11 +218,25 @@ static void *idle_main(void *arg)
 
 void wr_reap(fs_ctx *fs)
 {
-	bool any_sealed = false;
+	/* the sealed transactions the engine still has, asked one by one
+	 * (a rename must not wait for a whole eng_status snapshot); the
+	 * whiteouts are left to the idle thread, which sees the whole queue */
+	size_t n = 0, k = 0;
 	for (ov_txn *x = fs->ov.txns; x; x = x->next)
-		any_sealed |= x->sealed && !x->done;
-	if (any_sealed)
-		reap_now(fs, true);
+		n += x->sealed && !x->done;
+	if (!n)
+		return;
+	drop_ctx d = {fs, calloc(n, sizeof(uint64_t)), 0, false, false};
+	if (!d.pending)
+		return;
+	for (ov_txn *x = fs->ov.txns; x; x = x->next)
+		if (x->sealed && !x->done && eng_txn_pending(fs->eng, x->id))
+			d.pending[k++] = x->id;
+	d.n = k;
+	reap(fs, &d);
+	if (d.changed)
+		fs->listing_gen++;
+	free(d.pending);
 }
 
 void wr_shutdown(fs_ctx *fs)

@@ -206,7 +206,7 @@ int s3_list_all(s3_client *c, const char *prefix, const char *delimiter,
 		if (rc < 0) {
 			memset(e, 0, sizeof *e);
 			e->err = -rc;
-			snprintf(e->msg, sizeof e->msg, "LIST %s: %s", prefix,
+			snprintf(e->msg, sizeof e->msg, "LIST %s: %s", prefix ? prefix : "",
 				 rc == -ENOMEM ? "out of memory" : strerror(-rc));
 			rc = -1;
 		}

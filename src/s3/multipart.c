@@ -280,9 +280,11 @@ int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
 	    (attempts > 1 || strcmp(e->code, "NoSuchUpload") == 0)) {
 		char want[S3_ETAG_MAX];
 		if (s3_multipart_etag(parts, n, want) == 0 &&
-		    wreq_landed(c, key, want, etag, &rc))
+		    wreq_landed(c, key, want, etag)) {
 			log_debug("COMPLETE %s: an earlier attempt completed it",
 				  key);
+			rc = 0;
+		}
 	}
 	wreq_free(&w);
 	return rc;

@@ -365,6 +365,8 @@ static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
 			break;
 		}
 		retry_class cls = err_class(x, e);
+		if (cls == RETRY_FINAL)
+			break; /* a 404 HEAD: no backoff to draw */
 		unsigned delay = class_backoff(c, &pol, attempt, cls);
 		if (!retry_again(&pol, attempt, elapsed_ms(x), budget, cls,
 				 x->curl_code, delay))
@@ -430,6 +432,8 @@ int s3_request_classify(s3_client *c, const s3_request *r, const http_xfer *x,
 	}
 	retry_policy pol = req_policy(c, r);
 	retry_class cls = err_class(x, e);
+	if (cls == RETRY_FINAL)
+		return -1;
 	unsigned delay = class_backoff(c, &pol, attempt, cls);
 	*retry = retry_again(&pol, attempt, elapsed_ms(x), req_budget(&pol, r),
 			     cls, x->curl_code, delay);

@@ -74,11 +74,10 @@ void wreq_quote_etag(char out[S3_ETAG_MAX], const char *etag);
 int wreq_run(s3_client *c, struct wreq *w, unsigned *attempts, s3_err *e);
 
 /* After a retried request failed in a way an earlier, lost success would
- * explain: does key now carry the ETag we expected?  When it does, *rc
- * becomes 0 (the request counts as done) and etag (may be NULL) gets
- * want. */
+ * explain: does key now carry the ETag we expected?  When it does, etag
+ * (may be NULL) gets it. */
 bool wreq_landed(s3_client *c, const char *key, const char *want,
-		 char etag[S3_ETAG_MAX], int *rc);
+		 char etag[S3_ETAG_MAX]);
 
 /* Signs w into x when the builder's result rc is 0; frees w. */
 int wreq_prepared(s3_client *c, struct wreq *w, int rc, http_xfer *x,

@@ -482,7 +482,7 @@ int wreq_run(s3_client *c, struct wreq *w, unsigned *attempts, s3_err *e)
 /* After a retried request failed in a way an earlier, lost success would
  * explain: does key now carry the ETag we expected? */
 bool wreq_landed(s3_client *c, const char *key, const char *want,
-		 char etag[S3_ETAG_MAX], int *rc)
+		 char etag[S3_ETAG_MAX])
 {
 	s3_head_result h;
 	s3_err he;
@@ -490,7 +490,6 @@ bool wreq_landed(s3_client *c, const char *key, const char *want,
 		return false;
 	if (etag)
 		snprintf(etag, S3_ETAG_MAX, "%s", want);
-	*rc = 0;
 	return true;
 }
 
@@ -514,7 +513,8 @@ int s3_put_object(s3_client *c, const char *key, const http_upload *body,
 		for (unsigned i = 0; i < len; i++)
 			snprintf(want + 1 + 2 * i, 3, "%02x", md[i]);
 		strcat(want, "\"");
-		wreq_landed(c, key, want, etag, &rc);
+		if (wreq_landed(c, key, want, etag))
+			rc = 0;
 	}
 	wreq_free(&w);
 	return rc;
