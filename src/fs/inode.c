@@ -259,6 +259,7 @@ static void node_free(fs_inode *n)
 	free(n->path);
 	free(n->etag);
 	free(n->kc_etag);
+	free(n->served_etag);
 	free(n->pt_etag);
 	free(n->symlink);
 	free(n->xattrs_json);

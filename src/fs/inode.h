@@ -56,6 +56,7 @@ struct fs_inode {
 
 	/* files: page cache policy (see fs/read.c set_page_cache_mode) */
 	char *kc_etag;         /* version whose pages the kernel may hold */
+	char *served_etag;     /* version a read has returned bytes of */
 	unsigned open_handles;
 	/* FUSE passthrough: the kernel binds an inode to one backing file
 	 * for as long as it knows the inode, so the id is kept here and

@@ -85,7 +85,6 @@ struct fs_handle {
 	cache_file *cf;
 	cache_file *stale_cf;
 	atomic_bool served; /* a read returned bytes */
-	bool etag_switchable; /* opened without keep_cache (switch_version) */
 	bool hit;       /* every byte was cached at open */
 	bool flushed;   /* counted in fs->closing */
 	atomic_bool cache_failed; /* download failed: read uncached from now on */

@@ -208,9 +208,6 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	n->etag = strdup(hr.etag);
 	n->attr_time = fs_now();
 	set_page_cache_mode(n, h, fi);
-	/* a version new to the inode (no kept pages): may switch to a newer
-	 * one if it is gone before the first read (switch_version) */
-	h->etag_switchable = !fi->keep_cache;
 	fs_itable_unlock(fs->it);
 	if (reg)
 		register_backing(fs, n, h);
@@ -318,28 +315,32 @@ static bool local_cache_error(int err)
  * the bucket (the GET's If-Match failed).  A handle that has returned
  * nothing yet takes the current version when its size is the one the
  * kernel knows, as if it had been opened a moment later: a reader of a
- * `latest` file another host rewrites gets the new text, not EIO.  It
- * was opened without keep_cache (the version was new to the inode), so
- * the kernel holds no pages of the old one.  Otherwise the inode's
- * attributes are dropped, so that the next open sees the new version, and
- * the read fails as before.  Returns 0 when switched.
+ * `latest` file another host rewrites gets the new text, not EIO.  Other
+ * handles of the inode do not stop it as long as the kernel holds no bytes
+ * of another version (served_etag: every handle opened on the vanished
+ * version, as concurrent readers of one `latest` file do, switches the
+ * same way).  Otherwise the inode's attributes are dropped, so that the
+ * next open sees the new version, and the read fails as before.  Returns 0
+ * when switched.
  */
 static int switch_version(fs_ctx *fs, fs_handle *h)
 {
 	s3_head_result hr;
 	s3_err e;
-	/* another handle of the inode may have put pages of the old version
-	 * in the kernel's cache: only a lone handle switches */
-	fs_itable_lock(fs->it);
-	bool alone = h->node->open_handles == 1;
-	fs_itable_unlock(fs->it);
 	pthread_mutex_lock(&h->mu);
 	char was[sizeof h->etag];
 	snprintf(was, sizeof was, "%s", h->etag);
+	pthread_mutex_unlock(&h->mu);
 	int rc = s3_head(fs->s3, h->key, &hr, &e) < 0 ? -EIO : 0;
 	if (!rc && !strcmp(hr.etag, was))
 		rc = -EIO; /* the same version: it did not change after all */
-	bool can = !rc && alone && hr.size == h->size &&
+	/* the kernel's pages of the inode hold no other version's bytes */
+	fs_itable_lock(fs->it);
+	bool clean = !rc && (!h->node->served_etag ||
+			     !strcmp(h->node->served_etag, hr.etag));
+	fs_itable_unlock(fs->it);
+	pthread_mutex_lock(&h->mu);
+	bool can = clean && hr.size == h->size && !strcmp(h->etag, was) &&
 		   !atomic_load(&h->served) && !h->stale_cf;
 	if (can) {
 		cache_file *old = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
@@ -376,6 +377,28 @@ static int switch_version(fs_ctx *fs, fs_handle *h)
 	return can ? 0 : -EIO;
 }
 
+/* Marks h as having returned bytes; the first time, records the version
+ * they came from on the inode (switch_version).  mu_held: h->mu is (it is
+ * never taken under the table lock, so the order h->mu, table is safe). */
+static void mark_served(fs_ctx *fs, fs_handle *h, bool mu_held)
+{
+	if (atomic_exchange(&h->served, true))
+		return;
+	char etag[sizeof h->etag];
+	if (!mu_held)
+		pthread_mutex_lock(&h->mu);
+	snprintf(etag, sizeof etag, "%s", h->etag);
+	if (!mu_held)
+		pthread_mutex_unlock(&h->mu);
+	fs_itable_lock(fs->it);
+	fs_inode *n = h->node;
+	if (!n->served_etag || strcmp(n->served_etag, etag)) {
+		free(n->served_etag);
+		n->served_etag = strdup(etag);
+	}
+	fs_itable_unlock(fs->it);
+}
+
 /*
  * Serves a read from the cache file, spliced when the kernel allows.
  * Returns false, without replying, when the local cache cannot hold the
@@ -388,8 +411,7 @@ static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
 {
 	cache_file *cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
 	int fd = cache_file_ready(cf, off, size);
-	if (fd == -ESTALE && h->etag_switchable &&
-	    switch_version(fs_req_ctx(req), h) == 0) {
+	if (fd == -ESTALE && switch_version(fs_req_ctx(req), h) == 0) {
 		cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
 		if (!cf)
 			return false; /* the cache cannot take it: uncached */
@@ -414,7 +436,7 @@ static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	bv.buf[0].fd = fd;
 	bv.buf[0].pos = (off_t)off;
-	atomic_store(&h->served, true);
+	mark_served(fs_req_ctx(req), h, false);
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 	return true;
 }
@@ -445,7 +467,7 @@ void rd_read(fuse_req_t req, size_t size, off_t off,
 		return;
 	}
 	h->next_seq = uoff + size;
-	atomic_store(&h->served, true);
+	mark_served(fs, h, true);
 	fuse_reply_buf(req, h->win + (uoff - h->win_off), size);
 	pthread_mutex_unlock(&h->mu);
 }

@@ -972,3 +972,28 @@ def test_replaced_between_listing_and_first_read_reads_the_new_version(
         (m / "run/other").read_bytes()
     assert ei.value.errno == errno.EIO
     assert (m / "run/other").read_bytes() == b"y" * 12
+
+
+@pytest.mark.timeout(60)
+def test_replaced_file_open_twice_before_first_read_reads_the_new_version(
+        s3server, bucket, mount, cdir):
+    """Two readers on this host (Megatron's loader on two ranks, or a
+    poller and the job) open a listed `latest` file that another host has
+    rewritten (same size) since this mount listed it; both open before
+    either reads.  Both reads return the new version: the kernel holds no
+    bytes of the old one, so neither open handle stops the other from
+    switching (CI saw EIO here)."""
+    s3server.put(bucket, "run/latest", b"100")
+    m = mount(bucket, options=copts(cdir, "attr_timeout=30", "entry_timeout=30",
+                                    "dir_timeout=30"))
+    assert os.stat(m / "run/latest").st_size == 3
+    s3server.put(bucket, "run/latest", b"200")
+    f1 = open(m / "run/latest", "rb")
+    f2 = open(m / "run/latest", "rb")
+    try:
+        assert f1.read() == b"200"
+        assert f2.read() == b"200"
+    finally:
+        f1.close()
+        f2.close()
+    assert (m / "run/latest").read_bytes() == b"200"
