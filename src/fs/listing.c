@@ -235,6 +235,32 @@ static int load_manifests(s3_client *s3, fs_mcache *mc,
 	return 0;
 }
 
+static int page_count_manifests(void *arg, const char *prefix,
+				const s3_list_result *p)
+{
+	size_t *n = arg, plen = strlen(prefix);
+	for (size_t i = 0; i < p->n_objects; i++) {
+		const s3_object *o = &p->objects[i];
+		if (o->key_len > plen && o->key_len == strlen(o->key) &&
+		    proto_is_manifest_name(o->key + plen))
+			(*n)++;
+	}
+	return 0;
+}
+
+/* Whether dir_prefix's .ckptfs/ holds no manifest now (a second look). */
+static int manifests_gone(s3_client *s3, const char *dir_prefix, bool *gone,
+			  s3_err *e)
+{
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s%s/", dir_prefix, PROTO_META_DIR);
+	size_t n = 0;
+	int rc = list_all(s3, buf_cstr(&p), NULL, page_count_manifests, &n, e);
+	buf_free(&p);
+	*gone = rc == 0 && n == 0;
+	return rc;
+}
+
 int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 		     ns_report_fn report, void *arg, ns_dir *out,
 		     vis_manifest **manifest, s3_err *e)
@@ -255,6 +281,14 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 	bool hidden = false;
 	if (rc == 0 && *manifest && vis_listing_misses(out, *manifest))
 		rc = own_marker_live(s3, dir_prefix, &hidden, e);
+	/* none of the files there and no marker: a delete (objects, then
+	 * manifests, then the marker) may have finished its last two steps
+	 * between the manifest reads and the marker LIST.  Its manifests are
+	 * gone then; manifests that stay (files deleted one by one, addenda
+	 * naming checkpoints rotated away) leave an empty directory */
+	if (rc == 0 && !hidden && *manifest &&
+	    vis_listing_has_none(out, *manifest))
+		rc = manifests_gone(s3, dir_prefix, &hidden, e);
 	/* .ckptfs/ listed but its manifests gone: deleted meanwhile */
 	if (rc == 0 && (hidden || (out->saw_meta && !*manifest))) {
 		vis_hide_all(out);

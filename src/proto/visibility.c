@@ -104,14 +104,17 @@ void vis_hide_all(ns_dir *d)
 		remove_at(d, d->n - 1);
 }
 
-bool vis_listing_misses(const ns_dir *d, const vis_manifest *m)
+/* Counts the top-level names the files of m need (each once) and how many
+ * of them d lacks; stops at the first missing one when first_miss. */
+static void count_needed(const ns_dir *d, const vis_manifest *m,
+			 bool first_miss, size_t *names, size_t *missing)
 {
 	char *name = NULL;
 	size_t cap = 0;
-	bool miss = false;
 	const char *prev = NULL;
 	size_t prev_len = 0;
-	for (size_t i = 0; i < m->n && !miss; i++) {
+	*names = *missing = 0;
+	for (size_t i = 0; i < m->n && !(first_miss && *missing); i++) {
 		const char *p = m->files[i].path;
 		const char *slash = strchr(p, '/');
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
@@ -129,8 +132,23 @@ bool vis_listing_misses(const ns_dir *d, const vis_manifest *m)
 		}
 		memcpy(name, p, len);
 		name[len] = 0;
-		miss = ns_dir_find(d, name) == NULL;
+		(*names)++;
+		if (!ns_dir_find(d, name))
+			(*missing)++;
 	}
 	free(name);
-	return miss;
+}
+
+bool vis_listing_misses(const ns_dir *d, const vis_manifest *m)
+{
+	size_t names, missing;
+	count_needed(d, m, true, &names, &missing);
+	return missing > 0;
+}
+
+bool vis_listing_has_none(const ns_dir *d, const vis_manifest *m)
+{
+	size_t names, missing;
+	count_needed(d, m, false, &names, &missing);
+	return names > 0 && missing == names;
 }
