@@ -131,11 +131,11 @@ static int build_part_copy(s3_client *c, struct wreq *w, const char *src_key,
 static int perform_parsed(s3_client *c, struct wreq *w, int rc,
 			  int (*parse)(void *arg, struct wreq *w,
 				       http_xfer *x, char **perr),
-			  void *arg, s3_err *e)
+			  void *arg, unsigned *attempts, s3_err *e)
 {
 	http_xfer x = {0};
 	if (rc == 0)
-		rc = s3_request_perform(c, &w->r, &x, NULL, e);
+		rc = s3_request_perform(c, &w->r, &x, attempts, e);
 	char *perr = NULL;
 	if (rc == 0 && parse(arg, w, &x, &perr) < 0)
 		rc = wreq_malformed_reply(c, &w->r, x.status, perr, e);
@@ -153,6 +153,53 @@ static int parse_initiate(void *arg, struct wreq *w, http_xfer *x,
 				    perr);
 }
 
+/*
+ * A CreateMultipartUpload that needed retries may have created uploads
+ * whose replies were lost (a reset after the server acted): nobody knows
+ * their ids, so they would hold their parts until gc.  Aborts the other
+ * uploads of exactly key that the server started at most LOST_CREATE_WINDOW
+ * seconds before the one kept (server clock: the times come from one
+ * listing).  Best effort: a failure here costs only the orphan.  Another
+ * writer's upload of the same key in that window is aborted too; it then
+ * starts again (NoSuchUpload on its next part) — two writers of one key
+ * conflict anyway (doc/commit.md, lost replies).
+ */
+#define LOST_CREATE_WINDOW 300
+
+static void abort_lost_creates(s3_client *c, const char *key,
+			       const char *keep)
+{
+	s3_uploads_result r = {0};
+	s3_err e;
+	if (s3_list_multipart_uploads(c, key, NULL, NULL, 1000, &r, &e) < 0) {
+		log_debug("CREATE MULTIPART UPLOAD %s: cannot list uploads "
+			  "after retries: %s", key, e.msg);
+		return;
+	}
+	size_t klen = strlen(key);
+	const s3_upload *kept = NULL;
+	for (size_t i = 0; i < r.n_uploads; i++)
+		if (!strcmp(r.uploads[i].upload_id, keep))
+			kept = &r.uploads[i];
+	unsigned n = 0;
+	for (size_t i = 0; kept && i < r.n_uploads; i++) {
+		const s3_upload *u = &r.uploads[i];
+		if (u == kept || u->key_len != klen || memcmp(u->key, key, klen) ||
+		    u->initiated.tv_sec > kept->initiated.tv_sec ||
+		    u->initiated.tv_sec + LOST_CREATE_WINDOW <
+			    kept->initiated.tv_sec)
+			continue;
+		if (s3_mpu_abort(c, key, u->upload_id, &e) == 0 ||
+		    e.err == ENOENT)
+			n++;
+	}
+	if (n)
+		log_info("multipart upload of %s: aborted %u upload(s) that "
+			 "create attempts whose replies were lost had started",
+			 key, n);
+	s3_uploads_result_free(&r);
+}
+
 int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
 		  char **upload_id, s3_err *e)
 {
@@ -167,7 +214,11 @@ int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
 			  o->content_type ? o->content_type
 					  : "application/octet-stream");
 	int rc = wreq_add_meta(c, &w, o->meta, o->n_meta, e);
-	return perform_parsed(c, &w, rc, parse_initiate, upload_id, e);
+	unsigned attempts = 0;
+	rc = perform_parsed(c, &w, rc, parse_initiate, upload_id, &attempts, e);
+	if (rc == 0 && attempts > 1)
+		abort_lost_creates(c, key, *upload_id);
+	return rc;
 }
 
 int s3_mpu_put_part(s3_client *c, const char *key, const char *upload_id,
@@ -386,7 +437,7 @@ int s3_list_multipart_uploads(s3_client *c, const char *prefix,
 	query_param(&w.query, "uploads", NULL);
 	w.r.query = buf_cstr(&w.query);
 	w.r.timeout_ms = s3_client_data_timeout(c, 0) / 4;
-	return perform_parsed(c, &w, 0, parse_uploads, out, e);
+	return perform_parsed(c, &w, 0, parse_uploads, out, NULL, e);
 }
 
 int s3_prepare_put_part(s3_client *c, const char *key, const char *upload_id,
