@@ -278,6 +278,7 @@ static int setup_fuse(mount_args *a, struct mounted *m)
 		fprintf(stderr, "ckptfs: cannot create the FUSE session\n");
 		return -1;
 	}
+	fs_ctx_set_session(m->fs, m->se);
 	if (fuse_session_mount(m->se, a->mountpoint) != 0) {
 		fprintf(stderr, "ckptfs: cannot mount on %s (is /dev/fuse "
 				"available and fusermount3 installed?)\n",

@@ -105,6 +105,11 @@ void fs_ctx_close_handles(fs_ctx *fs)
 	}
 }
 
+void fs_ctx_set_session(fs_ctx *fs, struct fuse_session *se)
+{
+	fs->se = se;
+}
+
 fs_pt *fs_ctx_pt(fs_ctx *fs)
 {
 	return &fs->pt;

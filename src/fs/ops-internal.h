@@ -32,6 +32,7 @@
 
 struct fs_ctx {
 	fs_pt pt;
+	struct fuse_session *se; /* for notifications; NULL before mount */
 	s3_client *s3;
 	cache *cache;
 	char *prefix;

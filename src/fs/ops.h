@@ -55,6 +55,10 @@ void fs_ctx_free(fs_ctx *fs);
 
 const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
 
+/* The FUSE session, for notifications to the kernel (set once, before
+ * the session serves requests). */
+void fs_ctx_set_session(fs_ctx *fs, struct fuse_session *se);
+
 /* The passthrough state of this mount (fs/passthrough.h). */
 fs_pt *fs_ctx_pt(fs_ctx *fs);
 

@@ -313,9 +313,9 @@ static bool local_cache_error(int err)
  * The object was replaced since open pinned its version: the listing that
  * open trusted was up to attr_timeout old, and the old bytes are gone from
  * the bucket (the GET's If-Match failed).  A handle that has returned
- * nothing yet takes the current version when its size is the one the
- * kernel knows, as if it had been opened a moment later: a reader of a
- * `latest` file another host rewrites gets the new text, not EIO.  Other
+ * nothing yet takes the current version, as if it had been opened a
+ * moment later: a reader of a `latest` file another host rewrites gets
+ * the new text, not EIO, whatever its new size.  Other
  * handles of the inode do not stop it as long as the kernel holds no bytes
  * of another version (served_etag: every handle opened on the vanished
  * version, as concurrent readers of one `latest` file do, switches the
@@ -340,11 +340,23 @@ static int switch_version(fs_ctx *fs, fs_handle *h)
 			     !strcmp(h->node->served_etag, hr.etag));
 	fs_itable_unlock(fs->it);
 	pthread_mutex_lock(&h->mu);
-	bool can = clean && hr.size == h->size && !strcmp(h->etag, was) &&
+	bool can = clean && !strcmp(h->etag, was) &&
 		   !atomic_load(&h->served) && !h->stale_cf;
+	/* a longer version: the kernel's size of the file grows first (a
+	 * store of no bytes at the new end, which takes no page lock), else
+	 * its reads would stop at the old size; a shorter one ends the read
+	 * short, and the kernel shrinks its size by itself */
+	if (can && hr.size > h->size &&
+	    (!fs->se || fuse_lowlevel_notify_store(fs->se, h->node->ino,
+						   (off_t)hr.size,
+						   &(struct fuse_bufvec)
+							   FUSE_BUFVEC_INIT(0),
+						   0) != 0))
+		can = false;
 	if (can) {
 		cache_file *old = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
 		snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
+		__atomic_store_n(&h->size, hr.size, __ATOMIC_RELEASE);
 		free(h->vcrc);
 		h->vcrc = NULL;
 		h->cf = NULL;
@@ -407,11 +419,18 @@ static void mark_served(fs_ctx *fs, fs_handle *h, bool mu_held)
  * object (changed or deleted remotely) are replied as they are.
  */
 static bool read_cached(fuse_req_t req, fs_handle *h, uint64_t off,
-			size_t size)
+			size_t size, size_t want)
 {
 	cache_file *cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
 	int fd = cache_file_ready(cf, off, size);
 	if (fd == -ESTALE && switch_version(fs_req_ctx(req), h) == 0) {
+		/* the new version's size bounds the read now */
+		uint64_t now = __atomic_load_n(&h->size, __ATOMIC_ACQUIRE);
+		if (off >= now) {
+			fuse_reply_buf(req, NULL, 0);
+			return true;
+		}
+		size = want < now - off ? want : (size_t)(now - off);
 		cf = __atomic_load_n(&h->cf, __ATOMIC_ACQUIRE);
 		if (!cf)
 			return false; /* the cache cannot take it: uncached */
@@ -447,16 +466,27 @@ void rd_read(fuse_req_t req, size_t size, off_t off,
 	fs_ctx *fs = fs_req_ctx(req);
 	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
 	uint64_t uoff = (uint64_t)off;
-	if (off < 0 || uoff >= h->size || size == 0) {
+	/* switch_version may change it under h->mu */
+	uint64_t hsize = __atomic_load_n(&h->size, __ATOMIC_ACQUIRE);
+	size_t want = size;
+	if (off < 0 || uoff >= hsize || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > hsize - uoff)
+		size = (size_t)(hsize - uoff);
+	if (__atomic_load_n(&h->cf, __ATOMIC_ACQUIRE) &&
+	    !atomic_load(&h->cache_failed) &&
+	    read_cached(req, h, uoff, size, want))
+		return;
+	pthread_mutex_lock(&h->mu);
+	if (uoff >= h->size) { /* switched to a shorter version meanwhile */
+		pthread_mutex_unlock(&h->mu);
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	if (size > h->size - uoff)
 		size = (size_t)(h->size - uoff);
-	if (__atomic_load_n(&h->cf, __ATOMIC_ACQUIRE) &&
-	    !atomic_load(&h->cache_failed) && read_cached(req, h, uoff, size))
-		return;
-	pthread_mutex_lock(&h->mu);
 	bool hit = uoff >= h->win_off && uoff + size <= h->win_off + h->win_len;
 	int rc = hit ? 0 : window_fill(fs, h, uoff, size);
 	if (rc == 0 && uoff + size > h->win_off + h->win_len)

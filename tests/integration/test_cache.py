@@ -957,21 +957,25 @@ def test_replaced_between_listing_and_first_read_reads_the_new_version(
     old bytes are gone from the bucket, and the first read takes the new
     version instead of failing with EIO (Megatron's loader polling
     latest_checkpointed_iteration.txt saw EIO for a second).  A new size
-    cannot be switched to under the kernel's size: that read fails, and
-    the next open reads the new version."""
+    works too, longer ("999" -> "1000": the kernel's size grows before the
+    read returns) or shorter, and stat then shows the new size."""
     s3server.put(bucket, "run/latest", b"100")
     s3server.put(bucket, "run/other", b"x" * 10)
+    s3server.put(bucket, "run/third", b"z" * 4000)
     m = mount(bucket, options=copts(cdir, "attr_timeout=30", "entry_timeout=30",
                                     "dir_timeout=30"))
     assert os.stat(m / "run/latest").st_size == 3  # listed: ETag of "100"
     assert os.stat(m / "run/other").st_size == 10
+    assert os.stat(m / "run/third").st_size == 4000
     s3server.put(bucket, "run/latest", b"200")
     assert (m / "run/latest").read_bytes() == b"200"
-    s3server.put(bucket, "run/other", b"y" * 12)
-    with pytest.raises(OSError) as ei:
-        (m / "run/other").read_bytes()
-    assert ei.value.errno == errno.EIO
-    assert (m / "run/other").read_bytes() == b"y" * 12
+    grown = det_bytes(77, 9000)  # past the kernel's first page too
+    s3server.put(bucket, "run/other", grown)
+    assert (m / "run/other").read_bytes() == grown
+    assert os.stat(m / "run/other").st_size == len(grown)
+    s3server.put(bucket, "run/third", b"w" * 5)
+    assert (m / "run/third").read_bytes() == b"w" * 5
+    assert os.stat(m / "run/third").st_size == 5
 
 
 @pytest.mark.timeout(60)
