@@ -124,12 +124,14 @@ static void set_page_cache_mode(fs_inode *n, const fs_handle *h,
 	}
 }
 
-/* Copies n's attributes into hr when they are recent enough to pin. */
-static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr)
+/* Copies n's attributes into hr when they are recent enough to pin (any
+ * age: whenever they name a version). */
+static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr,
+			bool any_age)
 {
 	fs_itable_lock(fs->it);
 	bool fresh = n->etag && n->etag[0] &&
-		     fs_now() - n->attr_time < fs->o.attr_timeout;
+		     (any_age || fs_now() - n->attr_time < fs->o.attr_timeout);
 	if (fresh) {
 		hr->size = n->size;
 		hr->mtime = n->mtime;
@@ -159,8 +161,17 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	s3_head_result hr;
 	s3_err e;
 	fs_handle *h = calloc(1, sizeof *h);
-	bool fresh = fresh_attrs(fs, n, &hr);
-	if (!h || !key || (!fresh && s3_head(fs->s3, key, &hr, &e) < 0)) {
+	bool fresh = fresh_attrs(fs, n, &hr, false);
+	/* the server unreachable: the version listed last, if it is cached
+	 * whole (checked below), as listings serve the last one */
+	bool offline = false, ok = fresh;
+	if (h && key && !fresh) {
+		ok = s3_head(fs->s3, key, &hr, &e) == 0;
+		if (!ok && s3_err_transient(&e) &&
+		    fresh_attrs(fs, n, &hr, true))
+			ok = offline = true;
+	}
+	if (!h || !key || !ok) {
 		int err = h && key ? e.err : ENOMEM;
 		if (h && key)
 			log_warn("open %s: %s", key, e.msg);
@@ -180,6 +191,15 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_rwlock_init(&h->busy, NULL);
 	h->ra = 1u << 20;
 	attach_cache(fs, h);
+	if (offline && !h->hit) {
+		log_warn("open %s: %s", key, e.msg);
+		fs_handle_free(fs, h, false);
+		fuse_reply_err(req, e.err ? e.err : EIO);
+		return;
+	}
+	if (offline)
+		log_info("open %s: %s (reading the cached version)", key,
+			 e.msg);
 
 	fs_itable_lock(fs->it);
 	if (fs_bound_to_other_version(n, hr.etag)) {
@@ -206,7 +226,8 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		n->mtime = hr.mtime;
 	free(n->etag);
 	n->etag = strdup(hr.etag);
-	n->attr_time = fs_now();
+	if (!offline) /* the next open asks the server again */
+		n->attr_time = fs_now();
 	set_page_cache_mode(n, h, fi);
 	fs_itable_unlock(fs->it);
 	if (reg)
