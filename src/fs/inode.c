@@ -22,9 +22,20 @@ typedef struct ghost {
 	uint64_t ino;
 	bool is_dir;
 	struct ghost *next_hash, *next_fifo;
+	/* a directory's last listing (and manifests), kept for the next
+	 * inode of the path: served when the store cannot be reached
+	 * (fs_dir_load), so an outage does not hide a directory the kernel
+	 * happened to forget.  On the kept list (lprev/lnext) while held. */
+	ns_dir *listing;
+	vis_manifest *manifest;
+	struct timespec mtime;
+	struct ghost *lprev, *lnext;
 } ghost;
 
 #define GHOST_MAX 65536
+/* Listings kept by ghosts, oldest dropped first: a 10 000-entry listing
+ * is about 1 MiB. */
+#define GHOST_LISTINGS_MAX 32
 
 struct fs_itable {
 	pthread_mutex_t mu;
@@ -32,6 +43,8 @@ struct fs_itable {
 	size_t nbuckets_g;
 	ghost *g_head, *g_tail; /* FIFO for eviction */
 	size_t n_ghosts;
+	ghost *l_head, *l_tail; /* ghosts holding a listing, oldest first */
+	size_t n_listings;
 	pthread_cond_t cv;
 	fs_inode **by_ino, **by_path;
 	size_t nbuckets; /* power of two */
@@ -141,22 +154,67 @@ static void ghost_unhash(fs_itable *t, ghost *g)
 	}
 }
 
-/* Takes the remembered number of path, if any, out of the ghost table. */
-static uint64_t ghost_take(fs_itable *t, const char *path, bool is_dir)
+/* Takes g off the list of ghosts holding a listing (g->listing set). */
+static void ghost_unlist(fs_itable *t, ghost *g)
+{
+	if (g->lprev)
+		g->lprev->lnext = g->lnext;
+	else
+		t->l_head = g->lnext;
+	if (g->lnext)
+		g->lnext->lprev = g->lprev;
+	else
+		t->l_tail = g->lprev;
+	g->lprev = g->lnext = NULL;
+	t->n_listings--;
+}
+
+/* Frees the listing g holds, if any. */
+static void ghost_drop_listing(fs_itable *t, ghost *g)
+{
+	if (!g->listing)
+		return;
+	ghost_unlist(t, g);
+	ns_dir_free(g->listing);
+	free(g->listing);
+	g->listing = NULL;
+	if (g->manifest) {
+		vis_manifest_free(g->manifest);
+		free(g->manifest);
+		g->manifest = NULL;
+	}
+}
+
+/* Takes the remembered number of n's path, if any, out of the ghost
+ * table; a directory also gets the listing its last inode had, as a stale
+ * one (fetched again at first use, served if that fails transiently). */
+static uint64_t ghost_take(fs_itable *t, fs_inode *n, bool is_dir)
 {
 	if (!t->ghosts)
 		return 0;
-	for (ghost *g = *ghost_slot(t, path); g; g = g->next_hash) {
-		if (strcmp(g->path, path) == 0) {
-			uint64_t ino = g->is_dir == is_dir ? g->ino : 0;
-			g->ino = 0; /* used up; the FIFO frees it later */
-			return ino;
+	for (ghost *g = *ghost_slot(t, n->path); g; g = g->next_hash) {
+		if (strcmp(g->path, n->path) != 0)
+			continue;
+		uint64_t ino = g->is_dir == is_dir ? g->ino : 0;
+		g->ino = 0; /* used up; the FIFO frees it later */
+		if (ino && is_dir && g->listing) {
+			ghost_unlist(t, g);
+			n->listing = g->listing;
+			n->manifest = g->manifest;
+			n->mtime = g->mtime;
+			n->listing_time = -1e9;
+			g->listing = NULL;
+			g->manifest = NULL;
+		} else {
+			ghost_drop_listing(t, g);
 		}
+		return ino;
 	}
 	return 0;
 }
 
-static void ghost_add(fs_itable *t, const fs_inode *n)
+/* Remembers n's number (and a directory's listing, taken from n). */
+static void ghost_add(fs_itable *t, fs_inode *n)
 {
 	if (!t->ghosts || n->detached)
 		return;
@@ -166,6 +224,7 @@ static void ghost_add(fs_itable *t, const fs_inode *n)
 		if (!t->g_head)
 			t->g_tail = NULL;
 		ghost_unhash(t, old);
+		ghost_drop_listing(t, old);
 		free(old->path);
 		free(old);
 		t->n_ghosts--;
@@ -177,6 +236,22 @@ static void ghost_add(fs_itable *t, const fs_inode *n)
 	}
 	g->ino = n->ino;
 	g->is_dir = n->is_dir;
+	if (n->is_dir && n->listing) {
+		if (t->n_listings >= GHOST_LISTINGS_MAX)
+			ghost_drop_listing(t, t->l_head);
+		g->listing = n->listing;
+		g->manifest = n->manifest;
+		g->mtime = n->mtime;
+		n->listing = NULL;
+		n->manifest = NULL;
+		g->lprev = t->l_tail;
+		if (t->l_tail)
+			t->l_tail->lnext = g;
+		else
+			t->l_head = g;
+		t->l_tail = g;
+		t->n_listings++;
+	}
 	ghost **slot = ghost_slot(t, g->path);
 	g->next_hash = *slot;
 	*slot = g;
@@ -207,7 +282,7 @@ static fs_inode *node_new(fs_itable *t, fs_inode *parent, const char *name,
 		free(n);
 		return NULL;
 	}
-	n->ino = ghost_take(t, n->path, is_dir);
+	n->ino = ghost_take(t, n, is_dir);
 	if (!n->ino)
 		n->ino = t->next_ino++;
 	n->is_dir = is_dir;
@@ -282,6 +357,7 @@ void fs_itable_free(fs_itable *t)
 	while (t->g_head) {
 		ghost *g = t->g_head;
 		t->g_head = g->next_fifo;
+		ghost_drop_listing(t, g);
 		free(g->path);
 		free(g);
 	}

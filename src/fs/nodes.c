@@ -179,11 +179,6 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 		nd = NULL;
 		rc = -(e.err ? e.err : EIO);
 		stale = e.err != ENOMEM && s3_err_transient(&e);
-		if (stale)
-			log_warn("%s (serving the last listing of /%s)", e.msg,
-				 d->path);
-		else
-			log_error("%s", e.msg[0] ? e.msg : "out of memory listing");
 	}
 	free(prefix);
 
@@ -193,8 +188,12 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 		wr_fetch_done(fs);
 	fs_itable_broadcast(fs->it);
 	if (stale && d->listing) {
+		log_warn("%s (serving the last listing of /%s)", e.msg,
+			 d->path);
 		d->listing_time = fs_now();
 		rc = 0;
+	} else if (rc < 0) {
+		log_error("%s", e.msg[0] ? e.msg : "out of memory listing");
 	}
 	if (nd) {
 		if (d->listing) {

@@ -2,6 +2,8 @@
  * forget, internal references, type changes and growth. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "fs/inode.h"
 
@@ -136,4 +138,64 @@ Test(inode, forgotten_number_not_reused_across_types)
 	fs_itable_forget(t, y2, 1);
 	cr_assert_eq(fs_itable_child(t, r, "y", false)->ino, yi,
 		     "the number survives several forgets");
+}
+
+static ns_dir *listing_with(const char *name)
+{
+	ns_dir *d = calloc(1, sizeof *d);
+	ns_dir_init(d, NULL, NULL);
+	d->v = calloc(1, sizeof *d->v);
+	d->v[0] = (ns_entry){.name = strdup(name)};
+	d->n = 1;
+	return d;
+}
+
+Test(inode, a_forgotten_directory_leaves_its_listing_to_the_next_inode)
+{
+	/* the kernel forgets a directory; the next inode of the path gets its
+	 * listing back as a stale one, to serve if the store is unreachable */
+	fs_inode *r = fs_itable_root(t);
+	fs_inode *a = fs_itable_child(t, r, "a", true);
+	a->nlookup = 1;
+	a->listing = listing_with("x.bin");
+	a->listing_time = 100;
+	a->mtime.tv_sec = 1234;
+	uint64_t ai = a->ino;
+	fs_itable_forget(t, a, 1);
+	cr_assert_null(fs_itable_get(t, ai));
+	fs_inode *b = fs_itable_child(t, r, "a", true);
+	cr_assert_eq(b->ino, ai, "the path keeps its number");
+	cr_assert_not_null(b->listing);
+	cr_assert_not_null(ns_dir_find(b->listing, "x.bin"));
+	cr_assert(b->listing_time < 0, "stale: fetched again at first use");
+	cr_assert_eq(b->mtime.tv_sec, 1234);
+	/* a file of the same path gets no listing */
+	b->nlookup = 1;
+	fs_itable_forget(t, b, 1);
+	fs_inode *f = fs_itable_child(t, r, "a", false);
+	cr_assert_null(f->listing);
+}
+
+Test(inode, ghosts_keep_a_bounded_number_of_listings)
+{
+	fs_inode *r = fs_itable_root(t);
+	char name[32];
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof name, "d%d", i);
+		fs_inode *d = fs_itable_child(t, r, name, true);
+		d->nlookup = 1;
+		d->listing = listing_with("f");
+		fs_itable_forget(t, d, 1);
+	}
+	int kept = 0;
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof name, "d%d", i);
+		fs_inode *d = fs_itable_child(t, r, name, true);
+		kept += d->listing != NULL;
+		if (i == 99)
+			cr_assert_not_null(d->listing, "the newest is kept");
+		if (i == 0)
+			cr_assert_null(d->listing, "the oldest was dropped");
+	}
+	cr_assert_eq(kept, 32);
 }
