@@ -10,7 +10,7 @@ PKGS="
   libfuse3-dev fuse3
   libcurl4-openssl-dev libsqlite3-dev sqlite3 libssl-dev libexpat1-dev
   libjansson-dev libisal-dev libsystemd-dev
-  libcriterion-dev libinih-dev python3-pytest
+  libcriterion-dev libinih-dev python3-pytest python3-pytest-xdist
   ceph-mon ceph-osd radosgw ceph-common uuid-runtime
   awscli python3-boto3 python3-torch
   curl attr psmisc procps valgrind

@@ -58,13 +58,20 @@ run_unit() { # run_unit DIR
 	fi
 }
 
+# Integration test files run on WORKERS pytest-xdist processes, a file at a
+# time each (most of a test's time is waiting for the server or a timer, so
+# two workers on two cores take about half the time); each worker starts
+# its own RGW.  CKPTFS_TEST_WORKERS=0 runs them in this process.
+WORKERS=${CKPTFS_TEST_WORKERS:-2}
+
 run_integration() { # run_integration BINARY LABEL [TEST FILES...]
 	local bin=$1 label=$2 log="$top/build/integration-$2.out"
 	shift 2
-	local what=("$@")
+	local what=("$@") par=()
 	[ ${#what[@]} -gt 0 ] || what=("$top/tests/integration")
+	[ "$WORKERS" -gt 0 ] && par=(-n "$WORKERS" --dist loadfile)
 	CKPTFS_BIN="$bin" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
-		"${what[@]}" 2>&1 | tee "$log"
+		"${par[@]}" "${what[@]}" 2>&1 | tee "$log"
 	count_pytest "$log"
 }
 
