@@ -367,11 +367,10 @@ static int switch_version(fs_ctx *fs, fs_handle *h)
 	 * store of no bytes at the new end, which takes no page lock), else
 	 * its reads would stop at the old size; a shorter one ends the read
 	 * short, and the kernel shrinks its size by itself */
+	struct fuse_bufvec none = FUSE_BUFVEC_INIT(0);
 	if (can && hr.size > h->size &&
 	    (!fs->se || fuse_lowlevel_notify_store(fs->se, h->node->ino,
-						   (off_t)hr.size,
-						   &(struct fuse_bufvec)
-							   FUSE_BUFVEC_INIT(0),
+						   (off_t)hr.size, &none,
 						   0) != 0))
 		can = false;
 	if (can) {
