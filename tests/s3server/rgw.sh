@@ -284,6 +284,9 @@ rgw gc processor max time = 5
 rgw lc debug interval = 10
 rgw relaxed s3 bucket names = false
 rgw max put size = 5368709120
+# temporary credentials (GetSessionToken) for the credential-provider tests
+rgw sts key = ckptfs-sts-key16
+rgw s3 auth use sts = true
 EOF
 
     # Keys (one keyring for every daemon; ceph-authtool per key costs 0.15 s).
@@ -312,6 +315,7 @@ EOF
     # creates the default zonegroup, zone and pools (waiting for the OSD).
     timeout 30 radosgw-admin -c "$CONF" -n client.admin user create --uid=ckptfs-test \
         --display-name="ckptfs test" --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" \
+        --caps="user-policy=*" \
         >>"$DIR/log/radosgw-admin.out" 2>&1 || fail_start "radosgw-admin user create failed"
 
     # Server-side compression for the default placement, set before radosgw
