@@ -96,6 +96,9 @@ int credhttp_perform(const credhttp_req *r, credhttp_resp *resp, char **err)
 	char errbuf[CURL_ERROR_SIZE] = "";
 	setup(c, r, hl, &s, errbuf);
 	CURLcode cc = oom ? CURLE_OUT_OF_MEMORY : curl_easy_perform(c);
+	double ct = 0;
+	curl_easy_getinfo(c, CURLINFO_CONNECT_TIME, &ct);
+	resp->connected = ct > 0;
 	int rc = 0;
 	const char *what = r->label ? r->label : r->url;
 	if (s.too_big) {

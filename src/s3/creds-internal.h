@@ -93,7 +93,8 @@ typedef struct credhttp_req {
 typedef struct credhttp_resp {
 	long status; /* 0 when no reply */
 	buf body;    /* capped at 64 KiB */
-	bool timed_out;
+	bool timed_out; /* the deadline passed */
+	bool connected; /* a connection was made (a timeout was a read's) */
 } credhttp_resp;
 
 /*

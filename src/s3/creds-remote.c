@@ -16,7 +16,8 @@
  * X-aws-ec2-metadata-token-ttl-seconds, then GET
  * /latest/meta-data/iam/security-credentials/ (the role name) and .../ROLE
  * (the JSON) with X-aws-ec2-metadata-token.  A token request refused with
- * 403/404/405 or unanswered in time falls back to IMDSv1 (the same GETs
+ * 403/404/405, or connected but unanswered in time (botocore's rule),
+ * falls back to IMDSv1 (the same GETs
  * without a token) unless AWS_EC2_METADATA_V1_DISABLED or the profile's
  * ec2_metadata_v1_disabled says not to.  AWS_EC2_METADATA_DISABLED=true
  * skips it; AWS_EC2_METADATA_SERVICE_ENDPOINT (or _ENDPOINT_MODE=IPv6)
@@ -240,8 +241,8 @@ static int imds_token(imds *m, char **err)
 	int rc = imds_do(m, "PUT", "/latest/api/token",
 			 "X-aws-ec2-metadata-token-ttl-seconds: " IMDS_TOKEN_TTL,
 			 &rs, err);
-	if (rc < 0 && !rs.timed_out)
-		return -1; /* nobody there */
+	if (rc < 0 && !(rs.timed_out && rs.connected))
+		return -1; /* nobody there: no point asking for IMDSv1 */
 	if (rc == 0 && rs.status == 200 && rs.body.len > 0 &&
 	    !memchr(rs.body.data, '\n', rs.body.len)) {
 		m->token = buf_steal(&rs.body);
