@@ -353,14 +353,15 @@ class S3Server:
         return base_env(**keys)
 
 
-@pytest.fixture(scope="session")
-def s3server():
-    """The session's S3 server (Ceph RGW on 127.0.0.1)."""
-    d = _SESSION_TMP / "rgw"
+def _rgw(name, **knobs):
+    """Starts a throwaway RGW (rgw.sh, with RGW_* knobs), yields its
+    S3Server, stops it."""
+    d = _SESSION_TMP / name
     _RGW_DIRS.append(d)
     try:
         t0 = time.monotonic()
-        p = subprocess.run([str(RGW_SH), "start", str(d)], env=clean_env(),
+        p = subprocess.run([str(RGW_SH), "start", str(d)],
+                           env={**clean_env(), **knobs},
                            capture_output=True, text=True, timeout=180)
         if p.returncode != 0:
             pytest.exit(f"rgw.sh start failed (exit {p.returncode}):\n"
@@ -369,7 +370,7 @@ def s3server():
                    if "=" in line)
         srv = S3Server(d, env)
         srv.start_seconds = time.monotonic() - t0
-        sys.stderr.write(f"\n[s3server] {srv.endpoint} ready in "
+        sys.stderr.write(f"\n[{name}] {srv.endpoint} ready in "
                          f"{srv.start_seconds:.1f}s\n")
         yield srv
     finally:
@@ -377,6 +378,21 @@ def s3server():
             subprocess.run([str(RGW_SH), "stop", str(d)], env=clean_env(),
                            capture_output=True, timeout=60)
             _RGW_DIRS.remove(d)
+
+
+@pytest.fixture(scope="session")
+def s3server():
+    """The session's S3 server (Ceph RGW on 127.0.0.1)."""
+    yield from _rgw("rgw")
+
+
+@pytest.fixture(scope="session")
+def sts_s3server():
+    """A second RGW with its STS enabled (RGW_STS=1), for the credential
+    tests: with STS on, RGW answers a wrong key or secret with AccessDenied
+    instead of InvalidAccessKeyId/SignatureDoesNotMatch, which the error
+    tests of the main server check."""
+    yield from _rgw("rgw-sts", RGW_STS="1")
 
 
 def _test_hint(request):

@@ -23,6 +23,13 @@ from test_errors import expect_failure
 ROLE = "arn:aws:iam::123456789012:role/ckptfs-trainer"
 
 
+@pytest.fixture(scope="session")
+def s3server(sts_s3server):
+    """In this module the S3 server (for `bucket` and `mount` too) is the
+    RGW with STS enabled (conftest.py says why it is a second one)."""
+    return sts_s3server
+
+
 @pytest.fixture
 def keys(s3server):
     """Temporary keys from RGW, announced as valid for 900 s."""
