@@ -143,6 +143,10 @@ def test_web_identity_rotates_without_a_failed_request(
     assert len({c["token"] for c in calls}) == len(calls), \
         "the token file was not read again on refresh"
     assert_no_secret(m.log_text(), keys)
+    print(f"\n[rotation] {i} save/read steps in {time.monotonic() - t0:.1f}s, "
+          f"{len(keys.issued)} sets issued, requests per set: "
+          f"{[guard.used.get(k['id'], 0) for k in keys.issued]}, "
+          f"refused: {len(guard.refused)}")
 
 
 def test_web_identity_expired_token_is_a_clear_error(
