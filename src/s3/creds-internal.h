@@ -49,9 +49,9 @@ int creds_parse_json(const char *body, size_t len, bool process,
 
 /* An STS reply (AssumeRole, AssumeRoleWithWebIdentity). */
 typedef struct sts_reply {
-	s3_creds creds;	   /* filled on success */
-	char *error_code;  /* of an <ErrorResponse>; NULL otherwise */
-	char *error_msg;   /* idem, may be NULL */
+	s3_creds creds;	  /* filled on success */
+	char *error_code; /* of an <ErrorResponse>; NULL otherwise */
+	char *error_msg;  /* idem, may be NULL */
 } sts_reply;
 
 /*
@@ -82,17 +82,18 @@ void argv_free(char **argv);
 typedef struct credhttp_req {
 	const char *method; /* GET, PUT, POST */
 	const char *url;
-	const char *const *headers; /* "Name: value", NULL-terminated, or NULL */
-	const char *body;	    /* NULL: none */
+	const char *const
+	    *headers;	  /* "Name: value", NULL-terminated, or NULL */
+	const char *body; /* NULL: none */
 	size_t body_len;
 	long connect_ms, total_ms; /* deadlines */
-	const char *ca_bundle;	    /* NULL: the system's */
+	const char *ca_bundle;	   /* NULL: the system's */
 	const char *label; /* names the request in messages; NULL: the URL */
 } credhttp_req;
 
 typedef struct credhttp_resp {
-	long status; /* 0 when no reply */
-	buf body;    /* capped at 64 KiB */
+	long status;	/* 0 when no reply */
+	buf body;	/* capped at 64 KiB */
 	bool timed_out; /* the deadline passed */
 	bool connected; /* a connection was made (a timeout was a read's) */
 } credhttp_resp;

@@ -127,7 +127,8 @@ int creds_profile_load(const char *profile, aws_profile *out, char **where,
 	memset(out, 0, sizeof(*out));
 	*where = NULL;
 	char *cfg = aws_file_path("AWS_CONFIG_FILE", "config");
-	char *cred = aws_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+	char *cred =
+	    aws_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
 	aws_profile c;
 	int rc = -1;
 	if (!cfg || !cred)
@@ -185,4 +186,3 @@ char *creds_read_token_file(const char *path, const char *var, char **err)
 	}
 	return data;
 }
-

@@ -85,8 +85,8 @@ static int json_check(json_t *o, bool process, const char *what, char **err)
 	if (process) {
 		json_t *v = json_object_get(o, "Version");
 		if (!v)
-			return s3cfg_fail(err, "%s: no \"Version\" (expected 1)",
-					  what);
+			return s3cfg_fail(
+			    err, "%s: no \"Version\" (expected 1)", what);
 		if (!json_is_integer(v) || json_integer_value(v) != 1)
 			return s3cfg_fail(err,
 					  "%s: unsupported \"Version\" "
@@ -119,19 +119,19 @@ int creds_parse_json(const char *body, size_t len, bool process,
 	const char *exp = json_str(o, "Expiration");
 	time_t expires = 0;
 	if (rc == 0 && (!id || !secret))
-		rc = s3cfg_fail(err, "%s: no %s", what,
-				!id ? "\"AccessKeyId\"" : "\"SecretAccessKey\"");
+		rc =
+		    s3cfg_fail(err, "%s: no %s", what,
+			       !id ? "\"AccessKeyId\"" : "\"SecretAccessKey\"");
 	else if (rc == 0 && !process && !tok)
 		rc = s3cfg_fail(err, "%s: no \"Token\"", what);
 	else if (rc == 0 && !process && !exp)
 		rc = s3cfg_fail(err, "%s: no \"Expiration\"", what);
 	else if (rc == 0 && json_object_get(o, "Expiration") && !exp)
-		rc = s3cfg_fail(err, "%s: \"Expiration\" is not a string",
-				what);
+		rc =
+		    s3cfg_fail(err, "%s: \"Expiration\" is not a string", what);
 	else if (rc == 0 && exp && creds_parse_time(exp, &expires) < 0)
-		rc = s3cfg_fail(err,
-				"%s: \"Expiration\" is not an ISO-8601 time",
-				what);
+		rc = s3cfg_fail(
+		    err, "%s: \"Expiration\" is not an ISO-8601 time", what);
 	if (rc == 0 && creds_set(out, id, secret, tok, expires) < 0)
 		rc = s3cfg_fail_oom(err);
 	json_decref(o); /* jansson frees its copies without wiping them */
@@ -178,8 +178,9 @@ static void XMLCALL sts_end(void *u, const XML_Char *name)
 {
 	sts_ctx *x = u;
 	x->depth--;
-	const char *parent =
-	    x->depth >= 1 && x->depth <= STS_DEPTH ? x->stack[x->depth - 1] : "";
+	const char *parent = x->depth >= 1 && x->depth <= STS_DEPTH
+				 ? x->stack[x->depth - 1]
+				 : "";
 	parent = parent ? parent : "";
 	if (strcmp(parent, "Credentials") == 0) {
 		if (strcmp(name, "AccessKeyId") == 0)
@@ -237,14 +238,16 @@ static int sts_result(sts_ctx *x, sts_reply *r, char **err)
 		x->code = x->msg = NULL;
 		return 1;
 	}
-	const char *miss = !x->id	   ? "AccessKeyId"
+	const char *miss = !x->id	? "AccessKeyId"
 			   : !x->secret ? "SecretAccessKey"
-			   : !x->token	   ? "SessionToken"
-			   : !x->exp	   ? "Expiration"
-					   : NULL;
+			   : !x->token	? "SessionToken"
+			   : !x->exp	? "Expiration"
+					: NULL;
 	if (miss)
-		return s3cfg_fail(err, "the STS reply has no <Credentials> "
-				       "with <%s>", miss);
+		return s3cfg_fail(err,
+				  "the STS reply has no <Credentials> "
+				  "with <%s>",
+				  miss);
 	time_t t;
 	if (creds_parse_time(x->exp, &t) < 0)
 		return s3cfg_fail(err, "the STS reply's <Expiration> is not "

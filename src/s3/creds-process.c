@@ -72,9 +72,11 @@ static int spawn(char **argv, int *outfd, pid_t *pid, const char *where,
 	if (e != 0) {
 		close(p[0]);
 		char tmp[128];
-		return s3cfg_fail(err, "credential_process (%s): cannot run "
-				       "'%s': %s",
-				  where, argv[0], strerror_r(e, tmp, sizeof tmp));
+		return s3cfg_fail(err,
+				  "credential_process (%s): cannot run "
+				  "'%s': %s",
+				  where, argv[0],
+				  strerror_r(e, tmp, sizeof tmp));
 	}
 	*outfd = p[0];
 	return 0;
@@ -116,8 +118,9 @@ int creds_run_process(const char *cmd, const char *where, s3_creds *out,
 					      : "was killed by signal",
 				WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 	else if (too_big)
-		rc = s3cfg_fail(err, "credential_process (%s): '%s' printed "
-				     "more than %d bytes",
+		rc = s3cfg_fail(err,
+				"credential_process (%s): '%s' printed "
+				"more than %d bytes",
 				where, argv[0], PROCESS_OUT_MAX);
 	else {
 		buf what = BUF_INIT;

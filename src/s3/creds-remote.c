@@ -65,8 +65,8 @@ static char *container_token(bool *failed, char **err)
 	const char *t = s3cfg_env_get("AWS_CONTAINER_AUTHORIZATION_TOKEN");
 	char *tok = NULL;
 	if (f)
-		tok = creds_read_token_file(f, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-				      err);
+		tok = creds_read_token_file(
+		    f, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", err);
 	else if (t)
 		tok = strdup(t);
 	if ((f || t) && !tok) {
@@ -116,7 +116,8 @@ static int container_try(const credhttp_req *rq, const char *label,
 int credp_container(const creds_provider *self, const creds_ctx *cx,
 		    s3_creds *out, buf *tried, char **err)
 {
-	const char *rel = s3cfg_env_get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+	const char *rel =
+	    s3cfg_env_get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
 	const char *full = s3cfg_env_get("AWS_CONTAINER_CREDENTIALS_FULL_URI");
 	if (!rel && !full) {
 		buf_puts(tried, "container credentials "
@@ -136,7 +137,7 @@ int credp_container(const creds_provider *self, const creds_ctx *cx,
 	/* the relative URI is the task's capability: not in messages */
 	buf_printf(&label, "the container credentials endpoint %s",
 		   rel ? CONTAINER_HOST " (AWS_CONTAINER_CREDENTIALS_"
-				     "RELATIVE_URI)"
+					"RELATIVE_URI)"
 		       : full);
 	bool failed;
 	char *tok = container_token(&failed, err);
@@ -184,7 +185,8 @@ typedef struct imds {
 static void imds_setup(imds *m, const creds_ctx *cx)
 {
 	const char *ep = s3cfg_env_get("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-	const char *mode = s3cfg_env_get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
+	const char *mode =
+	    s3cfg_env_get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
 	if (!ep)
 		ep = mode && strcasecmp(mode, "IPv6") == 0 ? IMDS_DEFAULT_V6
 							   : IMDS_DEFAULT;
@@ -238,9 +240,9 @@ static int imds_do(imds *m, const char *method, const char *path,
 static int imds_token(imds *m, char **err)
 {
 	credhttp_resp rs;
-	int rc = imds_do(m, "PUT", "/latest/api/token",
-			 "X-aws-ec2-metadata-token-ttl-seconds: " IMDS_TOKEN_TTL,
-			 &rs, err);
+	int rc = imds_do(
+	    m, "PUT", "/latest/api/token",
+	    "X-aws-ec2-metadata-token-ttl-seconds: " IMDS_TOKEN_TTL, &rs, err);
 	if (rc < 0 && !(rs.timed_out && rs.connected))
 		return -1; /* nobody there: no point asking for IMDSv1 */
 	if (rc == 0 && rs.status == 200 && rs.body.len > 0 &&
@@ -252,14 +254,14 @@ static int imds_token(imds *m, char **err)
 	if (rc == 0 && rs.status != 403 && rs.status != 404 &&
 	    rs.status != 405 && rs.status != 200) {
 		free(*err);
-		return s3cfg_fail(err, "PUT %s/latest/api/token answered HTTP %ld",
+		return s3cfg_fail(err,
+				  "PUT %s/latest/api/token answered HTTP %ld",
 				  m->base, rs.status);
 	}
 	if (!m->v1_allowed) {
 		char *e = *err;
 		*err = NULL;
-		s3cfg_fail(err,
-			   "no IMDSv2 token (%s) and IMDSv1 is disabled",
+		s3cfg_fail(err, "no IMDSv2 token (%s) and IMDSv1 is disabled",
 			   e ? e : "the token request was refused");
 		free(e);
 		return -1;
@@ -276,8 +278,8 @@ static int imds_get(imds *m, const char *path, buf *body, char **err)
 	if (m->token)
 		buf_printf(&h, "X-aws-ec2-metadata-token: %s", m->token);
 	credhttp_resp rs;
-	int rc = imds_do(m, "GET", path, m->token ? buf_cstr(&h) : NULL, &rs,
-			 err);
+	int rc =
+	    imds_do(m, "GET", path, m->token ? buf_cstr(&h) : NULL, &rs, err);
 	buf_free(&h);
 	if (rc < 0)
 		return -1;
@@ -285,10 +287,9 @@ static int imds_get(imds *m, const char *path, buf *body, char **err)
 		buf_free(&rs.body);
 		return s3cfg_fail(err, "GET %s%s answered HTTP %ld%s", m->base,
 				  path, rs.status,
-				  rs.status == 404 ? " (no instance role?)"
-				  : rs.status == 401
-				      ? " (IMDSv2 token refused)"
-				      : "");
+				  rs.status == 404   ? " (no instance role?)"
+				  : rs.status == 401 ? " (IMDSv2 token refused)"
+						     : "");
 	}
 	*body = rs.body;
 	return 0;

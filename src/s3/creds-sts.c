@@ -89,16 +89,23 @@ static int sts_sign(const char *endpoint, const char *region, const buf *form,
 	sigv4_amz_date(time(NULL), amz_date);
 	sigv4_sha256_hex(form->data ? form->data : "", form->len, payload);
 	sigv4_header h[] = {
-	    {"content-type", "application/x-www-form-urlencoded; charset=utf-8"},
+	    {"content-type",
+	     "application/x-www-form-urlencoded; charset=utf-8"},
 	    {"host", host},
 	    {"x-amz-date", amz_date},
 	    {"x-amz-security-token", c->session_token},
 	};
 	size_t n = c->session_token ? 4 : 3;
-	sigv4_input in = {.method = "POST", .path = "/", .query = "",
-			  .headers = h, .n_headers = n, .payload_hash = payload,
-			  .normalize_path = true, .region = region,
-			  .service = "sts", .amz_date = amz_date};
+	sigv4_input in = {.method = "POST",
+			  .path = "/",
+			  .query = "",
+			  .headers = h,
+			  .n_headers = n,
+			  .payload_hash = payload,
+			  .normalize_path = true,
+			  .region = region,
+			  .service = "sts",
+			  .amz_date = amz_date};
 	sigv4_creds sc = {c->access_key, c->secret_key, c->session_token};
 	sigv4_result sr = {0};
 	if (sigv4_sign_header(&in, &sc, &sr) < 0)
@@ -113,26 +120,31 @@ static int sts_sign(const char *endpoint, const char *region, const buf *form,
 }
 
 /* One attempt: 0 creds, 1 transient failure, -1 final; *err either way. */
-static int sts_try(const char *action, const char *endpoint,
-		   const char *region, const buf *form, const s3_creds *signer,
-		   s3_creds *out, char **err)
+static int sts_try(const char *action, const char *endpoint, const char *region,
+		   const buf *form, const s3_creds *signer, s3_creds *out,
+		   char **err)
 {
 	buf keep[3] = {BUF_INIT, BUF_INIT, BUF_INIT}, url = BUF_INIT,
 	    hosth = BUF_INIT;
 	const char *host = strstr(endpoint, "://");
 	buf_printf(&hosth, "Host: %s", host ? host + 3 : endpoint);
 	buf_printf(&url, "%s/", endpoint);
-	int rc = signer ? sts_sign(endpoint, region, form, signer, keep, err)
-			: 0;
+	int rc =
+	    signer ? sts_sign(endpoint, region, form, signer, keep, err) : 0;
 	const char *hdrs[] = {
 	    "Content-Type: application/x-www-form-urlencoded; charset=utf-8",
-	    "Accept: application/xml", buf_cstr(&hosth),
+	    "Accept: application/xml",
+	    buf_cstr(&hosth),
 	    keep[0].len ? buf_cstr(&keep[0]) : NULL,
 	    keep[1].len ? buf_cstr(&keep[1]) : NULL,
-	    keep[2].len ? buf_cstr(&keep[2]) : NULL, NULL};
-	credhttp_req rq = {.method = "POST", .url = buf_cstr(&url),
-			   .headers = hdrs, .body = form->data,
-			   .body_len = form->len, .connect_ms = STS_CONNECT_MS,
+	    keep[2].len ? buf_cstr(&keep[2]) : NULL,
+	    NULL};
+	credhttp_req rq = {.method = "POST",
+			   .url = buf_cstr(&url),
+			   .headers = hdrs,
+			   .body = form->data,
+			   .body_len = form->len,
+			   .connect_ms = STS_CONNECT_MS,
 			   .total_ms = STS_TOTAL_MS};
 	credhttp_resp rs = {0};
 	char *herr = NULL;
@@ -159,7 +171,8 @@ static int sts_try(const char *action, const char *endpoint,
 		} else {
 			s3cfg_fail(err, "STS %s at %s answered HTTP %ld: %s",
 				   action, endpoint, rs.status,
-				   perr ? perr : "not a reply with credentials");
+				   perr ? perr
+					: "not a reply with credentials");
 			rc = rs.status >= 500 ? 1 : -1;
 		}
 		free(perr);
@@ -224,8 +237,8 @@ static int web_identity(const creds_ctx *cx, const aws_profile *p,
 	form_add(&form, "WebIdentityToken", tok);
 	s3cfg_secret_free(tok);
 	char *e = NULL;
-	int rc = sts_call("AssumeRoleWithWebIdentity", cx, p, &form, NULL, out,
-			  &e);
+	int rc =
+	    sts_call("AssumeRoleWithWebIdentity", cx, p, &form, NULL, out, &e);
 	if (rc < 0)
 		s3cfg_fail(err, "web identity (token file %s, role %s): %s",
 			   token_file, role, e ? e : "out of memory");
@@ -258,9 +271,10 @@ int credp_web_identity(const creds_provider *self, const creds_ctx *cx,
 				"set)");
 		rc = 0;
 	} else if (!role) {
-		rc = s3cfg_fail(err, "web identity: a token file is set (%s) "
-				     "but no role: set AWS_ROLE_ARN or the "
-				     "profile's role_arn",
+		rc = s3cfg_fail(err,
+				"web identity: a token file is set (%s) "
+				"but no role: set AWS_ROLE_ARN or the "
+				"profile's role_arn",
 				file);
 	} else {
 		char *path = s3cfg_expand_home(file);
@@ -287,8 +301,8 @@ static int assume_profile(const creds_ctx *cx, const char *name,
 static int from_credential_source(const creds_ctx *cx, const char *src,
 				  const char *name, s3_creds *out, char **err)
 {
-	int (*fn)(const creds_provider *, const creds_ctx *, s3_creds *,
-		  buf *, char **) = NULL;
+	int (*fn)(const creds_provider *, const creds_ctx *, s3_creds *, buf *,
+		  char **) = NULL;
 	if (strcmp(src, "Environment") == 0)
 		fn = credp_env;
 	else if (strcmp(src, "Ec2InstanceMetadata") == 0)
@@ -304,8 +318,9 @@ static int from_credential_source(const creds_ctx *cx, const char *src,
 	buf why = BUF_INIT;
 	int r = fn(NULL, cx, out, &why, err);
 	if (r == 0)
-		s3cfg_fail(err, "profile '%s': credential_source %s gave no "
-				"credentials: %s",
+		s3cfg_fail(err,
+			   "profile '%s': credential_source %s gave no "
+			   "credentials: %s",
 			   name, src, buf_cstr(&why));
 	buf_free(&why);
 	return r > 0 ? 0 : -1;
@@ -317,8 +332,9 @@ static int from_source_profile(const creds_ctx *cx, const char *name,
 			       char **err)
 {
 	if (depth >= ASSUME_DEPTH)
-		return s3cfg_fail(err, "source_profile chain deeper than %d "
-				       "profiles (a loop?) at '%s'",
+		return s3cfg_fail(err,
+				  "source_profile chain deeper than %d "
+				  "profiles (a loop?) at '%s'",
 				  ASSUME_DEPTH, name);
 	aws_profile p;
 	char *where = NULL;
@@ -335,9 +351,10 @@ static int from_source_profile(const creds_ctx *cx, const char *name,
 		rc = assume_profile(cx, name, &p, where, depth + 1, out, err);
 	else if (p.web_identity_token_file.v)
 		rc = !p.role_arn.v
-			 ? s3cfg_fail(err, "profile '%s' has "
-					   "web_identity_token_file but no "
-					   "role_arn",
+			 ? s3cfg_fail(err,
+				      "profile '%s' has "
+				      "web_identity_token_file but no "
+				      "role_arn",
 				      name)
 			 : web_identity(cx, &p, p.web_identity_token_file.v,
 					p.role_arn.v, p.role_session_name.v,
@@ -358,18 +375,21 @@ static int assume_profile(const creds_ctx *cx, const char *name,
 {
 	const char *sp = p->source_profile.v, *cs = p->credential_source.v;
 	if (p->mfa_serial.v)
-		return s3cfg_fail(err, "profile '%s' needs an MFA code "
-				       "(mfa_serial), which a mount cannot "
-				       "ask for",
+		return s3cfg_fail(err,
+				  "profile '%s' needs an MFA code "
+				  "(mfa_serial), which a mount cannot "
+				  "ask for",
 				  name);
 	if (sp && cs)
-		return s3cfg_fail(err, "profile '%s' has both source_profile "
-				       "and credential_source (%s)",
+		return s3cfg_fail(err,
+				  "profile '%s' has both source_profile "
+				  "and credential_source (%s)",
 				  name, where);
 	if (!sp && !cs)
-		return s3cfg_fail(err, "profile '%s' has role_arn but neither "
-				       "source_profile nor credential_source "
-				       "(%s)",
+		return s3cfg_fail(err,
+				  "profile '%s' has role_arn but neither "
+				  "source_profile nor credential_source "
+				  "(%s)",
 				  name, where);
 	s3_creds src = {0};
 	bool self_ref = sp && strcmp(sp, name) == 0;
@@ -409,10 +429,10 @@ int credp_assume_role(const creds_provider *self, const creds_ctx *cx,
 		buf_printf(tried, "assume role (no role_arn in profile %s)",
 			   cx->profile);
 	else
-		rc = assume_profile(cx, cx->profile, &p, where, 0, out, err) ==
-			     0
-			 ? 1
-			 : -1;
+		rc =
+		    assume_profile(cx, cx->profile, &p, where, 0, out, err) == 0
+			? 1
+			: -1;
 	aws_profile_free(&p);
 	free(where);
 	return rc;

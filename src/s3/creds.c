@@ -65,10 +65,10 @@ struct creds_chain {
 	size_t n;
 	s3_creds cached; /* valid when have */
 	bool have;
-	size_t source;	 /* the provider that gave cached */
-	time_t fetched;	 /* when cached was fetched */
-	time_t next;	 /* when the refresher fetches next */
-	char *last_err;	 /* of the last failed fetch by a caller */
+	size_t source;	/* the provider that gave cached */
+	time_t fetched; /* when cached was fetched */
+	time_t next;	/* when the refresher fetches next */
+	char *last_err; /* of the last failed fetch by a caller */
 	double last_err_t;
 	pthread_t thread;
 	bool thread_on, stopping;
@@ -77,8 +77,8 @@ struct creds_chain {
 time_t creds_refresh_at(time_t fetched, time_t expires)
 {
 	time_t life = expires - fetched;
-	time_t margin = life / 3 < CREDS_REFRESH_MARGIN ? life / 3
-							: CREDS_REFRESH_MARGIN;
+	time_t margin =
+	    life / 3 < CREDS_REFRESH_MARGIN ? life / 3 : CREDS_REFRESH_MARGIN;
 	time_t at = expires - margin;
 	return at < fetched + 1 ? fetched + 1 : at;
 }

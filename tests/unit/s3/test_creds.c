@@ -98,11 +98,11 @@ static void assert_no_secret(const char *s)
 
 TestSuite(json, .init = setup, .fini = teardown);
 
-#define IMDS_DOC                                                              \
-	"{\n  \"Code\" : \"Success\",\n  \"LastUpdated\" : "                  \
-	"\"2024-05-01T10:00:00Z\",\n  \"Type\" : \"AWS-HMAC\",\n"             \
+#define IMDS_DOC                                                               \
+	"{\n  \"Code\" : \"Success\",\n  \"LastUpdated\" : "                   \
+	"\"2024-05-01T10:00:00Z\",\n  \"Type\" : \"AWS-HMAC\",\n"              \
 	"  \"AccessKeyId\" : \"ASIAIMDS\",\n  \"SecretAccessKey\" : \"" SECRET \
-	"\",\n  \"Token\" : \"" TOKEN "\",\n"                                 \
+	"\",\n  \"Token\" : \"" TOKEN "\",\n"                                  \
 	"  \"Expiration\" : \"2024-05-01T16:00:00Z\"\n}"
 
 Test(json, imds_document)
@@ -121,10 +121,11 @@ Test(json, imds_document)
 
 Test(json, container_document_with_offset_and_fraction)
 {
-	const char *d = "{\"RoleArn\":\"arn:aws:iam::1:role/r\","
-			"\"AccessKeyId\":\"ASIAECS\",\"SecretAccessKey\":\"" SECRET
-			"\",\"Token\":\"" TOKEN "\","
-			"\"Expiration\":\"2024-05-01T18:00:00.123+02:00\"}";
+	const char *d =
+	    "{\"RoleArn\":\"arn:aws:iam::1:role/r\","
+	    "\"AccessKeyId\":\"ASIAECS\",\"SecretAccessKey\":\"" SECRET
+	    "\",\"Token\":\"" TOKEN "\","
+	    "\"Expiration\":\"2024-05-01T18:00:00.123+02:00\"}";
 	s3_creds c;
 	char *err = NULL;
 	cr_assert_eq(creds_parse_json(d, strlen(d), false, "ecs", &c, &err), 0,
@@ -137,9 +138,9 @@ static char *json_err(const char *doc, bool process)
 {
 	s3_creds c;
 	char *err = NULL;
-	cr_assert_eq(creds_parse_json(doc, strlen(doc), process, "the doc", &c,
-				      &err),
-		     -1, "accepted: %s", doc);
+	cr_assert_eq(
+	    creds_parse_json(doc, strlen(doc), process, "the doc", &c, &err),
+	    -1, "accepted: %s", doc);
 	cr_assert_null(c.access_key);
 	assert_has(err, "the doc");
 	assert_no_secret(err);
@@ -167,15 +168,16 @@ Test(json, bad_documents_name_the_field_never_a_value)
 	    {"{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"" SECRET "\","
 	     "\"Token\":\"" TOKEN "\",\"Expiration\":\"" SECRET "\"}",
 	     "not an ISO-8601", false},
-	    {"{\"Code\":\"AssumeRoleUnauthorizedAccess\",\"AccessKeyId\":\"A\"}",
+	    {"{\"Code\":\"AssumeRoleUnauthorizedAccess\",\"AccessKeyId\":"
+	     "\"A\"}",
 	     "not Success", false},
 	    {"{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"" SECRET "\"}",
 	     "\"Version\"", true},
-	    {"{\"Version\":2,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"" SECRET
-	     "\"}",
+	    {"{\"Version\":2,\"AccessKeyId\":\"A\",\"SecretAccessKey\":"
+	     "\"" SECRET "\"}",
 	     "only 1", true},
-	    {"{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"" SECRET
-	     "\",\"Expiration\":12}",
+	    {"{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":"
+	     "\"" SECRET "\",\"Expiration\":12}",
 	     "not a string", true},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -253,7 +255,8 @@ Test(sts, assume_role_reply)
 Test(sts, error_reply)
 {
 	const char *b =
-	    "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+	    "<ErrorResponse "
+	    "xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
 	    "<Error><Type>Sender</Type><Code>ExpiredTokenException</Code>"
 	    "<Message>Token expired: current date/time 1700000100 must be "
 	    "before the expiration date/time 1700000000</Message></Error>"
@@ -275,7 +278,8 @@ Test(sts, not_a_reply)
 	    "A</AccessKeyId><SecretAccessKey>" SECRET "</SecretAccessKey>"
 	    "<Expiration>2024-05-01T16:00:00Z</Expiration></Credentials>"
 	    "</AssumeRoleResult></AssumeRoleResponse>",
-	    "<ErrorResponse><Error><Message>x</Message></Error></ErrorResponse>",
+	    "<ErrorResponse><Error><Message>x</Message></Error></"
+	    "ErrorResponse>",
 	    "<html><body>proxy login</body></html>",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -306,9 +310,12 @@ Test(rules, container_hosts)
 	    "https://creds.example.com/c",
 	};
 	const char *bad[] = {
-	    "http://169.254.169.254/latest", "http://10.0.0.1/c",
-	    "http://example.com/c",	     "http://user:pw@127.0.0.1/c",
-	    "ftp://127.0.0.1/c",	     "http://[fd00:ec2::24]/c",
+	    "http://169.254.169.254/latest",
+	    "http://10.0.0.1/c",
+	    "http://example.com/c",
+	    "http://user:pw@127.0.0.1/c",
+	    "ftp://127.0.0.1/c",
+	    "http://[fd00:ec2::24]/c",
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
 		cr_assert_null(container_url_problem(ok[i]), "%s", ok[i]);
@@ -376,9 +383,9 @@ static void chain_ok(const char *profile, const char *want_id)
 	creds_chain_free(ch);
 }
 
-#define PROC_JSON(id)                                                         \
-	"printf '{\"Version\": 1, \"AccessKeyId\": \"" id "\", "             \
-	"\"SecretAccessKey\": \"" SECRET "\", \"SessionToken\": \"" TOKEN     \
+#define PROC_JSON(id)                                                     \
+	"printf '{\"Version\": 1, \"AccessKeyId\": \"" id "\", "          \
+	"\"SecretAccessKey\": \"" SECRET "\", \"SessionToken\": \"" TOKEN \
 	"\", \"Expiration\": \"2999-01-01T00:00:00Z\"}'"
 
 Test(providers, credential_process_runs_a_command)
@@ -419,15 +426,16 @@ Test(providers, environment_beats_everything)
 
 Test(providers, shared_file_beats_process_which_beats_config_file)
 {
-	config("[default]\ncredential_process = " PROC_JSON("ASIAPROC") "\n"
-	       "aws_access_key_id = AKIACONFIG\n"
-	       "aws_secret_access_key = " SECRET "\n");
+	config("[default]\ncredential_process = " PROC_JSON(
+	    "ASIAPROC") "\n"
+			"aws_access_key_id = AKIACONFIG\n"
+			"aws_secret_access_key = " SECRET "\n");
 	chain_ok(NULL, "ASIAPROC");
 	setenv("AWS_SHARED_CREDENTIALS_FILE",
-	       write_file("credentials", "[default]\n"
-					 "aws_access_key_id = AKIASHARED\n"
-					 "aws_secret_access_key = " SECRET
-					 "\n"),
+	       write_file("credentials",
+			  "[default]\n"
+			  "aws_access_key_id = AKIASHARED\n"
+			  "aws_secret_access_key = " SECRET "\n"),
 	       1);
 	chain_ok(NULL, "AKIASHARED");
 }
@@ -540,9 +548,9 @@ TestSuite(chain, .init = setup, .fini = teardown);
 
 typedef struct fake {
 	atomic_int calls;
-	time_t expires_in;  /* 0: never expire */
-	int fail_after;	    /* fail from this call on; 0: never */
-	int slow_from;	    /* calls from this one on take slow_ms */
+	time_t expires_in; /* 0: never expire */
+	int fail_after;	   /* fail from this call on; 0: never */
+	int slow_from;	   /* calls from this one on take slow_ms */
 	long slow_ms;
 } fake;
 
@@ -763,8 +771,7 @@ static void *worker_run(void *arg)
 		s3_creds c;
 		char *err = NULL;
 		if (creds_chain_get(w->ch, &c, &err) == 0 &&
-		    strcmp(c.secret_key, SECRET) == 0 &&
-		    c.expires > time(NULL))
+		    strcmp(c.secret_key, SECRET) == 0 && c.expires > time(NULL))
 			w->ok++;
 		else
 			w->bad++;
