@@ -35,7 +35,8 @@ STSServer      STS's query API, POST / form-encoded:
                with AWS's response and ErrorResponse XML shapes.
 
 Each server can be told to misbehave: mode "garbage" (200 with a body that
-is not the document) or "hang" (accept, read the request, never answer).
+is not the document) or "hang" (accept, read the request, never answer);
+STSServer.fail_next(n) answers the next n calls with 503.
 Every server records what it was asked in `requests`.
 """
 
@@ -335,7 +336,14 @@ class STSServer(_Server):
         self.keys, self.region = keys, region
         self.source_keys = dict(source_keys or {})
         self.calls = []  # dicts: action, role, session, token, signer
+        self.failures = 0  # the next this many calls answer 503
         super().__init__(mode)
+
+    def fail_next(self, n):
+        """The next n calls get 503 ServiceUnavailable (STS's Receiver
+        error for an outage)."""
+        with self.lock:
+            self.failures = n
 
     def _error(self, status, code, message, typ="Sender"):
         xml = (f'<ErrorResponse xmlns="{STS_NS}">\n'
@@ -383,6 +391,13 @@ class STSServer(_Server):
                     token=form.get("WebIdentityToken"), signer=None)
         with self.lock:
             self.calls.append(call)
+            fail = self.failures > 0
+            self.failures -= fail
+        if fail:
+            call["failed"] = True
+            return self._error(503, "ServiceUnavailable",
+                               "Service is unable to handle request.",
+                               "Receiver")
         if action == "AssumeRoleWithWebIdentity":
             claims = jwt_claims(form.get("WebIdentityToken", ""))
             if not claims:

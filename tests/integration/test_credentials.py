@@ -124,6 +124,9 @@ def test_web_identity_rotates_without_a_failed_request(
                   AWS_ROLE_SESSION_NAME="trainer-0",
                   AWS_ENDPOINT_URL_STS=sts.url)
     m = mount_via(mount, s3server, bucket, proxy, env, tmp_path)
+    # STS is down for the first refresh (both attempts of it): the mount
+    # keeps the current set, warns, and tries again before it expires
+    sts.fail_next(2)
     t0 = time.monotonic()
     i = 0
     # Kubernetes rotates the projected token: so do we, every step
@@ -137,7 +140,10 @@ def test_web_identity_rotates_without_a_failed_request(
     assert guard.static == 0
     used = [k["id"] for k in keys.issued if guard.used.get(k["id"])]
     assert len(used) >= 4, f"sets used: {used} of {len(keys.issued)}"
-    calls = [c for c in sts.calls if c["action"] == "AssumeRoleWithWebIdentity"]
+    calls = [c for c in sts.calls if c["action"] == "AssumeRoleWithWebIdentity"
+             and not c.get("failed")]
+    assert sum(1 for c in sts.calls if c.get("failed")) == 2
+    assert "refreshing the credentials from web identity failed" in m.log_text()
     assert {c["role"] for c in calls} == {ROLE}
     assert {c["session"] for c in calls} == {"trainer-0"}
     assert len({c["token"] for c in calls}) == len(calls), \
