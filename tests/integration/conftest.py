@@ -353,15 +353,14 @@ class S3Server:
         return base_env(**keys)
 
 
-def _rgw(name, **knobs):
-    """Starts a throwaway RGW (rgw.sh, with RGW_* knobs), yields its
-    S3Server, stops it."""
-    d = _SESSION_TMP / name
+@pytest.fixture(scope="session")
+def s3server():
+    """The session's S3 server (Ceph RGW on 127.0.0.1)."""
+    d = _SESSION_TMP / "rgw"
     _RGW_DIRS.append(d)
     try:
         t0 = time.monotonic()
-        p = subprocess.run([str(RGW_SH), "start", str(d)],
-                           env={**clean_env(), **knobs},
+        p = subprocess.run([str(RGW_SH), "start", str(d)], env=clean_env(),
                            capture_output=True, text=True, timeout=180)
         if p.returncode != 0:
             pytest.exit(f"rgw.sh start failed (exit {p.returncode}):\n"
@@ -370,7 +369,7 @@ def _rgw(name, **knobs):
                    if "=" in line)
         srv = S3Server(d, env)
         srv.start_seconds = time.monotonic() - t0
-        sys.stderr.write(f"\n[{name}] {srv.endpoint} ready in "
+        sys.stderr.write(f"\n[s3server] {srv.endpoint} ready in "
                          f"{srv.start_seconds:.1f}s\n")
         yield srv
     finally:
@@ -381,18 +380,35 @@ def _rgw(name, **knobs):
 
 
 @pytest.fixture(scope="session")
-def s3server():
-    """The session's S3 server (Ceph RGW on 127.0.0.1)."""
-    yield from _rgw("rgw")
-
-
-@pytest.fixture(scope="session")
 def sts_s3server():
-    """A second RGW with its STS enabled (RGW_STS=1), for the credential
-    tests: with STS on, RGW answers a wrong key or secret with AccessDenied
-    instead of InvalidAccessKeyId/SignatureDoesNotMatch, which the error
-    tests of the main server check."""
-    yield from _rgw("rgw-sts", RGW_STS="1")
+    """A second Ceph RGW, with its STS enabled (rgw.sh RGW_STS=1), for the
+    credential tests (test_credentials.py).  Not the session's server: with
+    STS on, RGW answers a wrong key or secret with AccessDenied instead of
+    InvalidAccessKeyId/SignatureDoesNotMatch, which test_errors.py checks."""
+    d = _SESSION_TMP / "rgw-sts"
+    rgw_sh = HERE.parent / "s3server" / "rgw.sh"
+    _RGW_DIRS.append(d)
+    try:
+        t0 = time.monotonic()
+        p = subprocess.run([str(rgw_sh), "start", str(d)],
+                           env={**clean_env(), "RGW_STS": "1"},
+                           capture_output=True, text=True, timeout=180)
+        if p.returncode != 0:
+            pytest.exit(f"rgw.sh start (RGW_STS=1) failed (exit "
+                        f"{p.returncode}):\n{p.stdout}\n{p.stderr}",
+                        returncode=3)
+        env = dict(line.split("=", 1) for line in p.stdout.splitlines()
+                   if "=" in line)
+        srv = S3Server(d, env)
+        srv.start_seconds = time.monotonic() - t0
+        sys.stderr.write(f"\n[sts_s3server] {srv.endpoint} ready in "
+                         f"{srv.start_seconds:.1f}s\n")
+        yield srv
+    finally:
+        if d in _RGW_DIRS:
+            subprocess.run([str(rgw_sh), "stop", str(d)], env=clean_env(),
+                           capture_output=True, timeout=60)
+            _RGW_DIRS.remove(d)
 
 
 def _test_hint(request):
