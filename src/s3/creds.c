@@ -18,11 +18,14 @@
  * the threads that sign every S3 request, never wait on the network: they
  * copy the current set under the mutex.  A failed refresh keeps the
  * current set and is retried after a quarter of the time left (1 to 60
- * s), with a warning in the log.  Only when no set has more than
- * CREDS_MIN_VALID seconds left does a caller fetch itself; fetches are
- * serialised (fetch_mu) and a caller that finds a fetch failed less than
- * a second ago gets that failure instead of starting another, so a dead
- * provider cannot stall every request in turn.
+ * s), with a warning in the log.  If the set expires while the refresher
+ * keeps failing, callers get that failure at once (they never wait on a
+ * provider after start-up); the refresher goes on trying.  A caller
+ * fetches itself only when no set was ever found, or when the set expired
+ * without the refresher having failed (it had no chance: a suspended
+ * machine); such fetches are serialised (fetch_mu) and a caller that
+ * finds one failed less than a second ago gets that failure instead of
+ * starting another.
  *
  * Locks: fetch_mu (held across a fetch) is taken before mu (held only to
  * read or swap the cached set); never the other way round.
@@ -70,6 +73,8 @@ struct creds_chain {
 	time_t next;	/* when the refresher fetches next */
 	char *last_err; /* of the last failed fetch by a caller */
 	double last_err_t;
+	char
+	    *refresh_err; /* of the refresher's last try; NULL when it worked */
 	pthread_t thread;
 	bool thread_on, stopping;
 };
@@ -136,6 +141,7 @@ void creds_chain_free(creds_chain *ch)
 	pthread_mutex_destroy(&ch->mu);
 	s3_creds_free(&ch->cached);
 	free(ch->last_err);
+	free(ch->refresh_err);
 	free(ch->providers);
 	free(ch->profile);
 	free(ch->region);
@@ -216,6 +222,8 @@ static void install(creds_chain *ch, s3_creds *fresh, size_t source)
 	memset(fresh, 0, sizeof(*fresh));
 	ch->have = true;
 	ch->source = source;
+	free(ch->refresh_err);
+	ch->refresh_err = NULL;
 	ch->fetched = time(NULL);
 	if (ch->cached.expires)
 		ch->next = creds_refresh_at(ch->fetched, ch->cached.expires);
@@ -257,6 +265,8 @@ static void refresh_once(creds_chain *ch)
 	} else {
 		time_t left = ch->cached.expires - now;
 		ch->next = now + retry_delay(left);
+		free(ch->refresh_err);
+		ch->refresh_err = strdup(err ? err : "out of memory");
 		log_warn("refreshing the credentials from %s failed: %s; the "
 			 "current ones are valid for %ld s more; next try in "
 			 "%ld s",
@@ -348,11 +358,28 @@ static int fetch_now(creds_chain *ch, char **err)
 	return rc;
 }
 
+/*
+ * The set expired after the refresher failed to replace it: fail at once
+ * (the refresher keeps trying) rather than make this caller, maybe the
+ * http loop's thread, wait on the provider.  Holds mu.
+ */
+static int expired_error(creds_chain *ch, char **err)
+{
+	return s3cfg_fail(err,
+			  "the credentials from %s expired %ld s ago and "
+			  "refreshing them failed: %s",
+			  ch->providers[ch->source].name,
+			  (long)(time(NULL) - ch->cached.expires),
+			  ch->refresh_err);
+}
+
 int creds_chain_get(creds_chain *ch, s3_creds *out, char **err)
 {
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&ch->mu);
 	int r = take(ch, out, err);
+	if (r == 0 && ch->have && ch->refresh_err)
+		r = expired_error(ch, err);
 	pthread_mutex_unlock(&ch->mu);
 	if (r != 0)
 		return r > 0 ? 0 : -1;

@@ -679,9 +679,13 @@ Test(chain, failed_refresh_keeps_the_set_until_it_expires, .timeout = 20)
 		usleep(50000);
 	s3_creds c;
 	char *err = NULL;
+	double a = clock_mono();
 	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
+	cr_assert_lt(clock_mono() - a, 0.5,
+		     "the caller waited on the provider");
 	cr_assert_null(c.access_key);
-	assert_has(err, "fake provider failed");
+	assert_has(err, "the credentials from fake expired");
+	assert_has(err, "refreshing them failed: fake provider failed");
 	free(err);
 	creds_chain_free(ch);
 }
