@@ -439,7 +439,8 @@ int s3_connect(const s3_settings *s, bool insecure, const retry_policy *retry,
 	*loop = NULL;
 	*client = NULL;
 	*err = NULL;
-	*creds = creds_chain_new(s->profile, s->region);
+	*creds = s->profile_explicit ? creds_chain_new_profile(s->profile, s->region)
+				     : creds_chain_new(s->profile, s->region);
 	s3_creds cr = {0};
 	if (!*creds || creds_chain_get(*creds, &cr, err) < 0)
 		goto fail;

@@ -49,6 +49,9 @@ typedef struct s3_settings {
 	char *ca_bundle; /* NULL: system default */
 	s3_addressing addressing;
 	bool use_https; /* derived from endpoint */
+	/* the profile came from the caller (--profile, -o profile=), not
+	 * AWS_PROFILE: as in the AWS CLI, environment keys are then ignored */
+	bool profile_explicit;
 } s3_settings;
 
 /*
@@ -119,6 +122,8 @@ struct creds_provider {
  * container credentials, EC2 instance metadata.
  */
 creds_chain *creds_chain_new(const char *profile, const char *region);
+/* The same without the environment provider (an explicit profile). */
+creds_chain *creds_chain_new_profile(const char *profile, const char *region);
 /* A chain over the given providers (the array is copied). */
 creds_chain *creds_chain_new_with(const char *profile, const char *region,
 				  const creds_provider *providers, size_t n);

@@ -125,6 +125,13 @@ creds_chain *creds_chain_new(const char *profile, const char *region)
 					sizeof(default_providers[0]));
 }
 
+creds_chain *creds_chain_new_profile(const char *profile, const char *region)
+{
+	return creds_chain_new_with(
+	    profile, region, default_providers + 1,
+	    sizeof(default_providers) / sizeof(default_providers[0]) - 1);
+}
+
 void creds_chain_free(creds_chain *ch)
 {
 	if (!ch)

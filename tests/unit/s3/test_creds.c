@@ -424,6 +424,38 @@ Test(providers, environment_beats_everything)
 	chain_ok(NULL, "AKIAENV");
 }
 
+Test(providers, explicit_profile_ignores_environment_keys)
+{
+	setenv("AWS_ACCESS_KEY_ID", "AKIAENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", SECRET, 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE",
+	       write_file("credentials",
+			  "[ckpt]\n"
+			  "aws_access_key_id = AKIAPROFILE\n"
+			  "aws_secret_access_key = " SECRET "\n"),
+	       1);
+	/* --profile / -o profile=: the profile, as `aws --profile` does */
+	s3_settings st = {.profile = strdup("ckpt"),
+			  .endpoint = strdup("http://127.0.0.1:9")};
+	char *err = NULL;
+	cr_assert_eq(s3_settings_resolve(&st, &err), 0, "%s", err);
+	cr_assert(st.profile_explicit);
+	creds_chain *ch = creds_chain_new_profile(st.profile, st.region);
+	s3_creds c;
+	cr_assert_eq(creds_chain_get(ch, &c, &err), 0, "%s", err);
+	cr_assert_str_eq(c.access_key, "AKIAPROFILE");
+	s3_creds_free(&c);
+	creds_chain_free(ch);
+	s3_settings_free(&st);
+	/* AWS_PROFILE: environment keys still win */
+	setenv("AWS_PROFILE", "ckpt", 1);
+	s3_settings st2 = {.endpoint = strdup("http://127.0.0.1:9")};
+	cr_assert_eq(s3_settings_resolve(&st2, &err), 0, "%s", err);
+	cr_assert_not(st2.profile_explicit);
+	s3_settings_free(&st2);
+	chain_ok(NULL, "AKIAENV");
+}
+
 Test(providers, shared_file_beats_process_which_beats_config_file)
 {
 	config("[default]\ncredential_process = " PROC_JSON(
