@@ -313,3 +313,23 @@ def test_sts_garbage_is_a_clear_error(mount, s3server, bucket, keys, servers,
     assert "AssumeRoleWithWebIdentity at " + sts.url in msg
     assert "answered HTTP 200" in msg
     assert_no_secret(f.stderr, keys)
+
+
+def test_explicit_profile_beats_environment_keys(mount, s3server, bucket,
+                                                 tmp_path):
+    """`--profile` skips AWS_ACCESS_KEY_ID as `aws --profile` does;
+    AWS_PROFILE does not (the wrong environment keys then fail)."""
+    cred = tmp_path / "credentials"
+    cred.write_text(f"[ckpt]\naws_access_key_id = {s3server.access_key}\n"
+                    f"aws_secret_access_key = {s3server.secret_key}\n")
+    env = env_for(s3server, AWS_SHARED_CREDENTIALS_FILE=cred,
+                  AWS_ACCESS_KEY_ID="AKIAWRONGWRONGWRONG",
+                  AWS_SECRET_ACCESS_KEY="wrong-secret")
+    m = mount(bucket, extra_args=("--profile", "ckpt"), env=env)
+    (m.path / "f").write_bytes(b"profile keys")
+    run([CKPTFS_BIN, "sync", str(m.path)], timeout=60)
+    assert s3server.client().get_object(
+        Bucket=bucket, Key="f")["Body"].read() == b"profile keys"
+    env["AWS_PROFILE"] = "ckpt"
+    f = failing_mount(mount, s3server, bucket, env, tmp_path, 30)
+    assert "credentials were refused" in "\n".join(f.message_lines())
