@@ -213,8 +213,10 @@ class IMDSServer(_Server):
     CREDS_DIR = "/latest/meta-data/iam/security-credentials/"
 
     def __init__(self, keys, role="ckptfs-node-role", require_v2=True,
-                 mode="ok"):
+                 tokens=True, mode="ok"):
+        """tokens=False: an IMDS without IMDSv2 (token PUTs get 404)."""
         self.keys, self.role, self.require_v2 = keys, role, require_v2
+        self.with_tokens = tokens
         self.tokens = {}  # token -> expiry (monotonic)
         super().__init__(mode)
 
@@ -231,9 +233,11 @@ class IMDSServer(_Server):
 
     def handle(self, method, path, headers, body):
         if method == "PUT":
-            if path == self.TOKEN_PATH:
+            if path == self.TOKEN_PATH and self.with_tokens:
                 return self._put_token(headers)
-            return _text(405, "Method Not Allowed")
+            return _text(404 if path == self.TOKEN_PATH else 405,
+                         "Not Found" if path == self.TOKEN_PATH
+                         else "Method Not Allowed")
         if method != "GET":
             return _text(405, "Method Not Allowed")
         tok = headers.get("X-aws-ec2-metadata-token")

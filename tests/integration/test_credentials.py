@@ -193,15 +193,7 @@ def test_imds_v2(mount, s3server, bucket, keys, guard, proxy, servers,
 
 def test_imds_v1_fallback_only_when_allowed(mount, s3server, bucket, keys,
                                            guard, proxy, servers, tmp_path):
-    imds = servers(IMDSServer, keys, require_v2=False)
-    imds.handle_put = imds.handle
-    orig = imds.handle
-
-    def v1_only(method, path, headers, body):  # an IMDS without tokens
-        if method == "PUT":
-            return credservers._text(404, "Not Found")
-        return orig(method, path, headers, body)
-    imds.handle = v1_only
+    imds = servers(IMDSServer, keys, require_v2=False, tokens=False)
     env = env_for(s3server, AWS_EC2_METADATA_DISABLED="false",
                   AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url,
                   AWS_EC2_METADATA_V1_DISABLED="true")
