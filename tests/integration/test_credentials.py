@@ -174,11 +174,20 @@ def test_web_identity_expired_token_is_a_clear_error(
 
 def test_imds_v2(mount, s3server, bucket, keys, guard, proxy, servers,
                  tmp_path):
+    """IMDSv2 only (401 without a token); 6 s credentials, so the mount
+    refreshes (a new token, then the role's document) while it works."""
+    keys.announce = 6
     imds = servers(IMDSServer, keys, require_v2=True)
     env = env_for(s3server, AWS_EC2_METADATA_DISABLED="false",
                   AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url)
     m = mount_via(mount, s3server, bucket, proxy, env, tmp_path)
-    save_and_read(s3server, bucket, m, 0)
+    i, t0 = 0, time.monotonic()
+    while len([k for k in keys.issued if guard.used.get(k["id"])]) < 2:
+        assert time.monotonic() - t0 < 30, "no refresh from IMDS"
+        save_and_read(s3server, bucket, m, i)
+        i += 1
+    assert guard.refused == []
+    assert imds.count("PUT") >= 2  # a token for each fetch
     puts = [r for r in imds.requests if r[0] == "PUT"]
     assert puts and all(p[1] == "/latest/api/token" and
                         p[2].get("X-aws-ec2-metadata-token-ttl-seconds") == "21600"
