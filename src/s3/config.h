@@ -96,6 +96,8 @@ typedef struct creds_chain creds_chain;
 typedef struct creds_ctx {
 	const char *profile; /* never NULL */
 	const char *region;  /* never NULL */
+	const char *ca_bundle; /* for https:// STS and container endpoints;
+				  NULL: the system's */
 } creds_ctx;
 
 /*
@@ -127,6 +129,9 @@ creds_chain *creds_chain_new_profile(const char *profile, const char *region);
 /* A chain over the given providers (the array is copied). */
 creds_chain *creds_chain_new_with(const char *profile, const char *region,
 				  const creds_provider *providers, size_t n);
+/* The CA bundle of the mount (s3_settings.ca_bundle) for the providers'
+ * https:// requests.  Call before the first creds_chain_get. */
+int creds_chain_set_ca_bundle(creds_chain *ch, const char *path);
 /* Stops the refresh thread (waiting for a fetch in progress) and frees. */
 void creds_chain_free(creds_chain *ch);
 

@@ -151,6 +151,7 @@ int credp_container(const creds_provider *self, const creds_ctx *cx,
 			   .headers = hdrs,
 			   .connect_ms = CONTAINER_TIMEOUT_MS,
 			   .total_ms = CONTAINER_TIMEOUT_MS,
+			   .ca_bundle = cx->ca_bundle,
 			   .label = buf_cstr(&label)};
 	for (int i = 0; rc == 0 && i < CONTAINER_ATTEMPTS; i++) {
 		if (i)

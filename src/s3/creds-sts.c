@@ -120,17 +120,18 @@ static int sts_sign(const char *endpoint, const char *region, const buf *form,
 }
 
 /* One attempt: 0 creds, 1 transient failure, -1 final; *err either way. */
-static int sts_try(const char *action, const char *endpoint, const char *region,
-		   const buf *form, const s3_creds *signer, s3_creds *out,
-		   char **err)
+static int sts_try(const char *action, const char *endpoint,
+		   const creds_ctx *cx, const buf *form, const s3_creds *signer,
+		   s3_creds *out, char **err)
 {
 	buf keep[3] = {BUF_INIT, BUF_INIT, BUF_INIT}, url = BUF_INIT,
 	    hosth = BUF_INIT;
 	const char *host = strstr(endpoint, "://");
 	buf_printf(&hosth, "Host: %s", host ? host + 3 : endpoint);
 	buf_printf(&url, "%s/", endpoint);
-	int rc =
-	    signer ? sts_sign(endpoint, region, form, signer, keep, err) : 0;
+	int rc = signer
+		     ? sts_sign(endpoint, cx->region, form, signer, keep, err)
+		     : 0;
 	const char *hdrs[] = {
 	    "Content-Type: application/x-www-form-urlencoded; charset=utf-8",
 	    "Accept: application/xml",
@@ -145,7 +146,8 @@ static int sts_try(const char *action, const char *endpoint, const char *region,
 			   .body = form->data,
 			   .body_len = form->len,
 			   .connect_ms = STS_CONNECT_MS,
-			   .total_ms = STS_TOTAL_MS};
+			   .total_ms = STS_TOTAL_MS,
+			   .ca_bundle = cx->ca_bundle};
 	credhttp_resp rs = {0};
 	char *herr = NULL;
 	if (rc == 0 && credhttp_perform(&rq, &rs, &herr) < 0) {
@@ -205,8 +207,7 @@ static int sts_call(const char *action, const creds_ctx *cx,
 			*err = NULL;
 			sleep(1);
 		}
-		rc = sts_try(action, endpoint, cx->region, form, signer, out,
-			     err);
+		rc = sts_try(action, endpoint, cx, form, signer, out, err);
 	}
 	free(endpoint);
 	return rc == 0 ? 0 : -1;

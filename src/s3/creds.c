@@ -63,7 +63,7 @@ struct creds_chain {
 	pthread_mutex_t mu;	  /* cached, have, source, times, stopping */
 	pthread_mutex_t fetch_mu; /* one fetch at a time */
 	pthread_cond_t cv;	  /* wakes the refresher */
-	char *profile, *region;
+	char *profile, *region, *ca_bundle;
 	creds_provider *providers;
 	size_t n;
 	s3_creds cached; /* valid when have */
@@ -152,7 +152,18 @@ void creds_chain_free(creds_chain *ch)
 	free(ch->providers);
 	free(ch->profile);
 	free(ch->region);
+	free(ch->ca_bundle);
 	free(ch);
+}
+
+int creds_chain_set_ca_bundle(creds_chain *ch, const char *path)
+{
+	char *p = path ? strdup(path) : NULL;
+	if (path && !p)
+		return -1;
+	free(ch->ca_bundle);
+	ch->ca_bundle = p;
+	return 0;
 }
 
 /* Adds what one provider looked at to the "tried" list. */
@@ -183,7 +194,7 @@ static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
 		       size_t *source, char **err)
 {
 	buf tried = BUF_INIT;
-	creds_ctx cx = {ch->profile, ch->region};
+	creds_ctx cx = {ch->profile, ch->region, ch->ca_bundle};
 	size_t end = one ? from + 1 : ch->n;
 	for (size_t i = from; i < end; i++) {
 		const creds_provider *p = &ch->providers[i];

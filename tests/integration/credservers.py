@@ -47,6 +47,7 @@ import hmac
 import http.server
 import json
 import secrets
+import ssl
 import threading
 import time
 import urllib.parse
@@ -137,7 +138,8 @@ class _Server:
     """A ThreadingHTTPServer on 127.0.0.1 with a handler class bound to
     this object; stop() closes it and releases hung handlers."""
 
-    def __init__(self, mode="ok"):
+    def __init__(self, mode="ok", tls=None):
+        """tls: (certificate file, key file) to serve https://."""
         self.mode = mode
         self.requests = []
         self.lock = threading.Lock()
@@ -177,6 +179,12 @@ class _Server:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*map(str, tls))
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket,
+                                                server_side=True)
+            self.url = f"https://127.0.0.1:{self.port}"
         self._t = threading.Thread(target=self.httpd.serve_forever,
                                    daemon=True)
         self._t.start()
@@ -335,13 +343,14 @@ def _sigv4_ok(secret, method, path, headers, body, auth, region):
 
 
 class STSServer(_Server):
-    def __init__(self, keys, source_keys=None, region="us-east-1", mode="ok"):
+    def __init__(self, keys, source_keys=None, region="us-east-1", mode="ok",
+                 tls=None):
         """source_keys: {access key id: secret} allowed to sign AssumeRole."""
         self.keys, self.region = keys, region
         self.source_keys = dict(source_keys or {})
         self.calls = []  # dicts: action, role, session, token, signer
         self.failures = 0  # the next this many calls answer 503
-        super().__init__(mode)
+        super().__init__(mode, tls)
 
     def fail_next(self, n):
         """The next n calls get 503 ServiceUnavailable (STS's Receiver

@@ -334,3 +334,26 @@ def test_explicit_profile_beats_environment_keys(mount, s3server, bucket,
     env["AWS_PROFILE"] = "ckpt"
     f = failing_mount(mount, s3server, bucket, env, tmp_path, 30)
     assert "credentials were refused" in "\n".join(f.message_lines())
+
+
+def test_sts_over_https_checks_the_certificate(mount, s3server, bucket, keys,
+                                              guard, proxy, servers,
+                                              tmp_path):
+    """An https:// STS endpoint is verified against the mount's CA bundle
+    (AWS_CA_BUNDLE here): refused without it, used with it."""
+    cert, key = tmp_path / "sts.pem", tmp_path / "sts.key"
+    run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+         "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"])
+    sts = servers(STSServer, keys, tls=(cert, key))
+    tok = tmp_path / "token"
+    tok.write_text(make_jwt(time.time() + 3600))
+    env = env_for(s3server, AWS_ROLE_ARN=ROLE, AWS_WEB_IDENTITY_TOKEN_FILE=tok,
+                  AWS_ENDPOINT_URL_STS=sts.url)
+    f = failing_mount(mount, s3server, bucket, env, tmp_path, 30)
+    msg = "\n".join(f.message_lines())
+    assert "AssumeRoleWithWebIdentity" in msg and "certificate" in msg, msg
+    env["AWS_CA_BUNDLE"] = str(cert)
+    m = mount_via(mount, s3server, bucket, proxy, env, tmp_path)
+    save_and_read(s3server, bucket, m, 0)
+    assert guard.used and guard.static == 0
