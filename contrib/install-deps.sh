@@ -13,7 +13,7 @@ PKGS="
   libcriterion-dev libinih-dev python3-pytest python3-pytest-xdist
   ceph-mon ceph-osd radosgw ceph-common uuid-runtime
   awscli python3-boto3 python3-torch
-  curl attr psmisc procps valgrind
+  curl openssl attr psmisc procps valgrind
   s3fs rclone hyperfine
 "
 

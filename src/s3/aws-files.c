@@ -93,6 +93,16 @@ static const key_slot config_keys[] = {
     {"aws_access_key_id", offsetof(aws_profile, access_key)},
     {"aws_secret_access_key", offsetof(aws_profile, secret_key)},
     {"aws_session_token", offsetof(aws_profile, session_token)},
+    {"role_arn", offsetof(aws_profile, role_arn)},
+    {"source_profile", offsetof(aws_profile, source_profile)},
+    {"credential_source", offsetof(aws_profile, credential_source)},
+    {"role_session_name", offsetof(aws_profile, role_session_name)},
+    {"external_id", offsetof(aws_profile, external_id)},
+    {"duration_seconds", offsetof(aws_profile, duration_seconds)},
+    {"mfa_serial", offsetof(aws_profile, mfa_serial)},
+    {"web_identity_token_file", offsetof(aws_profile, web_identity_token_file)},
+    {"credential_process", offsetof(aws_profile, credential_process)},
+    {"ec2_metadata_v1_disabled", offsetof(aws_profile, imds_v1_disabled)},
     {NULL, 0},
 };
 
@@ -100,6 +110,15 @@ static const key_slot creds_keys[] = {
     {"aws_access_key_id", offsetof(aws_profile, access_key)},
     {"aws_secret_access_key", offsetof(aws_profile, secret_key)},
     {"aws_session_token", offsetof(aws_profile, session_token)},
+    {"role_arn", offsetof(aws_profile, role_arn)},
+    {"source_profile", offsetof(aws_profile, source_profile)},
+    {"credential_source", offsetof(aws_profile, credential_source)},
+    {"role_session_name", offsetof(aws_profile, role_session_name)},
+    {"external_id", offsetof(aws_profile, external_id)},
+    {"duration_seconds", offsetof(aws_profile, duration_seconds)},
+    {"mfa_serial", offsetof(aws_profile, mfa_serial)},
+    {"web_identity_token_file", offsetof(aws_profile, web_identity_token_file)},
+    {"credential_process", offsetof(aws_profile, credential_process)},
     {NULL, 0},
 };
 
@@ -108,6 +127,17 @@ static const key_slot s3_keys[] = {
     {"addressing_style", offsetof(aws_profile, s3_addressing)},
     {NULL, 0},
 };
+
+static const key_slot sts_keys[] = {
+    {"endpoint_url", offsetof(aws_profile, sts_endpoint_url)},
+    {NULL, 0},
+};
+
+/* The service subsections we read ("s3 =", "sts =" and indented lines). */
+static const struct {
+	const char *name;
+	const key_slot *keys;
+} nested_sections[] = {{"s3", s3_keys}, {"sts", sts_keys}};
 
 /* An empty value unsets the key, like an empty environment variable. */
 static void cfg_val_set(cfg_val *cv, char *v, int line)
@@ -139,6 +169,14 @@ void aws_profile_free(aws_profile *p)
 	free(p->access_key.v);
 	s3cfg_secret_free(p->secret_key.v);
 	s3cfg_secret_free(p->session_token.v);
+	cfg_val *more[] = {&p->role_arn,	  &p->source_profile,
+			   &p->credential_source, &p->role_session_name,
+			   &p->external_id,	  &p->duration_seconds,
+			   &p->mfa_serial,	  &p->web_identity_token_file,
+			   &p->credential_process, &p->sts_endpoint_url,
+			   &p->imds_v1_disabled};
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+		free(more[i]->v);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -187,7 +225,8 @@ typedef struct ini_ctx {
 	bool in_profile;
 	/* the key the current indented lines continue */
 	const key_slot *cont_slot;
-	bool in_s3;
+	const key_slot *nested; /* in "s3 =" or "sts =": its keys */
+	const char *nested_name;
 	char *err;
 	bool oom;
 } ini_ctx;
@@ -201,7 +240,7 @@ static void ini_set_section(ini_ctx *x, const char *s, const char *end)
 		x->oom = true;
 	x->have_prev = false;
 	x->cont_slot = NULL;
-	x->in_s3 = false;
+	x->nested = NULL;
 	x->in_profile = x->section && x->kind->match(x->section, x->profile);
 	if (x->in_profile)
 		x->out->found = true;
@@ -304,21 +343,25 @@ static int ini_error(ini_ctx *x, const char *what)
 	return 0;
 }
 
-/* An indented "key = value" line under "s3 =". */
-static int ini_s3_line(ini_ctx *x)
+/* An indented "key = value" line under "s3 =" or "sts =". */
+static int ini_nested_line(ini_ctx *x)
 {
 	const char *end = x->raw + x->raw_len;
 	const char *eq = memchr(x->raw, '=', x->raw_len);
-	if (!eq)
-		return ini_error(x, "expected 'key = value' under 's3 ='");
+	if (!eq) {
+		char what[64];
+		snprintf(what, sizeof what, "expected 'key = value' under '%s ='",
+			 x->nested_name);
+		return ini_error(x, what);
+	}
 	const char *k = x->raw, *kend = eq;
 	while (k < kend && s3cfg_is_space(*k))
 		k++;
 	while (kend > k && s3cfg_is_space(kend[-1]))
 		kend--;
-	const key_slot *slot = slot_find(s3_keys, k, (size_t)(kend - k));
+	const key_slot *slot = slot_find(x->nested, k, (size_t)(kend - k));
 	if (!slot)
-		return 1; /* other s3 settings are the CLI's, not ours */
+		return 1; /* other settings are the CLI's, not ours */
 	char *v = dup_value(eq + 1, end);
 	if (!v) {
 		x->oom = true;
@@ -330,8 +373,8 @@ static int ini_s3_line(ini_ctx *x)
 
 static int ini_continuation(ini_ctx *x)
 {
-	if (x->in_s3)
-		return ini_s3_line(x);
+	if (x->nested)
+		return ini_nested_line(x);
 	if (!x->cont_slot)
 		return 1; /* continues a key we do not use */
 	return ini_error(x, "unexpected indented line (only the lines under "
@@ -341,13 +384,22 @@ static int ini_continuation(ini_ctx *x)
 static int ini_key(ini_ctx *x, const char *name, const char *value)
 {
 	x->cont_slot = NULL;
-	x->in_s3 = x->kind->nested && strcasecmp(name, "s3") == 0;
-	if (x->in_s3) {
-		if (*value)
-			return ini_error(x, "expected nothing after 's3 =' "
-					    "(its settings go on the "
-					    "indented lines below)");
-		return 1;
+	x->nested = NULL;
+	for (size_t i = 0; x->kind->nested && i < sizeof(nested_sections) /
+						      sizeof(nested_sections[0]);
+	     i++) {
+		if (strcasecmp(name, nested_sections[i].name) != 0)
+			continue;
+		x->nested = nested_sections[i].keys;
+		x->nested_name = nested_sections[i].name;
+		if (!*value)
+			return 1;
+		char what[96];
+		snprintf(what, sizeof what,
+			 "expected nothing after '%s =' (its settings go on "
+			 "the indented lines below)",
+			 x->nested_name);
+		return ini_error(x, what);
 	}
 	const key_slot *slot = slot_find(x->kind->keys, name, strlen(name));
 	if (!slot)

@@ -439,8 +439,13 @@ int s3_connect(const s3_settings *s, bool insecure, const retry_policy *retry,
 	*loop = NULL;
 	*client = NULL;
 	*err = NULL;
-	*creds = creds_chain_new(s->profile);
+	*creds = s->profile_explicit ? creds_chain_new_profile(s->profile, s->region)
+				     : creds_chain_new(s->profile, s->region);
 	s3_creds cr = {0};
+	if (*creds && creds_chain_set_ca_bundle(*creds, s->ca_bundle) < 0) {
+		creds_chain_free(*creds);
+		*creds = NULL;
+	}
 	if (!*creds || creds_chain_get(*creds, &cr, err) < 0)
 		goto fail;
 	s3_creds_free(&cr);

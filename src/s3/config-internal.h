@@ -25,6 +25,12 @@ typedef struct aws_profile {
 	cfg_val region, endpoint_url, ca_bundle;
 	cfg_val s3_endpoint_url, s3_addressing;
 	cfg_val access_key, secret_key, session_token;
+	/* assume-role, web identity and credential_process (creds-*.c) */
+	cfg_val role_arn, source_profile, credential_source;
+	cfg_val role_session_name, external_id, duration_seconds, mfa_serial;
+	cfg_val web_identity_token_file, credential_process;
+	cfg_val sts_endpoint_url; /* "sts =" subsection's endpoint_url */
+	cfg_val imds_v1_disabled; /* ec2_metadata_v1_disabled */
 } aws_profile;
 
 typedef struct key_slot {

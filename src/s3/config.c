@@ -300,6 +300,7 @@ static int addressing_parse(const cfg_val *cv, const char *path,
 typedef struct resolved {
 	char *profile;
 	bool profile_named; /* by the caller or AWS_PROFILE */
+	bool profile_explicit; /* by the caller */
 	char *config_path;
 	aws_profile cfg;
 	char *region;
@@ -446,6 +447,7 @@ static int ca_bundle_pick(const s3_settings *s, resolved *r, char **err)
 static int profile_pick(const s3_settings *s, resolved *r, char **err)
 {
 	const char *p = s->profile ? s->profile : s3cfg_env_get("AWS_PROFILE");
+	r->profile_explicit = s->profile != NULL;
 	r->profile_named = p != NULL;
 	r->profile = strdup(p ? p : "default");
 	r->config_path = aws_file_path("AWS_CONFIG_FILE", "config");
@@ -461,6 +463,7 @@ static void resolved_commit(s3_settings *s, resolved *r)
 {
 	free(s->profile);
 	s->profile = r->profile;
+	s->profile_explicit = r->profile_explicit;
 	r->profile = NULL;
 	free(s->region);
 	s->region = r->region;

@@ -18,9 +18,9 @@
  * files (as in the AWS CLI); "default" may be absent.  Missing files are
  * not errors; unreadable or malformed ones are, naming file and line.
  *
- * Credentials come from a chain of providers tried in order (environment,
- * shared files; IMDSv2 and web identity slot in later).  The chain caches
- * what it found and refreshes it before expiry; creds_chain_get is
+ * Credentials come from a chain of providers tried in the AWS CLI's order
+ * (creds.c, doc/credentials.md).  The chain caches what it found and
+ * refreshes it in the background before expiry; creds_chain_get is
  * thread-safe.  No function here logs or returns secret values in error
  * messages.
  */
@@ -49,6 +49,9 @@ typedef struct s3_settings {
 	char *ca_bundle; /* NULL: system default */
 	s3_addressing addressing;
 	bool use_https; /* derived from endpoint */
+	/* the profile came from the caller (--profile, -o profile=), not
+	 * AWS_PROFILE: as in the AWS CLI, environment keys are then ignored */
+	bool profile_explicit;
 } s3_settings;
 
 /*
@@ -80,40 +83,71 @@ void s3_creds_free(s3_creds *c);
 
 typedef struct creds_chain creds_chain;
 
-/* Cached credentials are fetched again this many seconds before expiry. */
+/*
+ * Temporary credentials are fetched again, in the background, when less
+ * than min(CREDS_REFRESH_MARGIN, a third of their lifetime) is left: five
+ * minutes before a one-hour set expires, 8 s before a 25 s one does.  A
+ * set with less than CREDS_MIN_VALID seconds left is never handed out.
+ */
 #define CREDS_REFRESH_MARGIN 300
+#define CREDS_MIN_VALID 1
+
+/* What a provider knows of the mount. */
+typedef struct creds_ctx {
+	const char *profile; /* never NULL */
+	const char *region;  /* never NULL */
+	const char *ca_bundle; /* for https:// STS and container endpoints;
+				  NULL: the system's */
+} creds_ctx;
 
 /*
  * One source of credentials.  fetch returns 1 and fills *out (expires 0
  * when they do not expire); 0 when the source has nothing, after appending
- * what it looked at to *tried (left empty, the chain uses name); or -1
- * with *err (malloc'd, no secrets) when the source is configured but
- * broken, which stops the chain.
+ * what it looked at and why it gave nothing to *tried (left empty, the
+ * chain uses name); or -1 with *err (malloc'd, no secrets) when the source
+ * is configured but broken, which stops the chain.  fetch may block on the
+ * network, within the provider's own deadline.
  */
 typedef struct creds_provider creds_provider;
 struct creds_provider {
 	const char *name;
-	int (*fetch)(const creds_provider *self, const char *profile,
+	int (*fetch)(const creds_provider *self, const creds_ctx *cx,
 		     s3_creds *out, buf *tried, char **err);
 	void *arg; /* for the provider's own use */
 };
 
 /*
- * profile: the resolved profile name (NULL: "default").  The default chain
- * is environment, shared credentials file, config file.
+ * profile: the resolved profile name (NULL: "default"); region: the
+ * resolved region (NULL: us-east-1), for STS.  The default chain is the
+ * AWS CLI's (doc/credentials.md): environment, assume-role profile, web
+ * identity, shared credentials file, credential_process, config file,
+ * container credentials, EC2 instance metadata.
  */
-creds_chain *creds_chain_new(const char *profile);
+creds_chain *creds_chain_new(const char *profile, const char *region);
+/* The same without the environment provider (an explicit profile). */
+creds_chain *creds_chain_new_profile(const char *profile, const char *region);
 /* A chain over the given providers (the array is copied). */
-creds_chain *creds_chain_new_with(const char *profile,
+creds_chain *creds_chain_new_with(const char *profile, const char *region,
 				  const creds_provider *providers, size_t n);
+/* The CA bundle of the mount (s3_settings.ca_bundle) for the providers'
+ * https:// requests.  Call before the first creds_chain_get. */
+int creds_chain_set_ca_bundle(creds_chain *ch, const char *path);
+/* Stops the refresh thread (waiting for a fetch in progress) and frees. */
 void creds_chain_free(creds_chain *ch);
 
 /*
  * Copies the current credentials into *out (caller frees with
- * s3_creds_free), loading or refreshing them when missing or within five
- * minutes of expiry.  Returns 0, or -1 with *err (malloc'd, no secrets)
- * saying which sources were tried.
+ * s3_creds_free).  The first call asks the providers in order; the
+ * provider that answered is asked again, by a background thread, before
+ * its credentials expire, and callers keep getting the current set
+ * meanwhile without waiting.  Only when no set is valid (the first call,
+ * or every refresh failed until expiry) does a caller fetch itself.
+ * Returns 0, or -1 with *err (malloc'd, no secrets) saying which sources
+ * were tried and why each gave nothing.  Thread-safe.
  */
 int creds_chain_get(creds_chain *ch, s3_creds *out, char **err);
+
+/* When a set fetched at `fetched` and expiring at `expires` is refreshed. */
+time_t creds_refresh_at(time_t fetched, time_t expires);
 
 #endif

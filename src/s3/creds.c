@@ -1,20 +1,39 @@
 /*
- * creds: the credentials that sign requests, from a chain of providers
- * (environment, shared credentials file, config file), as the AWS CLI finds
- * them (precedence in config.h).  The file providers read the selected
- * profile with the INI reader of aws-files.c (config-internal.h).
+ * creds: the credentials that sign requests, from a chain of providers in
+ * the AWS CLI's order (doc/credentials.md):
  *
- * Credentials.  A creds_chain owns an ordered array of providers.  Each
- * either fills credentials (1), has nothing (0; the chain notes what it
- * looked at for the "no credentials" message), or fails (-1: partial or
- * unreadable configuration, which stops the chain, as in botocore).  The
- * chain caches what it found under a mutex and asks again when the cached
- * set is within CREDS_REFRESH_MARGIN seconds of expiry; if that refresh
- * fails while the old set has not yet expired, the old set is served.
+ *   environment, assume-role profile (role_arn), web identity, shared
+ *   credentials file, credential_process, config file, container
+ *   credentials, EC2 instance metadata.
+ *
+ * Each provider either fills credentials (1), has nothing (0; it says
+ * what it looked at and why, for the "no credentials" message), or fails
+ * (-1: configured but broken, which stops the chain, as in botocore).
+ * The providers live in creds-*.c (creds-internal.h lists them).
+ *
+ * Caching and refresh.  The chain keeps the set it found and the provider
+ * that gave it.  Sets that expire are refreshed by a background thread
+ * from that same provider at creds_refresh_at (a third of the lifetime,
+ * at most CREDS_REFRESH_MARGIN, before expiry), so callers, which include
+ * the threads that sign every S3 request, never wait on the network: they
+ * copy the current set under the mutex.  A failed refresh keeps the
+ * current set and is retried after a quarter of the time left (1 to 60
+ * s), with a warning in the log.  If the set expires while the refresher
+ * keeps failing, callers get that failure at once (they never wait on a
+ * provider after start-up); the refresher goes on trying.  A caller
+ * fetches itself only when no set was ever found, or when the set expired
+ * without the refresher having failed (it had no chance: a suspended
+ * machine); such fetches are serialised (fetch_mu) and a caller that
+ * finds one failed less than a second ago gets that failure instead of
+ * starting another.
+ *
+ * Locks: fetch_mu (held across a fetch) is taken before mu (held only to
+ * read or swap the cached set); never the other way round.
  *
  * Invariants: secret values are wiped before they are freed
- * (s3cfg_secret_free) and never appear in an error message; a provider
- * that fails leaves *out empty.
+ * (s3cfg_secret_free) and never appear in an error message or the log; a
+ * provider that fails leaves *out empty; a set that has expired is never
+ * handed out.
  */
 #include "s3/config.h"
 
@@ -24,170 +43,127 @@
 #include <string.h>
 #include <time.h>
 
-#include "s3/config-internal.h"
+#include "s3/creds-internal.h"
+#include "util/clock.h"
+#include "util/log.h"
 
-/* ---- credentials -------------------------------------------------------- */
-
-void s3_creds_free(s3_creds *c)
-{
-	if (!c)
-		return;
-	free(c->access_key);
-	s3cfg_secret_free(c->secret_key);
-	s3cfg_secret_free(c->session_token);
-	memset(c, 0, sizeof(*c));
-}
-
-static int creds_set(s3_creds *out, const char *id, const char *secret,
-		     const char *token, time_t expires)
-{
-	memset(out, 0, sizeof(*out));
-	out->access_key = strdup(id);
-	out->secret_key = strdup(secret);
-	out->session_token = token ? strdup(token) : NULL;
-	out->expires = expires;
-	if (out->access_key && out->secret_key &&
-	    (!token || out->session_token))
-		return 0;
-	s3_creds_free(out);
-	return -1;
-}
-
-static int provider_env(const creds_provider *self, const char *profile,
-			s3_creds *out, buf *tried, char **err)
-{
-	const char *id = s3cfg_env_get("AWS_ACCESS_KEY_ID");
-	const char *secret = s3cfg_env_get("AWS_SECRET_ACCESS_KEY");
-	if (!id && !secret)
-		return 0;
-	if (!secret)
-		return s3cfg_fail(err,
-				  "partial credentials in the environment: "
-				  "AWS_ACCESS_KEY_ID is set but "
-				  "AWS_SECRET_ACCESS_KEY is not");
-	if (!id)
-		return s3cfg_fail(err,
-				  "partial credentials in the environment: "
-				  "AWS_SECRET_ACCESS_KEY is set but "
-				  "AWS_ACCESS_KEY_ID is not");
-	if (creds_set(out, id, secret, s3cfg_env_get("AWS_SESSION_TOKEN"), 0) <
-	    0)
-		return s3cfg_fail_oom(err);
-	return 1;
-}
-
-/* Credentials from a parsed profile: 1 found, 0 none, -1 partial. */
-static int creds_from_profile(const aws_profile *p, const char *path,
-			      const char *profile, s3_creds *out, char **err)
-{
-	const cfg_val *id = &p->access_key, *secret = &p->secret_key;
-	if (!id->v && !secret->v)
-		return 0;
-	if (!secret->v)
-		return s3cfg_fail(err,
-				  "%s line %d: profile '%s' has "
-				  "aws_access_key_id but no "
-				  "aws_secret_access_key",
-				  path, id->line, profile);
-	if (!id->v)
-		return s3cfg_fail(err,
-				  "%s line %d: profile '%s' has "
-				  "aws_secret_access_key but no "
-				  "aws_access_key_id",
-				  path, secret->line, profile);
-	if (creds_set(out, id->v, secret->v, p->session_token.v, 0) < 0)
-		return s3cfg_fail_oom(err);
-	return 1;
-}
-
-static int provider_file(const file_kind *kind, const char *env,
-			 const char *leaf, const char *profile, s3_creds *out,
-			 buf *tried, char **err)
-{
-	char *path = aws_file_path(env, leaf);
-	if (!path)
-		return s3cfg_fail_oom(err);
-	if (kind == &aws_creds_kind)
-		buf_printf(tried, "%s [profile %s]", path, profile);
-	else
-		buf_puts(tried, path);
-	aws_profile p;
-	int rc = aws_file_parse(path, kind, profile, &p, err);
-	if (rc == 0)
-		rc = creds_from_profile(&p, path, profile, out, err);
-	aws_profile_free(&p);
-	free(path);
-	return rc;
-}
-
-static int provider_shared(const creds_provider *self, const char *profile,
-			   s3_creds *out, buf *tried, char **err)
-{
-	return provider_file(&aws_creds_kind, "AWS_SHARED_CREDENTIALS_FILE",
-			     "credentials", profile, out, tried, err);
-}
-
-static int provider_config(const creds_provider *self, const char *profile,
-			   s3_creds *out, buf *tried, char **err)
-{
-	return provider_file(&aws_config_kind, "AWS_CONFIG_FILE", "config",
-			     profile, out, tried, err);
-}
-
-/* The AWS CLI's order, minus what is not written yet (IMDSv2, web identity,
- * which go after "config"). */
+/* The AWS CLI's order (botocore's create_credential_resolver). */
 static const creds_provider default_providers[] = {
-    {"environment", provider_env, NULL},
-    {"shared credentials file", provider_shared, NULL},
-    {"config file", provider_config, NULL},
+    {"environment", credp_env, NULL},
+    {"assume role", credp_assume_role, NULL},
+    {"web identity", credp_web_identity, NULL},
+    {"shared credentials file", credp_shared_file, NULL},
+    {"credential_process", credp_process, NULL},
+    {"config file", credp_config_file, NULL},
+    {"container credentials", credp_container, NULL},
+    {"EC2 instance metadata", credp_imds, NULL},
 };
 
 struct creds_chain {
-	pthread_mutex_t mu;
-	char *profile;
+	pthread_mutex_t mu;	  /* cached, have, source, times, stopping */
+	pthread_mutex_t fetch_mu; /* one fetch at a time */
+	pthread_cond_t cv;	  /* wakes the refresher */
+	char *profile, *region, *ca_bundle;
 	creds_provider *providers;
 	size_t n;
 	s3_creds cached; /* valid when have */
 	bool have;
+	size_t source;	/* the provider that gave cached */
+	time_t fetched; /* when cached was fetched */
+	time_t next;	/* when the refresher fetches next */
+	char *last_err; /* of the last failed fetch by a caller */
+	double last_err_t;
+	char
+	    *refresh_err; /* of the refresher's last try; NULL when it worked */
+	pthread_t thread;
+	bool thread_on, stopping;
 };
 
-creds_chain *creds_chain_new_with(const char *profile,
+time_t creds_refresh_at(time_t fetched, time_t expires)
+{
+	time_t life = expires - fetched;
+	time_t margin =
+	    life / 3 < CREDS_REFRESH_MARGIN ? life / 3 : CREDS_REFRESH_MARGIN;
+	time_t at = expires - margin;
+	return at < fetched + 1 ? fetched + 1 : at;
+}
+
+static bool creds_usable(const s3_creds *c, time_t now)
+{
+	return c->expires == 0 || c->expires - now > CREDS_MIN_VALID;
+}
+
+creds_chain *creds_chain_new_with(const char *profile, const char *region,
 				  const creds_provider *providers, size_t n)
 {
 	creds_chain *ch = calloc(1, sizeof(*ch));
 	if (!ch)
 		return NULL;
 	ch->profile = strdup(profile && *profile ? profile : "default");
+	ch->region = strdup(region && *region ? region : "us-east-1");
 	ch->providers = malloc((n ? n : 1) * sizeof(*providers));
-	if (!ch->profile || !ch->providers ||
+	if (!ch->profile || !ch->region || !ch->providers ||
 	    pthread_mutex_init(&ch->mu, NULL) != 0) {
 		free(ch->profile);
+		free(ch->region);
 		free(ch->providers);
 		free(ch);
 		return NULL;
 	}
+	pthread_mutex_init(&ch->fetch_mu, NULL);
+	pthread_cond_init(&ch->cv, NULL);
 	if (n)
 		memcpy(ch->providers, providers, n * sizeof(*providers));
 	ch->n = n;
 	return ch;
 }
 
-creds_chain *creds_chain_new(const char *profile)
+creds_chain *creds_chain_new(const char *profile, const char *region)
 {
-	return creds_chain_new_with(profile, default_providers,
+	return creds_chain_new_with(profile, region, default_providers,
 				    sizeof(default_providers) /
 					sizeof(default_providers[0]));
+}
+
+creds_chain *creds_chain_new_profile(const char *profile, const char *region)
+{
+	return creds_chain_new_with(
+	    profile, region, default_providers + 1,
+	    sizeof(default_providers) / sizeof(default_providers[0]) - 1);
 }
 
 void creds_chain_free(creds_chain *ch)
 {
 	if (!ch)
 		return;
+	pthread_mutex_lock(&ch->mu);
+	ch->stopping = true;
+	pthread_cond_broadcast(&ch->cv);
+	bool on = ch->thread_on;
+	pthread_mutex_unlock(&ch->mu);
+	if (on)
+		pthread_join(ch->thread, NULL);
+	pthread_cond_destroy(&ch->cv);
+	pthread_mutex_destroy(&ch->fetch_mu);
 	pthread_mutex_destroy(&ch->mu);
 	s3_creds_free(&ch->cached);
+	free(ch->last_err);
+	free(ch->refresh_err);
 	free(ch->providers);
 	free(ch->profile);
+	free(ch->region);
+	free(ch->ca_bundle);
 	free(ch);
+}
+
+int creds_chain_set_ca_bundle(creds_chain *ch, const char *path)
+{
+	char *p = path ? strdup(path) : NULL;
+	if (path && !p)
+		return -1;
+	free(ch->ca_bundle);
+	ch->ca_bundle = p;
+	return 0;
 }
 
 /* Adds what one provider looked at to the "tried" list. */
@@ -198,77 +174,247 @@ static void tried_add(buf *tried, const creds_provider *p, const buf *what)
 	buf_puts(tried, what->len ? buf_cstr(what) : p->name);
 }
 
-/* Asks each provider in turn.  Caller holds ch->mu. */
-static int chain_fetch(creds_chain *ch, s3_creds *out, char **err)
+/* A set that has already expired is the provider's failure. */
+static int check_fresh(const creds_provider *p, s3_creds *out, char **err)
+{
+	time_t now = time(NULL);
+	if (creds_usable(out, now))
+		return 0;
+	long ago = (long)(now - out->expires);
+	s3_creds_free(out);
+	return s3cfg_fail(err,
+			  "%s: the credentials it gave %s (Expiration %ld s "
+			  "%s; is the clock right?)",
+			  p->name, ago >= 0 ? "had expired" : "expire at once",
+			  ago >= 0 ? ago : -ago, ago >= 0 ? "ago" : "ahead");
+}
+
+/* Asks providers from..n-1 in turn (only `from` when one).  No lock held. */
+static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
+		       size_t *source, char **err)
 {
 	buf tried = BUF_INIT;
-	for (size_t i = 0; i < ch->n; i++) {
+	creds_ctx cx = {ch->profile, ch->region, ch->ca_bundle};
+	size_t end = one ? from + 1 : ch->n;
+	for (size_t i = from; i < end; i++) {
 		const creds_provider *p = &ch->providers[i];
 		buf what = BUF_INIT;
 		memset(out, 0, sizeof(*out));
-		int r = p->fetch(p, ch->profile, out, &what, err);
+		char *perr = NULL;
+		int r = p->fetch(p, &cx, out, &what, &perr);
+		if (r > 0)
+			r = check_fresh(p, out, &perr) < 0 ? -1 : 1;
 		if (r == 0)
 			tried_add(&tried, p, &what);
 		buf_free(&what);
-		if (r != 0) {
+		if (r > 0) {
+			*source = i;
 			buf_free(&tried);
-			return r > 0 ? 0 : -1;
+			return 0;
+		}
+		if (r < 0) {
+			if (tried.len)
+				s3cfg_fail(err, "%s (tried before: %s)",
+					   perr ? perr : "out of memory",
+					   buf_cstr(&tried));
+			else if (err)
+				*err = perr, perr = NULL;
+			free(perr);
+			buf_free(&tried);
+			return -1;
 		}
 	}
-	int rc = s3cfg_fail(err, "no AWS credentials found (tried: %s)",
+	int rc = s3cfg_fail(err, "%s (tried: %s)",
+			    one ? "the credential source gave nothing"
+				: "no AWS credentials found",
 			    buf_cstr(&tried));
 	buf_free(&tried);
 	return rc;
 }
 
-static bool creds_expired(const s3_creds *c, time_t now)
+/* Installs a fresh set.  Caller holds mu. */
+static void install(creds_chain *ch, s3_creds *fresh, size_t source)
 {
-	return c->expires != 0 && c->expires <= now;
+	s3_creds_free(&ch->cached);
+	ch->cached = *fresh;
+	memset(fresh, 0, sizeof(*fresh));
+	ch->have = true;
+	ch->source = source;
+	free(ch->refresh_err);
+	ch->refresh_err = NULL;
+	ch->fetched = time(NULL);
+	if (ch->cached.expires)
+		ch->next = creds_refresh_at(ch->fetched, ch->cached.expires);
+	pthread_cond_broadcast(&ch->cv);
 }
 
-static bool creds_stale(const s3_creds *c, time_t now)
+/* ---- the refresher ------------------------------------------------------ */
+
+static long retry_delay(time_t left)
 {
-	return c->expires != 0 && c->expires <= now + CREDS_REFRESH_MARGIN;
+	long d = (long)(left / 4);
+	return d < 1 ? 1 : d > 60 ? 60 : d;
 }
 
-static int creds_copy(s3_creds *dst, const s3_creds *src)
+/* One refresh from the current source.  Called without locks. */
+static void refresh_once(creds_chain *ch)
 {
-	return creds_set(dst, src->access_key, src->secret_key,
-			 src->session_token, src->expires);
-}
-
-/* Makes ch->cached current.  Caller holds ch->mu. */
-static int chain_refresh(creds_chain *ch, char **err)
-{
+	pthread_mutex_lock(&ch->fetch_mu);
+	pthread_mutex_lock(&ch->mu);
+	size_t src = ch->source;
+	bool due = ch->have && ch->cached.expires && time(NULL) >= ch->next;
+	pthread_mutex_unlock(&ch->mu);
+	if (!due) { /* a caller fetched meanwhile */
+		pthread_mutex_unlock(&ch->fetch_mu);
+		return;
+	}
+	s3_creds fresh;
+	char *err = NULL;
+	size_t got;
+	int rc = chain_fetch(ch, src, true, &fresh, &got, &err);
+	pthread_mutex_lock(&ch->mu);
 	time_t now = time(NULL);
-	if (ch->have && !creds_stale(&ch->cached, now))
+	if (rc == 0) {
+		install(ch, &fresh, got);
+		log_info("credentials from %s refreshed; valid for %ld s",
+			 ch->providers[got].name,
+			 ch->cached.expires ? (long)(ch->cached.expires - now)
+					    : -1L);
+	} else {
+		time_t left = ch->cached.expires - now;
+		ch->next = now + retry_delay(left);
+		free(ch->refresh_err);
+		ch->refresh_err = strdup(err ? err : "out of memory");
+		log_warn("refreshing the credentials from %s failed: %s; the "
+			 "current ones are valid for %ld s more; next try in "
+			 "%ld s",
+			 ch->providers[src].name, err ? err : "out of memory",
+			 (long)(left > 0 ? left : 0), (long)(ch->next - now));
+	}
+	pthread_mutex_unlock(&ch->mu);
+	pthread_mutex_unlock(&ch->fetch_mu);
+	free(err);
+}
+
+static void *refresher(void *arg)
+{
+	creds_chain *ch = arg;
+	pthread_mutex_lock(&ch->mu);
+	while (!ch->stopping) {
+		time_t now = time(NULL);
+		if (!ch->have || !ch->cached.expires) {
+			pthread_cond_wait(&ch->cv, &ch->mu);
+			continue;
+		}
+		if (now < ch->next) {
+			struct timespec ts;
+			clock_realtime_in(&ts, (long)(ch->next - now) * 1000);
+			pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);
+			continue;
+		}
+		pthread_mutex_unlock(&ch->mu);
+		refresh_once(ch);
+		pthread_mutex_lock(&ch->mu);
+	}
+	pthread_mutex_unlock(&ch->mu);
+	return NULL;
+}
+
+/* Starts the refresher once a set that expires is cached.  Holds mu. */
+static void refresher_start(creds_chain *ch)
+{
+	if (ch->thread_on || !ch->cached.expires || ch->stopping)
+		return;
+	if (pthread_create(&ch->thread, NULL, refresher, ch) == 0)
+		ch->thread_on = true;
+	else
+		log_warn("cannot start the credential refresh thread; "
+			 "credentials are refreshed when they expire");
+}
+
+/* ---- callers ------------------------------------------------------------ */
+
+/* Copies the cached set if usable: 1, 0 not usable, -1 out of memory. */
+static int take(creds_chain *ch, s3_creds *out, char **err)
+{
+	if (!ch->have || !creds_usable(&ch->cached, time(NULL)))
 		return 0;
+	return creds_copy(out, &ch->cached) == 0 ? 1 : s3cfg_fail_oom(err);
+}
+
+/* No usable set: fetch one on this thread.  Holds fetch_mu, not mu. */
+static int fetch_now(creds_chain *ch, char **err)
+{
+	pthread_mutex_lock(&ch->mu);
+	bool have = ch->have;
+	size_t src = ch->source;
+	if (ch->last_err && clock_mono() - ch->last_err_t < 1.0) {
+		int rc = s3cfg_fail(err, "%s", ch->last_err);
+		pthread_mutex_unlock(&ch->mu);
+		return rc;
+	}
+	pthread_mutex_unlock(&ch->mu);
 	s3_creds fresh;
 	char *ferr = NULL;
-	if (chain_fetch(ch, &fresh, &ferr) == 0) {
-		s3_creds_free(&ch->cached);
-		ch->cached = fresh;
-		ch->have = true;
-		return 0;
+	size_t got = 0;
+	int rc = chain_fetch(ch, have ? src : 0, have, &fresh, &got, &ferr);
+	pthread_mutex_lock(&ch->mu);
+	free(ch->last_err);
+	ch->last_err = NULL;
+	if (rc == 0) {
+		install(ch, &fresh, got);
+		refresher_start(ch);
+	} else if (ferr) {
+		ch->last_err = strdup(ferr);
+		ch->last_err_t = clock_mono();
 	}
-	if (ch->have && !creds_expired(&ch->cached, now)) {
-		free(ferr); /* serve the old set until it really expires */
-		return 0;
-	}
+	pthread_mutex_unlock(&ch->mu);
 	if (err)
 		*err = ferr;
 	else
 		free(ferr);
-	return -1;
+	return rc;
+}
+
+/*
+ * The set expired after the refresher failed to replace it: fail at once
+ * (the refresher keeps trying) rather than make this caller, maybe the
+ * http loop's thread, wait on the provider.  Holds mu.
+ */
+static int expired_error(creds_chain *ch, char **err)
+{
+	return s3cfg_fail(err,
+			  "the credentials from %s expired %ld s ago and "
+			  "refreshing them failed: %s",
+			  ch->providers[ch->source].name,
+			  (long)(time(NULL) - ch->cached.expires),
+			  ch->refresh_err);
 }
 
 int creds_chain_get(creds_chain *ch, s3_creds *out, char **err)
 {
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&ch->mu);
-	int rc = chain_refresh(ch, err);
-	if (rc == 0 && creds_copy(out, &ch->cached) < 0)
-		rc = s3cfg_fail_oom(err);
+	int r = take(ch, out, err);
+	if (r == 0 && ch->have && ch->refresh_err)
+		r = expired_error(ch, err);
 	pthread_mutex_unlock(&ch->mu);
-	return rc;
+	if (r != 0)
+		return r > 0 ? 0 : -1;
+	pthread_mutex_lock(&ch->fetch_mu);
+	pthread_mutex_lock(&ch->mu);
+	r = take(ch, out, err); /* another caller may have fetched */
+	pthread_mutex_unlock(&ch->mu);
+	if (r == 0 && fetch_now(ch, err) == 0) {
+		pthread_mutex_lock(&ch->mu);
+		r = take(ch, out, err);
+		pthread_mutex_unlock(&ch->mu);
+		if (r == 0)
+			r = s3cfg_fail(err, "the credentials fetched are "
+					    "already expired");
+	} else if (r == 0) {
+		r = -1;
+	}
+	pthread_mutex_unlock(&ch->fetch_mu);
+	return r > 0 ? 0 : -1;
 }

@@ -379,6 +379,38 @@ def s3server():
             _RGW_DIRS.remove(d)
 
 
+@pytest.fixture(scope="session")
+def sts_s3server():
+    """A second Ceph RGW, with its STS enabled (rgw.sh RGW_STS=1), for the
+    credential tests (test_credentials.py).  Not the session's server: with
+    STS on, RGW answers a wrong key or secret with AccessDenied instead of
+    InvalidAccessKeyId/SignatureDoesNotMatch, which test_errors.py checks."""
+    d = _SESSION_TMP / "rgw-sts"
+    rgw_sh = HERE.parent / "s3server" / "rgw.sh"
+    _RGW_DIRS.append(d)
+    try:
+        t0 = time.monotonic()
+        p = subprocess.run([str(rgw_sh), "start", str(d)],
+                           env={**clean_env(), "RGW_STS": "1"},
+                           capture_output=True, text=True, timeout=180)
+        if p.returncode != 0:
+            pytest.exit(f"rgw.sh start (RGW_STS=1) failed (exit "
+                        f"{p.returncode}):\n{p.stdout}\n{p.stderr}",
+                        returncode=3)
+        env = dict(line.split("=", 1) for line in p.stdout.splitlines()
+                   if "=" in line)
+        srv = S3Server(d, env)
+        srv.start_seconds = time.monotonic() - t0
+        sys.stderr.write(f"\n[sts_s3server] {srv.endpoint} ready in "
+                         f"{srv.start_seconds:.1f}s\n")
+        yield srv
+    finally:
+        if d in _RGW_DIRS:
+            subprocess.run([str(rgw_sh), "stop", str(d)], env=clean_env(),
+                           capture_output=True, timeout=60)
+            _RGW_DIRS.remove(d)
+
+
 def _test_hint(request):
     return re.sub(r"\[.*", "", request.node.name).replace("test_", "")
 

@@ -33,6 +33,13 @@ Actions, per request:
   "stall_after"   forwarded, the server acts, its reply is never delivered;
                   the client socket stays open (as above).
 
+An `inspect` callable (constructor argument) sees every request first:
+inspect(method, path, query, headers) returns None (carry on) or a
+(status, code, message) triple that is answered here with an S3 error
+XML body, nothing forwarded (tests/integration/credservers.py uses it to
+refuse requests signed with credentials past their announced expiry, as
+AWS does).
+
 Faults come from one-shot rules (rule(): the next `count` requests matching
 get the action) and, when no rule matches, from per-request probabilities
 (set()) drawn from random.Random(seed).  down(seconds) resets every open
@@ -333,7 +340,8 @@ class _Conn:
         match_q = query
         if any(k == "x-amz-copy-source" for k, _ in hdrs):
             match_q += "&x-amz-copy-source"
-        action = self.p._decide(method, path, match_q)
+        refusal = self.p.inspect(method, path, query, hdrs) if self.p.inspect else None
+        action = "refuse" if refusal else self.p._decide(method, path, match_q)
         expect = _has_token(hdrs, "expect", "100-continue")
         chunked_req = "chunked" in _hget(hdrs, "transfer-encoding").lower()
         has_body = chunked_req or int(_hget(hdrs, "content-length", "0") or 0) > 0
@@ -343,11 +351,14 @@ class _Conn:
             raise _Killed()
         if action == "stall_before":
             self._stall()
-        if action == "503":
+        if action in ("503", "refuse"):
             if has_body and not expect:
                 _copy_body(self.cf, None, hdrs)
             closing = client_close or (has_body and expect)
-            self._answer_503(method, closing)
+            if refusal:
+                self._answer_error(method, closing, *refusal)
+            else:
+                self._answer_503(method, closing)
             if closing:
                 self._finish_close()
                 return False
@@ -450,6 +461,17 @@ class _Conn:
                 + "\r\n").encode("latin-1")
         self.c.sendall(head if method == "HEAD" else head + SLOWDOWN_BODY)
 
+    def _answer_error(self, method, closing, status, code, message):
+        body = ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                f"<Error><Code>{code}</Code><Message>{message}</Message>"
+                "</Error>").encode()
+        head = (f"HTTP/1.1 {status} Refused\r\n"
+                "Content-Type: application/xml\r\n"
+                f"Content-Length: {len(body)}\r\n"
+                + ("Connection: close\r\n" if closing else "")
+                + "\r\n").encode("latin-1")
+        self.c.sendall(head if method == "HEAD" else head + body)
+
     def _finish_close(self):
         """Orderly close of the client side after a complete reply: FIN,
         then drain what the client still sends (a body it was about to
@@ -470,7 +492,9 @@ class _Conn:
 class FaultProxy:
     """See the module docstring."""
 
-    def __init__(self, target: str, seed: int = 0, port: int = 0):
+    def __init__(self, target: str, seed: int = 0, port: int = 0,
+                 inspect=None):
+        self.inspect = inspect
         t = re.sub(r"^https?://", "", target).rstrip("/")
         host, _, p = t.rpartition(":")
         self.target = (host or "127.0.0.1", int(p))

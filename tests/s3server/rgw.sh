@@ -15,6 +15,12 @@
 #                       zstd (default: a patterned 4 GiB object then costs a few
 #                       MiB of RAM), zlib, snappy, lz4 or none (benchmarks)
 #   RGW_ACCESS_KEY / RGW_SECRET_KEY  the S3 user's keys (fixed defaults)
+#   RGW_STS=1           enable RGW's STS (rgw sts key, rgw s3 auth use sts)
+#                       and give the user the user-policy cap, so that
+#                       GetSessionToken hands out real temporary keys once
+#                       a user policy allows it.  It changes RGW's answer to
+#                       a wrong key or secret to AccessDenied, so it is off
+#                       by default.
 #
 # Ports are chosen free at random in 20000-32767 (below the ephemeral range,
 # above the OSD's 6800-7300), so several clusters can run side by side.
@@ -26,6 +32,9 @@ SECRET_KEY=${RGW_SECRET_KEY:-ckptfs-test-secret-0123456789abcdef}
 START_TIMEOUT=${RGW_START_TIMEOUT:-60}
 COMPRESSION=${RGW_COMPRESSION:-zstd}
 RGW_ID=s3
+STS=${RGW_STS:-0}
+STS_CAPS=
+if [[ $STS == 1 ]]; then STS_CAPS=--caps=user-policy=*; fi
 PY=/usr/bin/python3
 
 # The machine's CA/proxy settings must not influence the cluster or our probes.
@@ -285,6 +294,13 @@ rgw lc debug interval = 10
 rgw relaxed s3 bucket names = false
 rgw max put size = 5368709120
 EOF
+    # Temporary credentials (GetSessionToken) for the credential tests.
+    if [[ $STS == 1 ]]; then
+        cat >>"$CONF" <<EOF
+rgw sts key = ckptfs-sts-key16
+rgw s3 auth use sts = true
+EOF
+    fi
 
     # Keys (one keyring for every daemon; ceph-authtool per key costs 0.15 s).
     write_keyring "$DIR/keyring" "$RGW_ID" || fail_start "cannot write keyring"
@@ -312,6 +328,7 @@ EOF
     # creates the default zonegroup, zone and pools (waiting for the OSD).
     timeout 30 radosgw-admin -c "$CONF" -n client.admin user create --uid=ckptfs-test \
         --display-name="ckptfs test" --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" \
+        ${STS_CAPS:+"$STS_CAPS"} \
         >>"$DIR/log/radosgw-admin.out" 2>&1 || fail_start "radosgw-admin user create failed"
 
     # Server-side compression for the default placement, set before radosgw

@@ -257,7 +257,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "eng-tool: %s\n", err);
 		return 1;
 	}
-	creds_chain *creds = creds_chain_new(s.profile);
+	creds_chain *creds = creds_chain_new(s.profile, s.region);
 	http_loop_opts lo = {.ca_bundle = s.ca_bundle,
 			     .max_host_connections = 64};
 	http_loop *L = http_loop_new(&lo);

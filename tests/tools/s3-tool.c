@@ -840,7 +840,7 @@ int main(int argc, char **argv)
 	char *err = NULL;
 	if (s3_settings_resolve(&s, &err) < 0)
 		return fail_msg(err);
-	creds_chain *creds = creds_chain_new(s.profile);
+	creds_chain *creds = creds_chain_new(s.profile, s.region);
 	http_loop_opts lo = {.ca_bundle = s.ca_bundle};
 	L = http_loop_new(&lo);
 	s3_client_opts co = {.retry = RETRY_POLICY_DEFAULT};

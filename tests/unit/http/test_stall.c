@@ -326,10 +326,10 @@ Test(stall, answered_request_reports_its_first_byte_time)
 
 /* ---- the S3 client: retries on a fresh connection, bounded ---------------- */
 
-static int fixed_creds(const creds_provider *self, const char *profile,
+static int fixed_creds(const creds_provider *self, const creds_ctx *cx,
 		       s3_creds *out, buf *tried, char **err)
 {
-	(void)self, (void)profile, (void)tried, (void)err;
+	(void)self, (void)cx, (void)tried, (void)err;
 	out->access_key = strdup("AKIDEXAMPLE");
 	out->secret_key = strdup("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
 	out->session_token = NULL;
@@ -352,7 +352,7 @@ static void s3_up(struct s3env *v, const struct srv *s, retry_policy pol)
 			       .region = strdup("us-east-1"),
 			       .addressing = S3_ADDR_PATH};
 	creds_provider p = {.name = "test", .fetch = fixed_creds};
-	v->creds = creds_chain_new_with(NULL, &p, 1);
+	v->creds = creds_chain_new_with(NULL, NULL, &p, 1);
 	s3_client_opts o = {.retry = pol};
 	v->c = s3_client_new(&v->set, v->creds, L, &o);
 	cr_assert(v->c);

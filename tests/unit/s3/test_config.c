@@ -1,6 +1,7 @@
 /*
  * Tests for s3/config: URL parsing, settings precedence, AWS INI files and
- * the credentials chain.
+ * the file and environment credentials through the default chain (the
+ * chain's refresh and the other providers: test_creds.c).
  *
  * Every test starts with no AWS_* variables and HOME pointing at a fresh
  * directory under /tmp, so the machine's own ~/.aws never leaks in.
@@ -27,6 +28,9 @@ static const char *const aws_vars[] = {
     "AWS_DEFAULT_REGION",	   "AWS_PROFILE",	"AWS_CONFIG_FILE",
     "AWS_SHARED_CREDENTIALS_FILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",	   "AWS_CA_BUNDLE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
 };
 
 static char home[64];
@@ -38,6 +42,7 @@ static void setup(void)
 	strcpy(home, "/tmp/ckptfs-test-config-XXXXXX");
 	cr_assert_not_null(mkdtemp(home));
 	setenv("HOME", home, 1);
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag,
@@ -773,9 +778,20 @@ Test(addressing, auto_after_resolve, .init = setup, .fini = teardown)
 
 TestSuite(creds, .init = setup, .fini = teardown);
 
+/* What the default chain's providers say when they have nothing. */
+#define ENV_ROLE_WEB(profile)                                                 \
+	"environment (AWS_ACCESS_KEY_ID not set), assume role (no role_arn "  \
+	"in profile " profile "), web identity (AWS_WEB_IDENTITY_TOKEN_FILE " \
+	"not set), "
+#define PROCESS(profile) "credential_process (none in profile " profile "), "
+#define CONTAINER_IMDS                                                        \
+	"container credentials (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and "  \
+	"_FULL_URI not set), EC2 instance metadata (disabled by "             \
+	"AWS_EC2_METADATA_DISABLED)"
+
 static void get_ok(const char *profile, s3_creds *c)
 {
-	creds_chain *ch = creds_chain_new(profile);
+	creds_chain *ch = creds_chain_new(profile, NULL);
 	cr_assert_not_null(ch);
 	char *err = NULL;
 	cr_assert_eq(creds_chain_get(ch, c, &err), 0, "%s", err ? err : "");
@@ -785,7 +801,7 @@ static void get_ok(const char *profile, s3_creds *c)
 
 static char *get_err(const char *profile)
 {
-	creds_chain *ch = creds_chain_new(profile);
+	creds_chain *ch = creds_chain_new(profile, NULL);
 	s3_creds c = {0};
 	char *err = NULL;
 	cr_assert_eq(creds_chain_get(ch, &c, &err), -1, "creds found");
@@ -927,10 +943,11 @@ Test(creds, default_files_under_home)
 Test(creds, nothing_found_message)
 {
 	char *err = get_err(NULL);
-	char want[512];
+	char want[1024];
 	snprintf(want, sizeof(want),
-		 "no AWS credentials found (tried: environment, "
-		 "%s/.aws/credentials [profile default], %s/.aws/config)",
+		 "no AWS credentials found (tried: " ENV_ROLE_WEB("default")
+		 "%s/.aws/credentials [profile default], "
+		 PROCESS("default") "%s/.aws/config, " CONTAINER_IMDS ")",
 		 home, home);
 	cr_assert_str_eq(err, want);
 	free(err);
@@ -943,9 +960,11 @@ Test(creds, nothing_found_message_as_root)
 	if (stat("/root/.aws", &st) == 0)
 		cr_skip_test("/root/.aws exists on this machine");
 	char *err = get_err(NULL);
-	cr_assert_str_eq(err, "no AWS credentials found (tried: environment, "
+	cr_assert_str_eq(err, "no AWS credentials found (tried: "
+			 ENV_ROLE_WEB("default")
 			      "/root/.aws/credentials [profile default], "
-			      "/root/.aws/config)");
+			 PROCESS("default") "/root/.aws/config, "
+			 CONTAINER_IMDS ")");
 	free(err);
 }
 
@@ -954,10 +973,10 @@ Test(creds, nothing_found_names_profile_and_env_paths)
 	const char *k = creds_file("[default]\n");
 	const char *c = config_file("[default]\n");
 	char *err = get_err("dev");
-	char want[512];
+	char want[1024];
 	snprintf(want, sizeof(want),
-		 "no AWS credentials found (tried: environment, "
-		 "%s [profile dev], %s)",
+		 "no AWS credentials found (tried: " ENV_ROLE_WEB("dev")
+		 "%s [profile dev], " PROCESS("dev") "%s, " CONTAINER_IMDS ")",
 		 k, c);
 	cr_assert_str_eq(err, want);
 	free(err);
@@ -1047,224 +1066,4 @@ Test(creds, long_line_keeps_line_numbers)
 	assert_has(err, k);
 	assert_has(err, "line 3");
 	free(err);
-}
-
-/* ---- credentials chain: caching, refresh, threads ----------------------- */
-
-TestSuite(chain, .init = setup, .fini = teardown);
-
-typedef struct fake {
-	int calls;
-	time_t expires_in; /* 0: never expire */
-	int fail_after;	   /* fail from this call on; 0: never */
-} fake;
-
-static int fake_fetch(const creds_provider *self, const char *profile,
-		      s3_creds *out, buf *tried, char **err)
-{
-	fake *f = self->arg;
-	f->calls++;
-	if (f->fail_after && f->calls >= f->fail_after) {
-		*err = strdup("fake provider failed");
-		return -1;
-	}
-	char id[32];
-	snprintf(id, sizeof(id), "AKIA%d", f->calls);
-	out->access_key = strdup(id);
-	out->secret_key = strdup(SECRET);
-	out->session_token = strdup(TOKEN);
-	out->expires = f->expires_in ? time(NULL) + f->expires_in : 0;
-	return 1;
-}
-
-static int empty_fetch(const creds_provider *self, const char *profile,
-		       s3_creds *out, buf *tried, char **err)
-{
-	if (self->arg)
-		buf_printf(tried, "%s for %s", (const char *)self->arg,
-			   profile);
-	return 0;
-}
-
-static const char *get_id(creds_chain *ch)
-{
-	static char id[32];
-	s3_creds c;
-	char *err = NULL;
-	cr_assert_eq(creds_chain_get(ch, &c, &err), 0, "%s", err ? err : "");
-	snprintf(id, sizeof(id), "%s", c.access_key);
-	s3_creds_free(&c);
-	return id;
-}
-
-Test(chain, static_creds_are_cached)
-{
-	setenv("AWS_ACCESS_KEY_ID", "AKIAFIRST", 1);
-	setenv("AWS_SECRET_ACCESS_KEY", SECRET, 1);
-	creds_chain *ch = creds_chain_new(NULL);
-	cr_assert_str_eq(get_id(ch), "AKIAFIRST");
-	setenv("AWS_ACCESS_KEY_ID", "AKIASECOND", 1);
-	cr_assert_str_eq(get_id(ch), "AKIAFIRST");
-	creds_chain_free(ch);
-}
-
-Test(chain, far_expiry_is_cached)
-{
-	fake f = {.expires_in = 3600};
-	creds_provider p = {"fake", fake_fetch, &f};
-	creds_chain *ch = creds_chain_new_with("default", &p, 1);
-	cr_assert_str_eq(get_id(ch), "AKIA1");
-	cr_assert_str_eq(get_id(ch), "AKIA1");
-	cr_assert_eq(f.calls, 1);
-	creds_chain_free(ch);
-}
-
-Test(chain, refreshes_within_five_minutes_of_expiry)
-{
-	fake f = {.expires_in = CREDS_REFRESH_MARGIN - 10};
-	creds_provider p = {"fake", fake_fetch, &f};
-	creds_chain *ch = creds_chain_new_with("default", &p, 1);
-	cr_assert_str_eq(get_id(ch), "AKIA1");
-	cr_assert_str_eq(get_id(ch), "AKIA2");
-	cr_assert_str_eq(get_id(ch), "AKIA3");
-	creds_chain_free(ch);
-}
-
-Test(chain, refresh_failure_serves_unexpired_creds)
-{
-	fake f = {.expires_in = 60, .fail_after = 2};
-	creds_provider p = {"fake", fake_fetch, &f};
-	creds_chain *ch = creds_chain_new_with("default", &p, 1);
-	cr_assert_str_eq(get_id(ch), "AKIA1");
-	cr_assert_str_eq(get_id(ch), "AKIA1");
-	cr_assert_eq(f.calls, 2);
-	creds_chain_free(ch);
-}
-
-Test(chain, refresh_failure_after_expiry_is_an_error)
-{
-	fake f = {.expires_in = -10, .fail_after = 2};
-	creds_provider p = {"fake", fake_fetch, &f};
-	creds_chain *ch = creds_chain_new_with("default", &p, 1);
-	cr_assert_str_eq(get_id(ch), "AKIA1");
-	s3_creds c;
-	char *err = NULL;
-	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
-	cr_assert_str_eq(err, "fake provider failed");
-	cr_assert_null(c.access_key);
-	free(err);
-	creds_chain_free(ch);
-}
-
-Test(chain, providers_tried_in_order)
-{
-	fake f = {0};
-	creds_provider ps[] = {
-	    {"first", empty_fetch, NULL},
-	    {"second", empty_fetch, "somewhere"},
-	    {"fake", fake_fetch, &f},
-	    {"never", empty_fetch, NULL},
-	};
-	creds_chain *ch = creds_chain_new_with("p", ps, 4);
-	cr_assert_str_eq(get_id(ch), "AKIA1");
-	creds_chain_free(ch);
-
-	ch = creds_chain_new_with("p", ps, 2);
-	s3_creds c;
-	char *err = NULL;
-	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
-	cr_assert_str_eq(err, "no AWS credentials found (tried: first, "
-			      "somewhere for p)");
-	free(err);
-	creds_chain_free(ch);
-}
-
-Test(chain, error_stops_the_chain)
-{
-	fake bad = {.fail_after = 1}, good = {0};
-	creds_provider ps[] = {
-	    {"bad", fake_fetch, &bad},
-	    {"good", fake_fetch, &good},
-	};
-	creds_chain *ch = creds_chain_new_with(NULL, ps, 2);
-	s3_creds c;
-	char *err = NULL;
-	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
-	cr_assert_str_eq(err, "fake provider failed");
-	cr_assert_eq(good.calls, 0);
-	free(err);
-	creds_chain_free(ch);
-}
-
-Test(chain, copies_are_independent)
-{
-	fake f = {0};
-	creds_provider p = {"fake", fake_fetch, &f};
-	creds_chain *ch = creds_chain_new_with(NULL, &p, 1);
-	s3_creds a, b;
-	char *err = NULL;
-	cr_assert_eq(creds_chain_get(ch, &a, &err), 0);
-	cr_assert_eq(creds_chain_get(ch, &b, &err), 0);
-	cr_assert_neq(a.secret_key, b.secret_key);
-	cr_assert_str_eq(a.session_token, TOKEN);
-	s3_creds_free(&a);
-	cr_assert_str_eq(b.secret_key, SECRET);
-	s3_creds_free(&b);
-	creds_chain_free(ch);
-}
-
-typedef struct worker {
-	creds_chain *ch;
-	int ok;
-} worker;
-
-static void *worker_run(void *arg)
-{
-	worker *w = arg;
-	for (int i = 0; i < 200; i++) {
-		s3_creds c;
-		char *err = NULL;
-		if (creds_chain_get(w->ch, &c, &err) == 0 &&
-		    strcmp(c.secret_key, SECRET) == 0)
-			w->ok++;
-		s3_creds_free(&c);
-		free(err);
-	}
-	return NULL;
-}
-
-static int run_threads(creds_chain *ch)
-{
-	pthread_t t[8];
-	worker w[8];
-	for (int i = 0; i < 8; i++) {
-		w[i] = (worker){ch, 0};
-		cr_assert_eq(pthread_create(&t[i], NULL, worker_run, &w[i]), 0);
-	}
-	int ok = 0;
-	for (int i = 0; i < 8; i++) {
-		pthread_join(t[i], NULL);
-		ok += w[i].ok;
-	}
-	return ok;
-}
-
-Test(chain, concurrent_gets_fetch_once)
-{
-	fake f = {.expires_in = 3600};
-	creds_provider p = {"fake", fake_fetch, &f};
-	creds_chain *ch = creds_chain_new_with(NULL, &p, 1);
-	cr_assert_eq(run_threads(ch), 8 * 200);
-	cr_assert_eq(f.calls, 1);
-	creds_chain_free(ch);
-}
-
-Test(chain, concurrent_refreshes_are_serialised)
-{
-	fake f = {.expires_in = 1};
-	creds_provider p = {"fake", fake_fetch, &f};
-	creds_chain *ch = creds_chain_new_with(NULL, &p, 1);
-	cr_assert_eq(run_threads(ch), 8 * 200);
-	cr_assert_eq(f.calls, 8 * 200);
-	creds_chain_free(ch);
 }
