@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "daemon/notify.h"
 #include "http/loop.h"
 #include "s3/client.h"
 #include "util/buf.h"
@@ -125,6 +126,7 @@ struct mounted {
 	eng *eng;
 	fs_ctx *fs;
 	struct fuse_session *se;
+	notifier *notify;
 };
 
 static void mounted_free(struct mounted *m)
@@ -138,6 +140,7 @@ static void mounted_free(struct mounted *m)
 	if (m->eng && !m->fs) {
 		eng_close(m->eng, false);
 	} else if (m->eng) {
+		notify_stopping(m->notify);
 		/* unmount waits until what was written is visible; a killed
 		 * process leaves the journal, resumed by the next mount */
 		log_info("unmount: committing what is pending");
@@ -147,9 +150,13 @@ static void mounted_free(struct mounted *m)
 				  "journaled and resume at the next mount",
 				  strerror(-rc));
 		fs_ctx_stop_writes(m->fs);
+		notify_free(m->notify);
+		m->notify = NULL;
 		eng_close(m->eng, rc == 0);
 	}
 	ctl_server_stop(m->ctl);
+	notify_stopping(m->notify); /* read-only: nothing to drain */
+	notify_free(m->notify);
 	/* no new downloads; abort running ones; then free what they used */
 	cache_shutdown(m->cache);
 	http_loop_free(m->loop);
@@ -339,6 +346,7 @@ static int run(mount_args *a, int ready_fd)
 	int rc = 1;
 	if (setup_s3(a, &m) == 0 && setup_fuse(a, &m) == 0) {
 		report(ready_fd, 'y');
+		m.notify = notify_start(a->mountpoint, m.eng);
 		if (!a->foreground) {
 			if (!a->log_set || a->use_syslog)
 				detach_stdio();
