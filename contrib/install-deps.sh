@@ -9,10 +9,10 @@ PKGS="
   build-essential autoconf automake libtool pkg-config clang
   libfuse3-dev fuse3
   libcurl4-openssl-dev libsqlite3-dev sqlite3 libssl-dev libexpat1-dev
-  libjansson-dev libisal-dev libsystemd-dev
+  libjansson-dev libisal-dev libsystemd-dev libmicrohttpd-dev
   libcriterion-dev libinih-dev python3-pytest python3-pytest-xdist
   ceph-mon ceph-osd radosgw ceph-common uuid-runtime
-  awscli python3-boto3 python3-torch
+  awscli python3-boto3 python3-torch python3-prometheus-client
   curl openssl attr psmisc procps valgrind
   s3fs rclone hyperfine
 "

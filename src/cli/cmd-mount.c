@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "daemon/exporter.h"
 #include "daemon/mount.h"
 #include "s3/retry.h"
 
@@ -43,6 +44,8 @@ static void mount_usage(FILE *f)
 		"      allow_other uid=N gid=N umask=OCTAL nonempty\n"
 		"      entry_timeout=S attr_timeout=S dir_timeout=S (default 1)\n"
 		"      log=stderr|syslog debug insecure\n"
+		"      metrics=HOST:PORT (Prometheus endpoint at /metrics, off;\n"
+		"      e.g. 127.0.0.1:9464)\n"
 		"      cache_dir=DIR (default /var/cache/ckptfs for root)\n"
 		"      cache_size=SIZE (0 = no cap) cache_min_free=SIZE (1G)\n"
 		"      part_size=SIZE (8M) conns_per_file=N (8) conns=N (16)\n"
@@ -274,6 +277,17 @@ static int apply_opt(void *arg, const char *k, const char *v)
 		return parse_num(k, v, 0, &a->eng.upload_hold_s, NULL);
 	} else if (!strcmp(k, "max_staged")) {
 		return parse_size(k, v, &a->eng.max_staged);
+	} else if (!strcmp(k, "metrics")) {
+		struct sockaddr_storage ss;
+		socklen_t len;
+		char *err = NULL;
+		if (exporter_parse_addr(v, &ss, &len, &err) == 0)
+			return cli_set_str(&a->metrics, v);
+		fprintf(stderr, "ckptfs: invalid value for mount option "
+				"metrics: %s\n",
+			err ? err : "out of memory");
+		free(err);
+		return -1;
 	} else if (!strcmp(k, "log")) {
 		a->log_set = true;
 		if (!strcmp(v, "syslog"))

@@ -129,6 +129,9 @@ etxn *eng_txn_new(eng *e, int64_t id, enum tkind k, const char *root,
 	t->state = st;
 	t->mroot = mroot ? strdup(mroot) : NULL;
 	t->rate_t0 = eng_now();
+	t->created_at = t->rate_t0;
+	if (st == TS_SEALED)
+		t->sealed_at = t->created_at;
 	if (e->txns_tail)
 		e->txns_tail->next = t;
 	else

@@ -276,6 +276,8 @@ typedef struct eng_txn_status {
 	                     * (held back by a failed step)... */
 	uint64_t bytes_done, bytes_total;
 	double rate;        /* bytes/s over the last seconds */
+	double age;         /* seconds since it began (or since this mount
+	                     * resumed it from the journal) */
 	char *error;        /* last error, NULL when none */
 } eng_txn_status;
 

@@ -390,8 +390,10 @@ int eng_txn_seal(eng *e, uint64_t txn)
 	int rc = t ? 0 : -ENOENT;
 	if (t && t->state == TS_OPEN) {
 		rc = jr_txn_set_state(e->j, t->id, TS_SEALED);
-		if (!rc)
+		if (!rc) {
 			t->state = TS_SEALED;
+			t->sealed_at = eng_now();
+		}
 		eng_sched_all(e);
 	}
 	pthread_mutex_unlock(&e->mu);

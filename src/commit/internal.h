@@ -128,6 +128,9 @@ struct etxn {
 	double err_logged;
 	efile *files;
 	edir *dirs;
+	/* eng_now() when it was created (or resumed from the journal) and
+	 * sealed: the pending age and commit latency of util/metrics.h */
+	double created_at, sealed_at;
 	/* rate */
 	double rate_t0, rate;
 	uint64_t rate_b0;

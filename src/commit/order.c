@@ -299,6 +299,7 @@ void eng_seal_all(eng *e, int64_t upto)
 			break;
 		if (t->state == TS_OPEN && !t->done) {
 			t->state = TS_SEALED;
+			t->sealed_at = eng_now();
 			jr_txn_set_state(e->j, t->id, TS_SEALED);
 			any = true;
 		}

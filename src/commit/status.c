@@ -70,6 +70,7 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 			t->rate_b0 = s->bytes_done;
 		}
 		s->rate = t->rate;
+		s->age = now - t->created_at;
 		etxn *b = t->done || t->failed || !blk ? NULL : blk[i];
 		s->state = b ? "blocked" : state_name(e, t, t == next);
 		if (b) {

@@ -33,6 +33,7 @@
 
 #include "commit/internal.h"
 #include "util/log.h"
+#include "util/metrics.h"
 
 #define DIGEST_BLOCK (1u << 20)
 #define ABORT_MAX_ATTEMPTS 5 /* aborts of uploads are best effort */
@@ -126,6 +127,7 @@ static void job_failed(eng *e, job *j, const s3_err *x)
 		return;
 	}
 	j->attempt++;
+	metrics_commit_retry();
 	j->not_before =
 	    eng_now() + s3_client_retry_delay_ms(e->s3, j->attempt, x) / 1000.0;
 	requeue(e, j);

@@ -50,7 +50,19 @@ typedef struct ctl_target {
 	 * (or *fs NULL) answers commit and sync with an error.  The fs_ctx
 	 * must outlive ctl_server_stop. */
 	fs_ctx *const *fs;
+	/* the metrics endpoint's URL (daemon/exporter.h), or NULL */
+	const char *metrics_url;
 } ctl_target;
+
+/*
+ * The mount's numbers (ctl/metrics.c; doc/metrics.md): the process's
+ * counters (util/metrics.h), the cache's and the commit engine's state.
+ * As the Prometheus text exposition (malloc'd), or as the "metrics"
+ * object of `ckptfs status --json`: the same numbers under the same
+ * names.
+ */
+char *ctl_metrics_text(const ctl_target *t);
+json_t *ctl_metrics_json(const ctl_target *t);
 
 /* malloc'd socket path for a mountpoint (which must exist). NULL on error. */
 char *ctl_socket_path(const char *mountpoint);

@@ -180,6 +180,11 @@ static void do_status(ctl_server *s, int fd)
 			      "downloads", d, "pending", p, "done", 1);
 	if (r && perr[0])
 		json_object_set_new(r, "pending_error", json_string(perr));
+	if (r)
+		json_object_set_new(r, "metrics", ctl_metrics_json(&s->t));
+	if (r && s->t.metrics_url)
+		json_object_set_new(r, "metrics_endpoint",
+				    json_string(s->t.metrics_url));
 	send_json(fd, r);
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "daemon/exporter.h"
 #include "daemon/notify.h"
 #include "http/loop.h"
 #include "s3/client.h"
@@ -68,6 +69,7 @@ void mount_args_free(mount_args *a)
 	free(a->ca_bundle);
 	free(a->cache_dir);
 	free(a->temp_patterns);
+	free(a->metrics);
 }
 
 static int check_mountpoint(const mount_args *a)
@@ -127,6 +129,7 @@ struct mounted {
 	fs_ctx *fs;
 	struct fuse_session *se;
 	notifier *notify;
+	exporter *metrics;
 };
 
 static void mounted_free(struct mounted *m)
@@ -152,9 +155,13 @@ static void mounted_free(struct mounted *m)
 		fs_ctx_stop_writes(m->fs);
 		notify_free(m->notify);
 		m->notify = NULL;
+		exporter_stop(m->metrics); /* scraped while draining */
+		m->metrics = NULL;
 		eng_close(m->eng, rc == 0);
 	}
 	ctl_server_stop(m->ctl);
+	exporter_stop(m->metrics); /* it reads the engine and the cache */
+	m->metrics = NULL;
 	notify_stopping(m->notify); /* read-only: nothing to drain */
 	notify_free(m->notify);
 	/* no new downloads; abort running ones; then free what they used */
@@ -248,7 +255,14 @@ static int setup_s3(mount_args *a, struct mounted *m)
 		return -1;
 	/* before the FUSE mount: resolving the mountpoint afterwards would
 	 * ask this very process, whose loop is not running yet */
-	ctl_target t = {a->mountpoint, s->bucket, s->prefix, m->s3, m->cache, &m->fs};
+	ctl_target t = {a->mountpoint, s->bucket, s->prefix, m->s3, m->cache,
+			&m->fs, NULL};
+	if (a->metrics) {
+		m->metrics = exporter_start(a->metrics, &t, &err);
+		if (!m->metrics)
+			goto fail;
+		t.metrics_url = exporter_url(m->metrics);
+	}
 	m->ctl = ctl_server_start(&t, &err);
 	if (!m->ctl)
 		goto fail;

@@ -53,6 +53,8 @@ typedef struct mount_args {
 	double commit_delay; /* seconds; default 5 */
 	eng_opts eng;
 	char *temp_patterns; /* owned; eng.temp_patterns points here */
+	/* the metrics endpoint, "HOST:PORT" (daemon/exporter.h); NULL: off */
+	char *metrics;
 } mount_args;
 
 void mount_args_init(mount_args *a);

@@ -31,6 +31,7 @@
 
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/metrics.h"
 
 #define EASY_POOL_MAX 64
 /* stall checks: how often, and how much of a body may sit in socket
@@ -281,6 +282,21 @@ static void note_ttfb(CURL *e, http_xfer *x)
 	x->ttfb_us = (long)(start - pre);
 }
 
+/* Counts the finished attempt (util/metrics.h). */
+static void note_metrics(CURL *e, const http_xfer *x)
+{
+	if (!x->metric_op)
+		return;
+	curl_off_t up = 0, down = 0, total = 0;
+	curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &up);
+	curl_easy_getinfo(e, CURLINFO_SIZE_DOWNLOAD_T, &down);
+	curl_easy_getinfo(e, CURLINFO_TOTAL_TIME_T, &total);
+	metrics_attempt((metric_op)x->metric_op,
+			x->curl_code == CURLE_OK ? x->status : 0, x->attempt,
+			up > 0 ? (uint64_t)up : 0, down > 0 ? (uint64_t)down : 0,
+			total > 0 ? (uint64_t)total : 0, x->stalled);
+}
+
 static void finish_done(http_loop *l)
 {
 	CURLMsg *m;
@@ -294,6 +310,7 @@ static void finish_done(http_loop *l)
 		x->curl_code = m->data.result;
 		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->status);
 		note_ttfb(e, x);
+		note_metrics(e, x);
 		if (x->curl_code != CURLE_OK && x->upload_errno)
 			snprintf(x->errbuf, sizeof x->errbuf,
 				 "reading the local source: %s",

@@ -97,6 +97,9 @@ struct http_xfer {
 	 * began (clock_mono seconds, 0: not yet) */
 	unsigned attempt;
 	double first_t;
+	/* the S3 operation counted in util/metrics.h (metric_op), set by the
+	 * s3 layer; 0: not counted */
+	int metric_op;
 	http_sink_fn sink; /* NULL: collect the body into resp_body */
 	void *sink_arg;
 	http_done_fn done;

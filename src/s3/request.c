@@ -38,6 +38,7 @@
 #include "s3/uri.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/metrics.h"
 
 #define EMPTY_SHA256 \
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -171,6 +172,7 @@ static int prepare_attempt(s3_client *c, const s3_request *r,
 {
 	s3_creds cr = {0};
 	char *cerr = NULL;
+	x->metric_op = (int)metric_op_from_name(r->op);
 	if (creds_chain_get(c->creds, &cr, &cerr) < 0) {
 		memset(e, 0, sizeof *e);
 		e->err = EACCES;
