@@ -22,6 +22,7 @@ extern const cli_cmd cli_cmd_sync;
 extern const cli_cmd cli_cmd_retry;
 extern const cli_cmd cli_cmd_drop;
 extern const cli_cmd cli_cmd_gc;
+extern const cli_cmd cli_cmd_verify;
 
 #include <jansson.h>
 #include <stdbool.h>

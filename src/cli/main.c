@@ -17,6 +17,7 @@ static const cli_cmd *const commands[] = {
 	&cli_cmd_retry,
 	&cli_cmd_drop,
 	&cli_cmd_gc,
+	&cli_cmd_verify,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

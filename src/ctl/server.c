@@ -15,6 +15,7 @@
  * so files of pending transactions are never downloaded.
  */
 #include "ctl/ctl.h"
+#include "ctl/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,31 +84,6 @@ char *ctl_socket_path(const char *mountpoint)
 }
 
 /* ---- replies ---------------------------------------------------------- */
-
-static int send_json(int fd, json_t *j)
-{
-	char *s = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
-	if (!s)
-		return -1;
-	size_t n = strlen(s);
-	s[n] = '\n'; /* json_dumps leaves room: it is NUL-terminated */
-	int rc = 0;
-	for (size_t w = 0; w <= n && rc == 0;) {
-		ssize_t r = send(fd, s + w, n + 1 - w, MSG_NOSIGNAL);
-		if (r < 0 && errno != EINTR)
-			rc = -1;
-		else if (r > 0)
-			w += (size_t)r;
-	}
-	free(s);
-	return rc;
-}
-
-static void send_error(int fd, const char *msg)
-{
-	send_json(fd, json_pack("{s:s, s:b}", "error", msg, "done", 1));
-}
 
 /* The mount's fs_ctx, or NULL (not up yet). */
 static fs_ctx *target_fs(ctl_server *s)
@@ -185,7 +161,7 @@ static void do_status(ctl_server *s, int fd)
 	if (r && s->t.metrics_url)
 		json_object_set_new(r, "metrics_endpoint",
 				    json_string(s->t.metrics_url));
-	send_json(fd, r);
+	ctl_send_json(fd, r);
 }
 
 /* ---- prefetch --------------------------------------------------------- */
@@ -384,12 +360,17 @@ static bool stopping(ctl_server *s)
 	return st;
 }
 
+static bool stopping_cb(void *arg)
+{
+	return stopping(arg);
+}
+
 static void pf_wait(ctl_server *s, int fd, pf_set *set)
 {
 	uint64_t done;
 	int err;
 	while (!pf_progress(set, &done, &err) && !err && !stopping(s)) {
-		if (send_json(fd, json_pack("{s:I, s:I, s:I}", "done_bytes",
+		if (ctl_send_json(fd, json_pack("{s:I, s:I, s:I}", "done_bytes",
 					    (json_int_t)done, "total_bytes",
 					    (json_int_t)set->total, "files",
 					    (json_int_t)set->n)) < 0)
@@ -397,11 +378,11 @@ static void pf_wait(ctl_server *s, int fd, pf_set *set)
 		usleep(200 * 1000);
 	}
 	if (err)
-		send_error(fd, strerror(err));
+		ctl_send_error(fd, strerror(err));
 	else if (stopping(s))
-		send_error(fd, "the filesystem is being unmounted");
+		ctl_send_error(fd, "the filesystem is being unmounted");
 	else
-		send_json(fd, json_pack("{s:I, s:I, s:I, s:b}", "done_bytes",
+		ctl_send_json(fd, json_pack("{s:I, s:I, s:I, s:b}", "done_bytes",
 					(json_int_t)done, "total_bytes",
 					(json_int_t)set->total, "files",
 					(json_int_t)set->n, "done", 1));
@@ -410,14 +391,14 @@ static void pf_wait(ctl_server *s, int fd, pf_set *set)
 static void do_prefetch(ctl_server *s, int fd, const char *rel)
 {
 	if (strstr(rel, "..") || rel[0] == '/') {
-		send_error(fd, "path must be relative to the mount");
+		ctl_send_error(fd, "path must be relative to the mount");
 		return;
 	}
 	pf_set set = {0};
 	s3_err e = {0};
 	int rc = pf_add_path(s, &set, rel, &e);
 	if (rc < 0)
-		send_error(fd, e.msg[0] ? e.msg : strerror(-rc));
+		ctl_send_error(fd, e.msg[0] ? e.msg : strerror(-rc));
 	else
 		pf_wait(s, fd, &set);
 	for (size_t i = 0; i < set.n; i++)
@@ -509,7 +490,7 @@ static void *commit_watch_main(void *arg)
 		pthread_mutex_unlock(&w->mu);
 		uint64_t done, total;
 		json_decref(concerned(w->e, w->rel, &done, &total));
-		int rc = send_json(w->fd,
+		int rc = ctl_send_json(w->fd,
 				   json_pack("{s:b, s:I, s:I}", "done", 0,
 					     "bytes_done", (json_int_t)done,
 					     "bytes_total", (json_int_t)total));
@@ -524,13 +505,13 @@ static void *commit_watch_main(void *arg)
 static void do_commit(ctl_server *s, int fd, const char *rel)
 {
 	if (!rel_ok(rel)) {
-		send_error(fd, "path must be relative to the mount");
+		ctl_send_error(fd, "path must be relative to the mount");
 		return;
 	}
 	fs_ctx *fs = target_fs(s);
 	eng *e = target_eng(s);
 	if (!e) {
-		send_error(fd, "the mount is read-only: nothing to commit");
+		ctl_send_error(fd, "the mount is read-only: nothing to commit");
 		return;
 	}
 	uint64_t done, total;
@@ -556,14 +537,14 @@ static void do_commit(ctl_server *s, int fd, const char *rel)
 		 * there that fs_commit_path would not seal (temp names), its
 		 * message is an error below. */
 		json_decref(what);
-		send_json(fd, json_pack("{s:[], s:s, s:b}", "committed",
+		ctl_send_json(fd, json_pack("{s:[], s:s, s:b}", "committed",
 					"note", err[0] ? err : "nothing pending",
 					"done", 1));
 	} else if (rc < 0) {
 		json_decref(what);
-		send_error(fd, err[0] ? err : strerror(-rc));
+		ctl_send_error(fd, err[0] ? err : strerror(-rc));
 	} else {
-		send_json(fd, json_pack("{s:o, s:I, s:b}", "committed", what,
+		ctl_send_json(fd, json_pack("{s:o, s:I, s:b}", "committed", what,
 					"bytes", (json_int_t)total, "done", 1));
 	}
 }
@@ -580,7 +561,7 @@ static void sync_progress(void *arg, uint64_t done, uint64_t total)
 	p->done = done;
 	p->total = total;
 	if (!p->gone &&
-	    send_json(p->fd, json_pack("{s:b, s:I, s:I}", "done", 0,
+	    ctl_send_json(p->fd, json_pack("{s:b, s:I, s:I}", "done", 0,
 				       "bytes_done", (json_int_t)done,
 				       "bytes_total", (json_int_t)total)) < 0)
 		p->gone = true; /* the sync goes on; nobody to tell */
@@ -591,7 +572,7 @@ static void do_sync(ctl_server *s, int fd)
 	fs_ctx *fs = target_fs(s);
 	if (!target_eng(s)) {
 		/* a read-only mount has nothing pending */
-		send_json(fd, json_pack("{s:I, s:I, s:b, s:b}", "bytes_done",
+		ctl_send_json(fd, json_pack("{s:I, s:I, s:b, s:b}", "bytes_done",
 					(json_int_t)0, "bytes_total",
 					(json_int_t)0, "writable", 0, "done",
 					1));
@@ -603,10 +584,10 @@ static void do_sync(ctl_server *s, int fd)
 		/* name the step that failed, its path and the server's
 		 * error, not just an errno */
 		char *why = eng_failed_text(target_eng(s));
-		send_error(fd, why ? why : strerror(-rc));
+		ctl_send_error(fd, why ? why : strerror(-rc));
 		free(why);
 	} else
-		send_json(fd, json_pack("{s:I, s:I, s:b, s:b}", "bytes_done",
+		ctl_send_json(fd, json_pack("{s:I, s:I, s:b, s:b}", "bytes_done",
 					(json_int_t)p.done, "bytes_total",
 					(json_int_t)p.total, "writable", 1,
 					"done", 1));
@@ -627,10 +608,10 @@ static void do_retry(ctl_server *s, int fd, uint64_t id)
 	eng *e = target_eng(s);
 	int n = e ? eng_step_retry(e, id) : -ENOENT;
 	if (n < 0)
-		send_error(fd, id ? "no failed step with that id"
+		ctl_send_error(fd, id ? "no failed step with that id"
 				  : "no step has failed");
 	else
-		send_json(fd, json_pack("{s:i, s:b}", "retried", n, "done", 1));
+		ctl_send_json(fd, json_pack("{s:i, s:b}", "retried", n, "done", 1));
 }
 
 static void do_drop(ctl_server *s, int fd, uint64_t id)
@@ -638,14 +619,14 @@ static void do_drop(ctl_server *s, int fd, uint64_t id)
 	eng *e = target_eng(s);
 	char *what = NULL;
 	if (!id) {
-		send_error(fd, "which step? (the id `ckptfs status` shows)");
+		ctl_send_error(fd, "which step? (the id `ckptfs status` shows)");
 		return;
 	}
 	int rc = e ? eng_step_drop(e, id, &what) : -ENOENT;
 	if (rc < 0)
-		send_error(fd, "no pending step with that id");
+		ctl_send_error(fd, "no pending step with that id");
 	else
-		send_json(fd, json_pack("{s:s, s:b}", "dropped", what ? what : "",
+		ctl_send_json(fd, json_pack("{s:s, s:b}", "dropped", what ? what : "",
 					"done", 1));
 	free(what);
 }
@@ -675,7 +656,7 @@ static void handle(ctl_server *s, int fd)
 	const char *cmd = req ? json_string_value(json_object_get(req, "cmd"))
 			      : NULL;
 	if (!cmd)
-		send_error(fd, "malformed request");
+		ctl_send_error(fd, "malformed request");
 	else if (!strcmp(cmd, "status"))
 		do_status(s, fd);
 	else if (!strcmp(cmd, "prefetch") &&
@@ -692,8 +673,16 @@ static void handle(ctl_server *s, int fd)
 		do_retry(s, fd, req_id(req));
 	else if (!strcmp(cmd, "drop"))
 		do_drop(s, fd, req_id(req));
+	else if (!strcmp(cmd, "verify") &&
+		 json_is_string(json_object_get(req, "path")))
+		ctl_do_verify(&s->t, fd,
+			      json_string_value(json_object_get(req, "path")),
+			      (unsigned)json_integer_value(
+				  json_object_get(req, "threads")),
+			      json_is_true(json_object_get(req, "all")),
+			      stopping_cb, s);
 	else
-		send_error(fd, "unknown command");
+		ctl_send_error(fd, "unknown command");
 	json_decref(req);
 }
 

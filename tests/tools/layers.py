@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
 # lowest first; folders on one line are peers that may not include each other
-LAYERS = [["util"], ["http"], ["s3"], ["proto"], ["cache"], ["commit"], ["fs"],
+LAYERS = [["util"], ["http"], ["s3"], ["proto"], ["verify"], ["cache"], ["commit"], ["fs"],
           ["ctl"], ["daemon"], ["cli"]]
 RANK = {d: i for i, ds in enumerate(LAYERS) for d in ds}
 

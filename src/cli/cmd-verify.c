@@ -1,0 +1,390 @@
+/*
+ * ckptfs verify PATH|s3://BUCKET[/PREFIX] [--json] [--threads N]: re-reads
+ * every object of a checkpoint from the bucket and checks it against what
+ * its manifests recorded (size, ETag, CRC-32C, block CRCs), or against the
+ * size and MD5 ETag of an object ckptfs did not write (verify/verify.h,
+ * doc/verify.md).  A PATH inside a mount is verified by the daemon serving
+ * it, with the mount's endpoint and credentials; an s3:// URL by this
+ * process, with the credentials it finds (as `ckptfs gc`).
+ *
+ * Prints each bad file and a summary line (--json: one document with
+ * every file), a progress bar on stderr when it is a terminal.  Exit 0
+ * when every byte checks, 1 when a file is bad, 2 for a usage error, 3
+ * when the run could not be done (nothing there, the bucket unreachable).
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "ctl/ctl.h"
+#include "http/loop.h"
+#include "s3/client.h"
+#include "util/buf.h"
+#include "verify/verify.h"
+
+typedef struct vargs {
+	char *target;
+	bool json;
+	bool insecure;
+	unsigned threads;
+	s3_settings s;
+} vargs;
+
+typedef struct vout {
+	bool json;
+	json_t *files; /* --json: every file */
+	cli_rate rate;
+	bool drawn;
+	pthread_mutex_t mu;
+} vout;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ckptfs verify PATH|s3://BUCKET[/PREFIX] [options]\n"
+		"\n"
+		"Re-reads every object of a checkpoint from the bucket (not the cache)\n"
+		"and checks it against its manifests: size, ETag, CRC-32C and the\n"
+		"CRC-32C of each block. Objects without a manifest are checked by size\n"
+		"and, where the ETag is an MD5 (not multipart), by MD5.\n"
+		"\n"
+		"  --json                 one JSON document with every file\n"
+		"  --threads N            objects read at once (default 4)\n"
+		"  --endpoint URL, --region REGION, --profile NAME, -o OPT[,OPT...]\n"
+		"                         for an s3:// URL, as for `ckptfs gc`\n"
+		"\n"
+		"Exit status: 0 every byte checks, 1 a file is bad, 2 usage, 3 the\n"
+		"verification could not be done.\n");
+}
+
+static int apply_opt(void *arg, const char *k, const char *v)
+{
+	vargs *a = arg;
+	if (!v && !strcmp(k, "insecure"))
+		return a->insecure = true, 0;
+	if (v && !strcmp(k, "endpoint"))
+		return cli_set_str(&a->s.endpoint, v);
+	if (v && !strcmp(k, "region"))
+		return cli_set_str(&a->s.region, v);
+	if (v && !strcmp(k, "profile"))
+		return cli_set_str(&a->s.profile, v);
+	if (v && !strcmp(k, "ca_bundle"))
+		return cli_set_str(&a->s.ca_bundle, v);
+	if (v && !strcmp(k, "addressing") &&
+	    cli_parse_addressing(v, &a->s.addressing) == 0)
+		return 0;
+	fprintf(stderr, "ckptfs: verify: unknown option '%s%s%s'\n", k,
+		v ? "=" : "", v ? v : "");
+	return -1;
+}
+
+enum { OPT_JSON = CLI_OPT_OWN, OPT_THREADS };
+
+/* 0, -1 (usage error) or 1 (--help printed). */
+static int parse_args(vargs *a, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"help", no_argument, NULL, 'h'},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"threads", required_argument, NULL, OPT_THREADS},
+		CLI_S3_LONG_OPTS,
+	};
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+ho:", lo, NULL)) != -1 ||
+	       optind < argc) {
+		if (c == -1) {
+			if (a->target) {
+				fprintf(stderr, "ckptfs: verify: unexpected "
+						"argument '%s'\n",
+					argv[optind]);
+				return -1;
+			}
+			a->target = strdup(argv[optind++]);
+			continue;
+		}
+		char *end;
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			return 1;
+		case OPT_JSON:
+			a->json = true;
+			break;
+		case OPT_THREADS:
+			a->threads = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || !optarg[0] || a->threads < 1 ||
+			    a->threads > 64) {
+				fprintf(stderr, "ckptfs: verify: --threads "
+						"takes a number from 1 to 64\n");
+				return -1;
+			}
+			break;
+		case 'o':
+			if (cli_parse_opts(optarg, apply_opt, a) < 0)
+				return -1;
+			break;
+		default:
+			if (cli_s3_long_opt(c, optarg, &a->s.endpoint,
+					    &a->s.region, &a->s.profile))
+				break;
+			fprintf(stderr, "ckptfs: verify: unknown option '%s'\n",
+				argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (!a->target) {
+		usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- output: the same for both ways ------------------------------------- */
+
+static void clear_bar(vout *o)
+{
+	if (o->drawn && isatty(STDERR_FILENO)) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+	}
+}
+
+static void out_file(vout *o, json_t *f)
+{
+	pthread_mutex_lock(&o->mu);
+	if (o->json) {
+		json_array_append(o->files, f);
+	} else if (!json_is_true(json_object_get(f, "ok"))) {
+		clear_bar(o);
+		printf("BAD  %s: %s\n",
+		       json_string_value(json_object_get(f, "path"))[0]
+			   ? json_string_value(json_object_get(f, "path"))
+			   : json_string_value(json_object_get(f, "key")),
+		       json_string_value(json_object_get(f, "problem")));
+		fflush(stdout);
+	}
+	pthread_mutex_unlock(&o->mu);
+}
+
+static void out_progress(vout *o, uint64_t done, uint64_t total)
+{
+	if (!isatty(STDERR_FILENO))
+		return;
+	pthread_mutex_lock(&o->mu);
+	cli_progress("verify", done, total, cli_rate_update(&o->rate, done));
+	o->drawn = true;
+	pthread_mutex_unlock(&o->mu);
+}
+
+static json_int_t num(json_t *o, const char *k)
+{
+	return json_integer_value(json_object_get(o, k));
+}
+
+/* The summary; the exit status. */
+static int out_end(vout *o, const char *target, json_t *sum)
+{
+	clear_bar(o);
+	json_int_t files = num(sum, "files"), bad = num(sum, "bad");
+	int rc = bad ? 1 : 0;
+	if (files == 0 && num(sum, "skipped") == 0) {
+		fprintf(stderr, "ckptfs: verify: nothing stored under %s\n",
+			target);
+		rc = 3;
+	}
+	if (o->json) {
+		json_t *doc = json_pack("{s:s, s:b, s:O, s:O}", "target", target,
+					"ok", rc == 0, "summary", sum, "files",
+					o->files);
+		json_dumpf(doc, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(doc);
+		return rc;
+	}
+	char b[32];
+	cli_fmt_bytes((uint64_t)num(sum, "bytes"), b);
+	printf("verify %s: %lld files, %s read: %lld ok, %lld bad "
+	       "(%lld against manifests, %lld by MD5 ETag, %lld by size only)",
+	       target, (long long)files, b, (long long)num(sum, "ok"),
+	       (long long)bad, (long long)num(sum, "by_manifest"),
+	       (long long)num(sum, "by_md5"), (long long)num(sum, "by_size"));
+	if (num(sum, "skipped"))
+		printf(", %lld objects skipped (not part of a committed "
+		       "checkpoint)",
+		       (long long)num(sum, "skipped"));
+	putchar('\n');
+	return rc;
+}
+
+/* ---- a path on a mount: the daemon verifies ------------------------------ */
+
+static void on_line(json_t *line, void *arg)
+{
+	vout *o = arg;
+	json_t *f = json_object_get(line, "file");
+	if (f)
+		out_file(o, f);
+	else if (json_object_get(line, "total_bytes"))
+		out_progress(o, (uint64_t)num(line, "done_bytes"),
+			     (uint64_t)num(line, "total_bytes"));
+}
+
+static int verify_path(vargs *a, vout *o)
+{
+	struct stat st;
+	if (stat(a->target, &st) < 0) {
+		fprintf(stderr, "ckptfs: verify %s: %m\n", a->target);
+		return 3;
+	}
+	char *rel = NULL;
+	char *mnt = cli_find_mount(a->target, &rel);
+	if (!mnt) {
+		fprintf(stderr, "ckptfs: verify: %s is not inside a mounted "
+				"file system\n",
+			a->target);
+		return 3;
+	}
+	json_t *req = json_pack("{s:s, s:s, s:i, s:b}", "cmd", "verify", "path",
+				rel, "threads", (int)a->threads, "all", o->json);
+	char *err = NULL;
+	json_t *r = ctl_request(mnt, req, on_line, o, &err);
+	json_decref(req);
+	int rc = 3;
+	if (!r || json_object_get(r, "error")) {
+		clear_bar(o);
+		fprintf(stderr, "ckptfs: %s\n",
+			r ? json_string_value(json_object_get(r, "error"))
+			  : err ? err : "no reply from the mount");
+	} else {
+		rc = out_end(o, json_string_value(json_object_get(r, "target")),
+			     json_object_get(r, "summary"));
+	}
+	json_decref(r);
+	free(err);
+	free(rel);
+	free(mnt);
+	return rc;
+}
+
+/* ---- an s3:// URL: this process verifies ------------------------------- */
+
+static json_t *file_json(const verify_file *f)
+{
+	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:b}", "path", f->rel,
+			      "key", f->key, "size", (json_int_t)f->size,
+			      "check", verify_how_name(f->how), "ok", f->ok);
+	if (f->problem)
+		json_object_set_new(j, "problem", json_string(f->problem));
+	return j;
+}
+
+static void cb_file(void *arg, const verify_file *f)
+{
+	json_t *j = file_json(f);
+	out_file(arg, j);
+	json_decref(j);
+}
+
+static void cb_progress(void *arg, uint64_t db, uint64_t tb, size_t df,
+			size_t tf)
+{
+	(void)df;
+	(void)tf;
+	out_progress(arg, db, tb);
+}
+
+static int verify_url(vargs *a, vout *o)
+{
+	char *err = NULL;
+	s3_settings *s = &a->s;
+	if (s3_parse_url(a->target, &s->bucket, &s->prefix, &err) < 0 ||
+	    s3_settings_resolve(s, &err) < 0) {
+		fprintf(stderr, "ckptfs: verify: %s\n", err ? err : "out of memory");
+		free(err);
+		return 2;
+	}
+	creds_chain *creds;
+	http_loop *loop;
+	s3_client *c;
+	s3_err e;
+	int rc = s3_connect(s, a->insecure, NULL, &creds, &loop, &c, &err, &e);
+	if (rc == -2) {
+		const char *hint = s3_access_hint(&e);
+		fprintf(stderr, "ckptfs: verify: cannot reach s3://%s/%s at %s: "
+				"%s%s%s\n",
+			s->bucket, s->prefix, s->endpoint, hint,
+			hint[0] ? ": " : "", e.msg);
+		return 3;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "ckptfs: verify: %s\n", err ? err : "out of memory");
+		free(err);
+		return 3;
+	}
+	verify_cb cb = {cb_file, cb_progress, NULL, o};
+	verify_summary sum;
+	rc = verify_run(c, s->prefix, a->threads, &cb, &sum, &err);
+	buf t = BUF_INIT;
+	size_t pl = strlen(s->prefix);
+	buf_printf(&t, "s3://%s/%.*s", s->bucket,
+		   (int)(pl && s->prefix[pl - 1] == '/' ? pl - 1 : pl),
+		   s->prefix);
+	if (rc < 0) {
+		clear_bar(o);
+		fprintf(stderr, "ckptfs: verify %s: %s\n", buf_cstr(&t),
+			err ? err : "failed");
+		free(err);
+		rc = 3;
+	} else {
+		json_t *js = json_pack(
+		    "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "files",
+		    (json_int_t)sum.files, "ok", (json_int_t)sum.ok, "bad",
+		    (json_int_t)sum.bad, "by_manifest",
+		    (json_int_t)sum.by[VERIFY_MANIFEST], "by_md5",
+		    (json_int_t)sum.by[VERIFY_MD5], "by_size",
+		    (json_int_t)sum.by[VERIFY_SIZE], "skipped",
+		    (json_int_t)sum.skipped, "bytes", (json_int_t)sum.bytes);
+		rc = out_end(o, buf_cstr(&t), js);
+		json_decref(js);
+	}
+	buf_free(&t);
+	s3_client_free(c);
+	http_loop_free(loop);
+	creds_chain_free(creds);
+	return rc;
+}
+
+static int cmd_verify(int argc, char **argv)
+{
+	vargs a = {.threads = 4};
+	int p = parse_args(&a, argc, argv);
+	int rc = p < 0 ? 2 : 0;
+	if (p == 0) {
+		vout o = {.json = a.json, .files = json_array()};
+		pthread_mutex_init(&o.mu, NULL);
+		rc = strncmp(a.target, "s3://", 5) ? verify_path(&a, &o)
+						    : verify_url(&a, &o);
+		json_decref(o.files);
+		pthread_mutex_destroy(&o.mu);
+	}
+	free(a.target);
+	s3_settings_free(&a.s);
+	return rc;
+}
+
+const cli_cmd cli_cmd_verify = {
+	.name = "verify",
+	.usage = "PATH|s3://BUCKET[/PREFIX] [--json] [--threads N]",
+	.summary = "re-read a checkpoint from the bucket and check its "
+		   "checksums",
+	.exec = cmd_verify,
+};

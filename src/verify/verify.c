@@ -1,0 +1,660 @@
+/*
+ * verify: re-read a stored checkpoint and check it against its manifests
+ * or ETags (see verify.h for the rules).
+ *
+ * Three phases: list every object under the prefix (and the manifests of
+ * the directories above it, which may govern it); load the manifests of
+ * each root and turn every object into a job (or a "missing" result for a
+ * file a manifest lists without its object); then `threads` workers read
+ * the jobs' objects in ranges while the calling thread reports progress.
+ */
+#include "verify/verify.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "proto/crc.h"
+#include "proto/keys.h"
+#include "proto/manifest.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "util/vec.h"
+
+#define META_DIR ".ckptfs/"
+#define GROW(v, n, cap)                                                        \
+	((n) < (cap) ? 0 : grow((void **)&(v), &(cap), sizeof *(v)))
+
+static int grow(void **v, size_t *cap, size_t elem)
+{
+	void *nv = vec_grow(*v, cap, elem, 16);
+	if (!nv)
+		return -1;
+	*v = nv;
+	return 0;
+}
+#define READ_CHUNK (8u << 20)
+
+const char *verify_how_name(verify_how h)
+{
+	switch (h) {
+	case VERIFY_MANIFEST:
+		return "manifest";
+	case VERIFY_MD5:
+		return "md5";
+	default:
+		return "size";
+	}
+}
+
+bool verify_etag_is_md5(const char *etag)
+{
+	if (!etag)
+		return false;
+	size_t n = strlen(etag);
+	if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"') {
+		etag++;
+		n -= 2;
+	}
+	if (n != 32)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("0123456789abcdefABCDEF", etag[i]))
+			return false;
+	return true;
+}
+
+/* etag without its quotes, into out. */
+static void etag_bare(const char *etag, char *out, size_t sz)
+{
+	size_t n = etag ? strlen(etag) : 0;
+	if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"')
+		snprintf(out, sz, "%.*s", (int)(n - 2), etag + 1);
+	else
+		snprintf(out, sz, "%s", etag ? etag : "");
+}
+
+/* ---- phase 1: listing ------------------------------------------------------ */
+
+typedef struct obj {
+	char *key;
+	uint64_t size;
+	char *etag;
+} obj;
+
+typedef struct objs {
+	obj *v;
+	size_t n, cap;
+	const char *want; /* key: keep key == want or under want/ */
+	size_t want_len;
+} objs;
+
+static bool wanted(const char *want, size_t wl, const char *key)
+{
+	if (wl == 0)
+		return true;
+	return !strncmp(key, want, wl) && (key[wl] == '\0' || key[wl] == '/');
+}
+
+static int list_page(void *arg, const char *prefix, const s3_list_result *p)
+{
+	objs *o = arg;
+	(void)prefix;
+	for (size_t i = 0; i < p->n_objects; i++) {
+		const s3_object *so = &p->objects[i];
+		if (strlen(so->key) != so->key_len ||
+		    !wanted(o->want, o->want_len, so->key))
+			continue;
+		if (GROW(o->v, o->n, o->cap) < 0)
+			return -ENOMEM;
+		obj *x = &o->v[o->n];
+		x->key = strdup(so->key);
+		x->etag = strdup(so->etag ? so->etag : "");
+		x->size = so->size;
+		if (!x->key || !x->etag) {
+			free(x->key);
+			free(x->etag);
+			return -ENOMEM;
+		}
+		o->n++;
+	}
+	return 0;
+}
+
+static void objs_free(objs *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		free(o->v[i].key);
+		free(o->v[i].etag);
+	}
+	free(o->v);
+}
+
+static int obj_cmp(const void *a, const void *b)
+{
+	return strcmp(((const obj *)a)->key, ((const obj *)b)->key);
+}
+
+static obj *obj_find(objs *o, const char *key)
+{
+	obj k = {.key = (char *)key};
+	return bsearch(&k, o->v, o->n, sizeof *o->v, obj_cmp);
+}
+
+/* The root R of a manifest key R.ckptfs/manifest.*.json (R "" or ending
+ * in '/'), as a length; -1 when key is not a manifest. */
+static long manifest_root_len(const char *key)
+{
+	const char *p = key;
+	for (;;) {
+		const char *m = strstr(p, META_DIR);
+		if (!m)
+			return -1;
+		if ((m == key || m[-1] == '/') &&
+		    proto_is_manifest_name(m + strlen(META_DIR)))
+			return (long)(m - key);
+		p = m + 1;
+	}
+}
+
+/* Whether a key belongs to ckptfs (a ".ckptfs*" component). */
+static bool is_own_key(const char *key)
+{
+	for (const char *p = key; p;) {
+		if (!strncmp(p, ".ckptfs", 7))
+			return true;
+		p = strchr(p, '/');
+		if (p)
+			p++;
+	}
+	return false;
+}
+
+/* ---- phase 2: manifests and jobs ------------------------------------------- */
+
+typedef struct root {
+	char *r; /* "" or ending in '/' */
+	vis_manifest m;
+	bool loaded;
+} root;
+
+typedef struct job {
+	obj *o;
+	const vis_file *vf; /* VERIFY_MANIFEST */
+	verify_file out;
+} job;
+
+typedef struct run {
+	s3_client *c;
+	const verify_cb *cb;
+	root *roots;
+	size_t n_roots, cap_roots;
+	job *jobs;
+	size_t n_jobs, cap_jobs;
+	uint64_t total_bytes;
+	/* workers */
+	pthread_mutex_t mu;
+	size_t next;          /* [mu] next job */
+	size_t done_files;    /* [mu] */
+	uint64_t done_bytes;  /* atomic */
+	bool cancel;          /* atomic */
+	verify_summary *sum;  /* [mu] */
+	size_t keylen;        /* the verified prefix's length, for rel */
+	const char *key;
+} run;
+
+static int add_root(run *r, const char *key, size_t len)
+{
+	for (size_t i = 0; i < r->n_roots; i++)
+		if (strlen(r->roots[i].r) == len &&
+		    !strncmp(r->roots[i].r, key, len))
+			return 0;
+	if (GROW(r->roots, r->n_roots, r->cap_roots) < 0)
+		return -1;
+	root *x = &r->roots[r->n_roots];
+	memset(x, 0, sizeof *x);
+	x->r = strndup(key, len);
+	if (!x->r)
+		return -1;
+	vis_manifest_init(&x->m);
+	r->n_roots++;
+	return 0;
+}
+
+static int load_manifest(run *r, root *rt, const obj *o, char **err)
+{
+	char *body = malloc(o->size + 1);
+	size_t got = 0;
+	s3_err e;
+	if (!body)
+		return -1;
+	if (s3_get_range(r->c, o->key, 0, o->size, NULL, body, &got, &e) < 0) {
+		free(body);
+		if (e.err == ENOENT)
+			return 0; /* deleted since listed */
+		buf m = BUF_INIT;
+		buf_printf(&m, "cannot read the manifest %s: %s", o->key, e.msg);
+		*err = buf_steal(&m);
+		return -1;
+	}
+	char *perr = NULL;
+	if (vis_manifest_add_json(&rt->m, body, got, &perr) < 0) {
+		buf m = BUF_INIT;
+		buf_printf(&m, "the manifest %s is not valid: %s", o->key,
+			   perr ? perr : "?");
+		free(perr);
+		free(body);
+		*err = buf_steal(&m);
+		return -1;
+	}
+	free(body);
+	return 0;
+}
+
+/* The manifests of the directories above key (which the listing of key
+ * does not show): one delimiter LIST of each A/.ckptfs/. */
+static int list_ancestors(run *r, const char *key, objs *above, char **err)
+{
+	const char *slash = strrchr(key, '/');
+	size_t end = slash ? (size_t)(slash - key) + 1 : 0;
+	for (size_t len = 0;;) {
+		buf p = BUF_INIT;
+		buf_printf(&p, "%.*s%s", (int)len, key, META_DIR);
+		objs o = {0};
+		s3_err e;
+		int rc = s3_list_all(r->c, buf_cstr(&p), "/", list_page, &o, &e);
+		buf_free(&p);
+		if (rc < 0) {
+			objs_free(&o);
+			*err = strdup(e.msg);
+			return -1;
+		}
+		for (size_t i = 0; i < o.n; i++) {
+			if (manifest_root_len(o.v[i].key) != (long)len ||
+			    GROW(above->v, above->n, above->cap) < 0)
+				continue;
+			above->v[above->n++] = o.v[i];
+			o.v[i].key = o.v[i].etag = NULL;
+		}
+		objs_free(&o);
+		if (len >= end)
+			break;
+		const char *n = strchr(key + len, '/');
+		len = (size_t)(n - key) + 1;
+	}
+	return 0;
+}
+
+static root *nearest_root(run *r, const char *key)
+{
+	root *best = NULL;
+	for (size_t i = 0; i < r->n_roots; i++) {
+		size_t l = strlen(r->roots[i].r);
+		if (!strncmp(key, r->roots[i].r, l) &&
+		    (!best || l > strlen(best->r)))
+			best = &r->roots[i];
+	}
+	return best;
+}
+
+static job *new_job(run *r, obj *o, verify_how how)
+{
+	if (GROW(r->jobs, r->n_jobs, r->cap_jobs) < 0)
+		return NULL;
+	job *j = &r->jobs[r->n_jobs++];
+	memset(j, 0, sizeof *j);
+	j->o = o;
+	j->out.how = how;
+	j->out.size = o ? o->size : 0;
+	return j;
+}
+
+static const char *rel_of(const run *r, const char *key)
+{
+	const char *s = key + r->keylen;
+	return *s == '/' ? s + 1 : s;
+}
+
+/* ---- phase 3: reading ------------------------------------------------------- */
+
+__attribute__((format(printf, 2, 3))) static void bad(job *j, const char *fmt,
+						      ...)
+{
+	if (j->out.problem)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	buf m = BUF_INIT;
+	buf_vprintf(&m, fmt, ap);
+	va_end(ap);
+	j->out.problem = buf_steal(&m);
+}
+
+static void read_check(run *r, job *j, char *chunk)
+{
+	obj *o = j->o;
+	const vis_file *vf = j->vf;
+	uint32_t block = vf && vf->blocks ? vf->block : 0;
+	uint32_t *bcrc = NULL;
+	size_t nb = 0;
+	if (block && vis_file_blocks(vf, &bcrc, &nb) < 0)
+		block = 0;
+	uint32_t step = READ_CHUNK;
+	if (block && block < step)
+		step = block;
+	EVP_MD_CTX *md5 = j->out.how == VERIFY_MD5 ? EVP_MD_CTX_new() : NULL;
+	if (md5)
+		EVP_DigestInit_ex(md5, EVP_md5(), NULL);
+	uint32_t crc = 0, bc = 0;
+	uint64_t off = 0, bstart = 0;
+	while (off < o->size && !__atomic_load_n(&r->cancel, __ATOMIC_RELAXED)) {
+		size_t len = o->size - off < step ? (size_t)(o->size - off) : step;
+		if (block) { /* stay within one block */
+			uint64_t bend = (off / block + 1) * (uint64_t)block;
+			if (off + len > bend)
+				len = (size_t)(bend - off);
+		}
+		size_t got = 0;
+		s3_err e;
+		if (s3_get_range(r->c, o->key, off, len, o->etag, chunk, &got,
+				 &e) < 0) {
+			if (e.err == ESTALE)
+				bad(j, "changed while being verified (ETag no "
+				       "longer %s)", o->etag);
+			else if (e.err == ENOENT)
+				bad(j, "deleted while being verified");
+			else
+				bad(j, "cannot read: %s", e.msg);
+			break;
+		}
+		if (got < len) {
+			bad(j, "truncated: the object ended after %llu of %llu "
+			       "bytes",
+			    (unsigned long long)(off + got),
+			    (unsigned long long)o->size);
+			break;
+		}
+		crc = proto_crc32c(crc, chunk, got);
+		if (md5)
+			EVP_DigestUpdate(md5, chunk, got);
+		__atomic_fetch_add(&r->done_bytes, got, __ATOMIC_RELAXED);
+		off += got;
+		if (!block)
+			continue;
+		bc = proto_crc32c(bc, chunk, got);
+		if (off % block && off != o->size)
+			continue;
+		size_t bi = (size_t)(bstart / block);
+		if (bi < nb && bc != bcrc[bi])
+			bad(j, "block %zu (bytes %llu-%llu) has CRC-32C %08x, "
+			       "the manifest says %08x",
+			    bi, (unsigned long long)bstart,
+			    (unsigned long long)(off - 1), bc, bcrc[bi]);
+		bc = 0;
+		bstart = off;
+	}
+	free(bcrc);
+	if (j->out.problem || off < o->size) {
+		if (md5)
+			EVP_MD_CTX_free(md5);
+		return;
+	}
+	if (vf && vf->has_crc && crc != vf->crc32c)
+		bad(j, "CRC-32C %08x, the manifest says %08x", crc, vf->crc32c);
+	if (md5) {
+		unsigned char d[EVP_MAX_MD_SIZE];
+		unsigned dl = 0;
+		EVP_DigestFinal_ex(md5, d, &dl);
+		EVP_MD_CTX_free(md5);
+		char hex[2 * EVP_MAX_MD_SIZE + 1], et[128];
+		for (unsigned i = 0; i < dl; i++)
+			snprintf(hex + 2 * i, 3, "%02x", d[i]);
+		etag_bare(o->etag, et, sizeof et);
+		if (strcasecmp(hex, et))
+			bad(j, "MD5 %s differs from the ETag %s", hex, et);
+	}
+}
+
+static void check_job(run *r, job *j, char *chunk)
+{
+	if (!j->o)
+		return; /* missing: decided in phase 2 */
+	const vis_file *vf = j->vf;
+	if (vf) {
+		char a[128], b[128];
+		etag_bare(j->o->etag, a, sizeof a);
+		etag_bare(vf->etag, b, sizeof b);
+		if (j->o->size != vf->size) {
+			bad(j, "size %llu, the manifest says %llu",
+			    (unsigned long long)j->o->size,
+			    (unsigned long long)vf->size);
+			return;
+		}
+		if (b[0] && strcmp(a, b)) {
+			bad(j, "ETag %s, the manifest says %s (replaced since "
+			       "it was committed)",
+			    a, b);
+			return;
+		}
+	}
+	read_check(r, j, chunk);
+}
+
+static void *worker(void *arg)
+{
+	run *r = arg;
+	char *chunk = malloc(READ_CHUNK);
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		size_t i = r->next < r->n_jobs ? r->next++ : r->n_jobs;
+		pthread_mutex_unlock(&r->mu);
+		if (i >= r->n_jobs || __atomic_load_n(&r->cancel, __ATOMIC_RELAXED))
+			break;
+		job *j = &r->jobs[i];
+		if (!chunk)
+			bad(j, "out of memory");
+		else
+			check_job(r, j, chunk);
+		j->out.ok = !j->out.problem;
+		pthread_mutex_lock(&r->mu);
+		verify_summary *s = r->sum;
+		s->files++;
+		s->by[j->out.how]++;
+		if (j->out.ok)
+			s->ok++;
+		else
+			s->bad++;
+		r->done_files++;
+		if (r->cb && r->cb->file)
+			r->cb->file(r->cb->arg, &j->out);
+		pthread_mutex_unlock(&r->mu);
+	}
+	free(chunk);
+	return NULL;
+}
+
+/* ---- the run ---------------------------------------------------------------- */
+
+static int plan(run *r, objs *o, objs *above, char **err)
+{
+	/* roots: from the manifests listed under key and above it */
+	objs *lists[2] = {o, above};
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; i < lists[l]->n; i++) {
+			long rl = manifest_root_len(lists[l]->v[i].key);
+			if (rl >= 0 && add_root(r, lists[l]->v[i].key,
+						(size_t)rl) < 0)
+				return -1;
+		}
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; i < lists[l]->n; i++) {
+			obj *x = &lists[l]->v[i];
+			long rl = manifest_root_len(x->key);
+			if (rl < 0)
+				continue;
+			for (size_t k = 0; k < r->n_roots; k++)
+				if (strlen(r->roots[k].r) == (size_t)rl &&
+				    !strncmp(r->roots[k].r, x->key, (size_t)rl) &&
+				    load_manifest(r, &r->roots[k], x, err) < 0)
+					return -1;
+		}
+	for (size_t k = 0; k < r->n_roots; k++)
+		vis_manifest_finish(&r->roots[k].m);
+	/* a job per object of the checkpoint */
+	for (size_t i = 0; i < o->n; i++) {
+		obj *x = &o->v[i];
+		size_t kl = strlen(x->key);
+		if (is_own_key(x->key) || (kl && x->key[kl - 1] == '/'))
+			continue; /* ckptfs' keys, directory markers */
+		root *rt = nearest_root(r, x->key);
+		const vis_file *vf = NULL;
+		if (rt) {
+			vf = rt->m.committed
+				 ? vis_manifest_find(&rt->m,
+						     x->key + strlen(rt->r))
+				 : NULL;
+			if (!vf) {
+				r->sum->skipped++;
+				continue;
+			}
+		}
+		job *j = new_job(r, x, vf ? VERIFY_MANIFEST
+				     : verify_etag_is_md5(x->etag) ? VERIFY_MD5
+								   : VERIFY_SIZE);
+		if (!j)
+			return -1;
+		j->vf = vf;
+		j->out.key = x->key;
+		j->out.rel = rel_of(r, x->key);
+		r->total_bytes += x->size;
+	}
+	/* files the manifests list whose objects are gone */
+	for (size_t k = 0; k < r->n_roots; k++) {
+		root *rt = &r->roots[k];
+		for (size_t f = 0; rt->m.committed && f < rt->m.n; f++) {
+			const vis_file *vf = &rt->m.files[f];
+			char *key = NULL;
+			if (asprintf(&key, "%s%s", rt->r, vf->path) < 0)
+				return -1;
+			root *gov = nearest_root(r, key);
+			if (!wanted(r->key, r->keylen, key) || gov != rt ||
+			    obj_find(o, key)) {
+				free(key);
+				continue;
+			}
+			job *j = new_job(r, NULL, VERIFY_MANIFEST);
+			if (!j) {
+				free(key);
+				return -1;
+			}
+			j->out.key = key; /* owned: freed with the run */
+			j->out.rel = rel_of(r, key);
+			j->out.size = vf->size;
+			j->vf = vf;
+			bad(j, "missing: the manifest lists it (%llu bytes), the "
+			       "bucket has no such object",
+			    (unsigned long long)vf->size);
+		}
+	}
+	return 0;
+}
+
+static void run_free(run *r)
+{
+	for (size_t i = 0; i < r->n_jobs; i++) {
+		if (!r->jobs[i].o)
+			free(r->jobs[i].out.key);
+		free(r->jobs[i].out.problem);
+	}
+	free(r->jobs);
+	for (size_t k = 0; k < r->n_roots; k++) {
+		free(r->roots[k].r);
+		vis_manifest_free(&r->roots[k].m);
+	}
+	free(r->roots);
+	pthread_mutex_destroy(&r->mu);
+}
+
+static void report_progress(run *r)
+{
+	if (!r->cb || !r->cb->progress)
+		return;
+	pthread_mutex_lock(&r->mu);
+	size_t files = r->done_files;
+	pthread_mutex_unlock(&r->mu);
+	r->cb->progress(r->cb->arg,
+			__atomic_load_n(&r->done_bytes, __ATOMIC_RELAXED),
+			r->total_bytes, files, r->n_jobs);
+}
+
+int verify_run(s3_client *c, const char *key, unsigned threads,
+	       const verify_cb *cb, verify_summary *sum, char **err)
+{
+	memset(sum, 0, sizeof *sum);
+	*err = NULL;
+	size_t kl = strlen(key);
+	while (kl && key[kl - 1] == '/')
+		kl--;
+	char *k = strndup(key, kl);
+	if (!k)
+		return -1;
+	run r = {.c = c, .cb = cb, .sum = sum, .key = k, .keylen = kl};
+	pthread_mutex_init(&r.mu, NULL);
+	objs o = {.want = k, .want_len = kl}, above = {0};
+	s3_err e;
+	int rc = -1;
+	if (s3_list_all(c, k, NULL, list_page, &o, &e) < 0) {
+		*err = strdup(e.msg);
+		goto out;
+	}
+	qsort(o.v, o.n, sizeof *o.v, obj_cmp);
+	if (list_ancestors(&r, k, &above, err) < 0 || plan(&r, &o, &above, err) < 0)
+		goto out;
+	if (threads < 1)
+		threads = 1;
+	if (threads > 64)
+		threads = 64;
+	pthread_t th[64];
+	unsigned started = 0;
+	for (; started < threads && started < (r.n_jobs ? r.n_jobs : 1); started++)
+		if (pthread_create(&th[started], NULL, worker, &r) != 0)
+			break;
+	if (!started) {
+		*err = strdup("cannot start the verifying threads");
+		goto out;
+	}
+	for (;;) {
+		pthread_mutex_lock(&r.mu);
+		bool all = r.done_files >= r.n_jobs;
+		pthread_mutex_unlock(&r.mu);
+		if (cb && cb->cancelled && cb->cancelled(cb->arg))
+			__atomic_store_n(&r.cancel, true, __ATOMIC_RELAXED);
+		report_progress(&r);
+		if (all || __atomic_load_n(&r.cancel, __ATOMIC_RELAXED))
+			break;
+		struct timespec ts = {0, 200 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	sum->bytes = __atomic_load_n(&r.done_bytes, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&r.cancel, __ATOMIC_RELAXED) && sum->files < r.n_jobs) {
+		*err = strdup("cancelled");
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0 && !*err)
+		*err = strdup("out of memory");
+	run_free(&r);
+	objs_free(&o);
+	objs_free(&above);
+	free(k);
+	return rc;
+}
