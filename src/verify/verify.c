@@ -147,9 +147,7 @@ static obj *obj_find(objs *o, const char *key)
 	return bsearch(&k, o->v, o->n, sizeof *o->v, obj_cmp);
 }
 
-/* The root R of a manifest key R.ckptfs/manifest.*.json (R "" or ending
- * in '/'), as a length; -1 when key is not a manifest. */
-static long manifest_root_len(const char *key)
+long verify_manifest_root_len(const char *key)
 {
 	const char *p = key;
 	for (;;) {
@@ -163,8 +161,7 @@ static long manifest_root_len(const char *key)
 	}
 }
 
-/* Whether a key belongs to ckptfs (a ".ckptfs*" component). */
-static bool is_own_key(const char *key)
+bool verify_is_own_key(const char *key)
 {
 	for (const char *p = key; p;) {
 		if (!strncmp(p, ".ckptfs", 7))
@@ -276,7 +273,7 @@ static int list_ancestors(run *r, const char *key, objs *above, char **err)
 			return -1;
 		}
 		for (size_t i = 0; i < o.n; i++) {
-			if (manifest_root_len(o.v[i].key) != (long)len ||
+			if (verify_manifest_root_len(o.v[i].key) != (long)len ||
 			    GROW(above->v, above->n, above->cap) < 0)
 				continue;
 			above->v[above->n++] = o.v[i];
@@ -487,7 +484,7 @@ static int plan(run *r, objs *o, objs *above, char **err)
 	objs *lists[2] = {o, above};
 	for (int l = 0; l < 2; l++)
 		for (size_t i = 0; i < lists[l]->n; i++) {
-			long rl = manifest_root_len(lists[l]->v[i].key);
+			long rl = verify_manifest_root_len(lists[l]->v[i].key);
 			if (rl >= 0 && add_root(r, lists[l]->v[i].key,
 						(size_t)rl) < 0)
 				return -1;
@@ -495,7 +492,7 @@ static int plan(run *r, objs *o, objs *above, char **err)
 	for (int l = 0; l < 2; l++)
 		for (size_t i = 0; i < lists[l]->n; i++) {
 			obj *x = &lists[l]->v[i];
-			long rl = manifest_root_len(x->key);
+			long rl = verify_manifest_root_len(x->key);
 			if (rl < 0)
 				continue;
 			for (size_t k = 0; k < r->n_roots; k++)
@@ -510,7 +507,7 @@ static int plan(run *r, objs *o, objs *above, char **err)
 	for (size_t i = 0; i < o->n; i++) {
 		obj *x = &o->v[i];
 		size_t kl = strlen(x->key);
-		if (is_own_key(x->key) || (kl && x->key[kl - 1] == '/'))
+		if (verify_is_own_key(x->key) || (kl && x->key[kl - 1] == '/'))
 			continue; /* ckptfs' keys, directory markers */
 		root *rt = nearest_root(r, x->key);
 		const vis_file *vf = NULL;

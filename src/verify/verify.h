@@ -78,5 +78,10 @@ int verify_run(s3_client *c, const char *key, unsigned threads,
 
 /* Whether etag (quotes allowed) is a plain MD5: 32 hex digits. */
 bool verify_etag_is_md5(const char *etag);
+/* The length of root R of a manifest key R.ckptfs/manifest.*.json (R ""
+ * or ending in '/'), or -1 when key is not a manifest's. */
+long verify_manifest_root_len(const char *key);
+/* Whether key has a component of ckptfs' own (".ckptfs*"). */
+bool verify_is_own_key(const char *key);
 
 #endif

@@ -1,0 +1,95 @@
+/*
+ * Tests for the mount's numbers as text and JSON (ctl/metrics.c): every
+ * sample follows its family's TYPE line, ops appear once used, label
+ * values are escaped, and the JSON carries the same counts.
+ */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl/ctl.h"
+#include "util/metrics.h"
+
+static ctl_target target(void)
+{
+	ctl_target t = {.mountpoint = "/mnt/a \"b\"", .bucket = "bk",
+			.prefix = "p/"};
+	return t;
+}
+
+Test(ctl_metrics, text)
+{
+	metrics_reset();
+	metrics_attempt(METRIC_OP_UPLOAD_PART, 200, 1, 5u << 20, 0, 40000, 0);
+	metrics_attempt(METRIC_OP_UPLOAD_PART, 503, 2, 5u << 20, 0, 1000, 0);
+	metrics_commit(1.5);
+	ctl_target t = target();
+	char *s = ctl_metrics_text(&t);
+	cr_assert(s);
+	cr_expect(strstr(s, "ckptfs_mount_info{mountpoint=\"/mnt/a \\\"b\\\"\","
+			    "bucket=\"bk\",prefix=\"p/\",writable=\"0\"} 1\n"));
+	cr_expect(strstr(s, "ckptfs_s3_requests_total{op=\"upload_part\","
+			    "status=\"2xx\"} 1\n"));
+	cr_expect(strstr(s, "ckptfs_s3_requests_total{op=\"upload_part\","
+			    "status=\"5xx\"} 1\n"));
+	cr_expect(strstr(s, "ckptfs_s3_sent_bytes_total{op=\"upload_part\"} "
+			    "10485760\n"));
+	cr_expect(strstr(s, "ckptfs_s3_retries_total{op=\"upload_part\"} 1\n"));
+	cr_expect(strstr(s, "ckptfs_s3_throttles_total{op=\"upload_part\"} 1\n"));
+	cr_expect(!strstr(s, "op=\"get\""));
+	cr_expect(strstr(s, "ckptfs_commit_duration_seconds_count 1\n"));
+	cr_expect(strstr(s, "ckptfs_commits_total 1\n"));
+	/* every sample's family was typed before it */
+	char *copy = strdup(s), *save = NULL;
+	char typed[64][96];
+	int nt = 0;
+	for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(l, "# TYPE ", 7)) {
+			cr_assert(nt < 64);
+			sscanf(l + 7, "%95s", typed[nt++]);
+			continue;
+		}
+		if (l[0] == '#')
+			continue;
+		bool ok = false;
+		for (int i = 0; i < nt && !ok; i++)
+			ok = !strncmp(l, typed[i], strlen(typed[i]));
+		cr_expect(ok, "untyped sample: %s", l);
+	}
+	free(copy);
+	free(s);
+}
+
+Test(ctl_metrics, json_same_numbers)
+{
+	metrics_reset();
+	metrics_attempt(METRIC_OP_GET, 206, 1, 0, 1234, 2000, 0);
+	metrics_attempt(METRIC_OP_GET, 0, 2, 0, 0, 5000000, 1);
+	ctl_target t = target();
+	json_t *j = ctl_metrics_json(&t);
+	cr_assert(j);
+	json_t *g = json_object_get(json_object_get(j, "s3"), "get");
+	cr_assert(g);
+	cr_expect_eq(json_integer_value(json_object_get(
+			 json_object_get(g, "requests"), "2xx")), 1);
+	cr_expect_eq(json_integer_value(json_object_get(
+			 json_object_get(g, "requests"), "error")), 1);
+	cr_expect_eq(json_integer_value(json_object_get(g, "received_bytes")), 1234);
+	cr_expect_eq(json_integer_value(json_object_get(g, "stalls")), 1);
+	json_t *h = json_object_get(g, "duration_seconds");
+	cr_expect_eq(json_integer_value(json_object_get(h, "count")), 2);
+	json_t *b = json_object_get(h, "buckets");
+	cr_expect_eq(json_array_size(b), METRIC_BUCKETS + 1);
+	json_int_t prev = 0;
+	for (size_t i = 0; i < json_array_size(b); i++) {
+		json_int_t c = json_integer_value(
+		    json_object_get(json_array_get(b, i), "count"));
+		cr_expect_geq(c, prev);
+		prev = c;
+	}
+	cr_expect_eq(prev, 2);
+	json_t *c = json_object_get(j, "commit");
+	cr_expect_eq(json_integer_value(json_object_get(c, "pending_transactions")), 0);
+	json_decref(j);
+}
