@@ -9,8 +9,10 @@
  * answers with one or more JSON lines, the last of which has "done": true
  * (progress lines come before it).  A reply with "error" carries a message.
  * Requests:
- *   {"cmd":"status"}                  one reply: mount, cache, downloads and
- *                                     "pending" (eng_status) when writable
+ *   {"cmd":"status"}                  one reply: mount, cache, downloads,
+ *                                     "pending" (eng_status) when writable,
+ *                                     "metrics" (ctl_metrics_json) and
+ *                                     "metrics_endpoint" when serving one
  *   {"cmd":"prefetch","path":"rel"}   progress lines, then the totals
  *   {"cmd":"commit","path":"rel"}     fs_commit_path; progress lines
  *                                     {"done":false,"bytes_done","bytes_total"}
@@ -26,6 +28,9 @@
  *                                     N) try again now; {"retried":n}
  *   {"cmd":"drop","id":N}             eng_step_drop: gives step N up;
  *                                     {"dropped":"commit of PATH"}
+ *   {"cmd":"verify","path":"rel"...}  `ckptfs verify`: bad files and
+ *                                     progress lines, then a summary
+ *                                     (ctl/internal.h, ctl_do_verify)
  * ("" is the mount root.)
  */
 #ifndef CKPTFS_CTL_CTL_H
