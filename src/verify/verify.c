@@ -144,6 +144,8 @@ static int obj_cmp(const void *a, const void *b)
 static obj *obj_find(objs *o, const char *key)
 {
 	obj k = {.key = (char *)key};
+	if (!o->n)
+		return NULL;
 	return bsearch(&k, o->v, o->n, sizeof *o->v, obj_cmp);
 }
 
@@ -610,7 +612,8 @@ int verify_run(s3_client *c, const char *key, unsigned threads,
 		*err = strdup(e.msg);
 		goto out;
 	}
-	qsort(o.v, o.n, sizeof *o.v, obj_cmp);
+	if (o.n)
+		qsort(o.v, o.n, sizeof *o.v, obj_cmp);
 	if (list_ancestors(&r, k, &above, err) < 0 || plan(&r, &o, &above, err) < 0)
 		goto out;
 	if (threads < 1)

@@ -191,3 +191,30 @@ def test_progress_on_a_terminal(ckpt):
     assert p.returncode == 0
     assert b"verify [" in out
     assert b"verify [" not in p.stdout
+
+
+@pytest.mark.timeout(150)
+def test_mount_path_server_down(s3server, bucket, mount, tmp_path):
+    """Verifying a mount's path while its server is down: the daemon's
+    listing fails after its retries, the command says so (exit 3) within
+    retry_timeout, and the mount keeps working once the server is back."""
+    from faultproxy import FaultProxy
+    with FaultProxy(s3server.endpoint, seed=3) as px:
+        mp = tmp_path / "mnt-px"
+        mp.mkdir()
+        argv = mount.argv(bucket, "pfx", mp, ["commit_delay=600", "retry_timeout=10"],
+                          endpoint=False)
+        argv += ["--endpoint", px.endpoint, "--region", s3server.region]
+        m = mount(bucket, argv=argv, mountpoint=mp)
+        os.mkdir(m / "ckpt-2")
+        (m / "ckpt-2" / "w.bin").write_bytes(det_bytes(5, 3 * MiB))
+        ckptfs_commit(m / "ckpt-2")
+        px.down(60)
+        t0 = time.monotonic()
+        p = verify(m / "ckpt-2", timeout=90)
+        took = time.monotonic() - t0
+        assert p.returncode == 3, p.stdout + p.stderr
+        assert p.stderr.startswith(f"ckptfs: verify s3://{bucket}/pfx/ckpt-2: ")
+        assert took < 40, took
+        px.down(0)
+        assert verify(m / "ckpt-2").returncode == 0

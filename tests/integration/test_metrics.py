@@ -228,3 +228,28 @@ def test_port_in_use(s3server, bucket, tmp_path):
     assert p.returncode == 1
     assert f"ckptfs: metrics endpoint 127.0.0.1:{port}: Address already in use" in p.stderr
     assert not is_fuse_mount(mp)
+
+
+@pytest.mark.timeout(120)
+def test_retries_and_throttles_counted(s3server, bucket, mount, tmp_path):
+    """503 SlowDown answers to two PUTs (faultproxy.py): the throttles, the
+    5xx replies and the retries that followed show on the endpoint, and
+    the file still commits."""
+    from faultproxy import FaultProxy
+    with FaultProxy(s3server.endpoint, seed=7) as px:
+        mp = tmp_path / "mnt-px"
+        mp.mkdir()
+        argv = mount.argv(bucket, "", mp, ["metrics=127.0.0.1:0"], endpoint=False)
+        argv += ["--endpoint", px.endpoint, "--region", s3server.region]
+        m = mount(bucket, argv=argv, mountpoint=mp)
+        url, _ = endpoint(m)
+        px.rule("503", method="PUT", path_re=r"/data\.bin$", count=2)
+        (m / "data.bin").write_bytes(det_bytes(9, 100000))
+        ckptfs_commit(m / "data.bin")
+        s = check_exposition(scrape(url))
+    assert val(s, "ckptfs_s3_throttles_total", op="put") == 2
+    assert val(s, "ckptfs_s3_requests_total", op="put", status="5xx") == 2
+    assert val(s, "ckptfs_s3_retries_total", op="put") >= 2
+    assert val(s, "ckptfs_s3_requests_total", op="put", status="2xx") >= 1
+    body = s3server.client().get_object(Bucket=bucket, Key="data.bin")["Body"].read()
+    assert body == det_bytes(9, 100000)
