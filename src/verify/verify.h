@@ -6,8 +6,9 @@
  *   - An object governed by committed manifests (the nearest directory
  *     at or above it with .ckptfs/manifest.*.json, proto/manifest.h) must
  *     be listed in them, be there, have the recorded size and ETag, and
- *     its bytes the recorded CRC-32C and per-block CRC-32Cs.  A file a
- *     manifest lists whose object is gone is bad ("missing").
+ *     its bytes the recorded CRC-32C and per-block CRC-32Cs (an entry
+ *     without checksums: the MD5 of a plain ETag).  A file a manifest
+ *     lists whose object is gone is bad ("missing").
  *   - Any other object (written by another tool) is checked by size and,
  *     where its ETag is a plain MD5 (32 hex digits; not a multipart
  *     "...-N" one, not an SSE-KMS one that differs), by the MD5 of its
