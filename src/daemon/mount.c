@@ -381,11 +381,11 @@ int daemon_mount_main(mount_args *a)
 	log_init(a->debug ? LOG_LVL_DEBUG : LOG_LVL_INFO, syslog_mode);
 	if (a->foreground)
 		return run(a, -1);
-	if (getenv("NOTIFY_SOCKET"))
-		log_warn("NOTIFY_SOCKET is set but the mount goes to the "
-			 "background: a service manager takes readiness only "
-			 "from the process it started (use -f with "
-			 "Type=notify)");
+	if (getenv("NOTIFY_SOCKET")) /* on stderr: the log is syslog now */
+		fprintf(stderr, "ckptfs: warning: NOTIFY_SOCKET is set but the "
+				"mount goes to the background: a service "
+				"manager takes readiness only from the process "
+				"it started (use -f with Type=notify)\n");
 	int p[2];
 	if (pipe(p) < 0) {
 		perror("ckptfs: pipe");
