@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef HAVE_LIBSYSTEMD
 #include <systemd/sd-daemon.h>
@@ -100,19 +101,25 @@ static bool mount_answers(const char *mp)
 	return statfs(mp, &fs) == 0 && fs.f_type == FUSE_SUPER_MAGIC;
 }
 
-static void send_status(notifier *n, bool stopping, bool force)
+/* The STATUS= text of the engine's pending transactions now. */
+static void status_now(eng *e, bool stopping, char *text, size_t sz)
 {
-	char text[256];
 	eng_txn_status *v = NULL;
 	size_t cnt = 0;
-	if (n->e && eng_status(n->e, &v, &cnt) < 0) {
+	if (e && eng_status(e, &v, &cnt) < 0) {
 		v = NULL;
 		cnt = 0;
 	}
-	notify_status_text(v, cnt, n->e != NULL, stopping, text, sizeof text);
+	notify_status_text(v, cnt, e != NULL, stopping, text, sz);
 	if (v)
 		eng_status_free(v, cnt);
-	if (!force && !strcmp(text, n->last))
+}
+
+static void send_status(notifier *n, bool stopping)
+{
+	char text[256];
+	status_now(n->e, stopping, text, sizeof text);
+	if (!strcmp(text, n->last))
 		return;
 	snprintf(n->last, sizeof n->last, "%s", text);
 	char msg[300];
@@ -146,14 +153,14 @@ static void *notify_main(void *arg)
 		if (pause_s(n, 0.2, &stopping) || stopping)
 			return NULL;
 	char msg[320];
-	send_status(n, false, true);
+	status_now(n->e, false, n->last, sizeof n->last);
 	snprintf(msg, sizeof msg, "READY=1\nSTATUS=%s", n->last);
 	send_notify(msg);
 	log_info("readiness: the mount answers (READY=1 sent)");
 	for (;;) {
 		if (pause_s(n, NOTIFY_STATUS_INTERVAL, &stopping))
 			break;
-		send_status(n, stopping, false);
+		send_status(n, stopping);
 	}
 	return NULL;
 }
@@ -169,7 +176,16 @@ notifier *notify_start(const char *mountpoint, eng *e)
 	return NULL;
 #endif
 	notifier *n = calloc(1, sizeof *n);
-	if (!n || !(n->mountpoint = strdup(mountpoint))) {
+	if (!n)
+		return NULL;
+	/* absolute without realpath, which would stat the mount point: its
+	 * FUSE session is not served yet (and the daemon may chdir away) */
+	char cwd[4096];
+	if (mountpoint[0] == '/' || !getcwd(cwd, sizeof cwd))
+		n->mountpoint = strdup(mountpoint);
+	else if (asprintf(&n->mountpoint, "%s/%s", cwd, mountpoint) < 0)
+		n->mountpoint = NULL;
+	if (!n->mountpoint) {
 		free(n);
 		return NULL;
 	}
@@ -192,15 +208,7 @@ void notify_stopping(notifier *n)
 	if (!n)
 		return;
 	char text[256];
-	eng_txn_status *v = NULL;
-	size_t cnt = 0;
-	if (n->e && eng_status(n->e, &v, &cnt) < 0) {
-		v = NULL;
-		cnt = 0;
-	}
-	notify_status_text(v, cnt, n->e != NULL, true, text, sizeof text);
-	if (v)
-		eng_status_free(v, cnt);
+	status_now(n->e, true, text, sizeof text);
 	char msg[320];
 	snprintf(msg, sizeof msg, "STOPPING=1\nSTATUS=%s", text);
 	send_notify(msg);
