@@ -75,6 +75,9 @@ static void print_table(json_t *r)
 	       json_string_value(json_object_get(r, "bucket")),
 	       json_string_value(json_object_get(r, "prefix")),
 	       (long long)json_integer_value(json_object_get(r, "pid")));
+	const char *murl = json_string_value(json_object_get(r, "metrics_endpoint"));
+	if (murl)
+		printf("metrics %s\n", murl);
 	printf("cache   %s\n", json_string_value(json_object_get(c, "dir")));
 	row_bytes("used", num(c, "bytes"));
 	row_bytes("pinned", num(c, "pinned_bytes"));
