@@ -192,6 +192,8 @@ def test_off_by_default(s3server, bucket, mount):
     m2 = mount(bucket, "", options=["metrics=127.0.0.1:0"])
     url, _ = endpoint(m2)
     assert int(url.split(":")[2].split("/")[0]) in listening_ports(m2.proc.pid)
+    assert f"metrics {url}\n" in run([CKPTFS_BIN, "status", str(m2)]).stdout
+    assert "metrics " not in run([CKPTFS_BIN, "status", str(m)]).stdout
 
 
 @pytest.mark.parametrize("value,message", [
