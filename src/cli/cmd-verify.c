@@ -212,9 +212,10 @@ static int out_end(vout *o, const char *target, json_t *sum)
 	}
 	char b[32];
 	cli_fmt_bytes((uint64_t)num(sum, "bytes"), b);
-	printf("verify %s: %lld files, %s read: %lld ok, %lld bad "
+	printf("verify %s: %lld file%s, %s read: %lld ok, %lld bad "
 	       "(%lld against manifests, %lld by MD5 ETag, %lld by size only)",
-	       target, (long long)files, b, (long long)num(sum, "ok"),
+	       target, (long long)files, files == 1 ? "" : "s", b,
+	       (long long)num(sum, "ok"),
 	       (long long)bad, (long long)num(sum, "by_manifest"),
 	       (long long)num(sum, "by_md5"), (long long)num(sum, "by_size"));
 	if (num(sum, "skipped"))

@@ -68,6 +68,12 @@ def test_good_checkpoint(s3server, bucket, ckpt):
     assert p.stdout.strip() == (
         f"verify s3://{bucket}/pfx/ckpt-1: 3 files, 21.0 MiB read: 3 ok, 0 bad "
         "(3 against manifests, 0 by MD5 ETag, 0 by size only)")
+    # one file: the manifest of the directory above it governs it
+    p = verify(ckpt / "ckpt-1" / "sub" / "opt.bin")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().startswith(
+        f"verify s3://{bucket}/pfx/ckpt-1/sub/opt.bin: 1 file, 1.0 MiB read: 1 ok, 0 bad "
+        "(1 against manifests")
     rc, doc, files = verify_json(ckpt / "ckpt-1")
     assert rc == 0 and doc["ok"] is True
     assert sorted(files) == sorted(FILES)
