@@ -619,7 +619,9 @@ int verify_run(s3_client *c, const char *key, unsigned threads,
 	}
 	if (o.n)
 		qsort(o.v, o.n, sizeof *o.v, obj_cmp);
-	if (list_ancestors(&r, k, &above, err) < 0 || plan(&r, &o, &above, err) < 0)
+	/* the bucket's root has nothing above it that its listing missed */
+	if ((kl && list_ancestors(&r, k, &above, err) < 0) ||
+	    plan(&r, &o, &above, err) < 0)
 		goto out;
 	if (threads < 1)
 		threads = 1;
