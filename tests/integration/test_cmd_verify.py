@@ -87,6 +87,12 @@ def test_good_checkpoint(s3server, bucket, ckpt):
     assert files["extra/multi.bin"]["check"] == "size"
     assert files["ckpt-1/model.bin"]["check"] == "manifest"
     assert doc["summary"]["files"] == 5 and doc["summary"]["bad"] == 0
+    # the whole bucket
+    rc, doc, files = verify_json(f"s3://{bucket}", "--endpoint", s3server.endpoint,
+                                 s3=s3server)
+    assert rc == 0 and doc["target"] == f"s3://{bucket}/"
+    assert sorted(files) == sorted(["pfx/extra/plain.bin", "pfx/extra/multi.bin"] +
+                                   [f"pfx/ckpt-1/{n}" for n in FILES])
 
 
 def test_damaged_objects_named(s3server, bucket, ckpt):
