@@ -18,12 +18,19 @@
 #include <time.h>
 
 #include "commit/internal.h"
+#include "http/loop.h"
+#include "s3/client.h"
 #include "util/clock.h"
 #include "util/log.h"
 
 double eng_now(void)
 {
 	return clock_mono();
+}
+
+struct metrics *eng_metrics(eng *e)
+{
+	return http_loop_metrics(s3_client_loop(e->s3));
 }
 
 int64_t eng_wall_ns(void)

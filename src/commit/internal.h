@@ -203,6 +203,8 @@ void eng_key_release(eng *e, struct eng_busy *b);                /* mu */
 
 /* ---- core.c ------------------------------------------------------------- */
 double eng_now(void);
+/* The counters of e's http loop (util/metrics.h), or NULL. */
+struct metrics *eng_metrics(eng *e);
 int64_t eng_wall_ns(void);
 char *eng_staging_path(const eng *e, uint64_t sid);
 void eng_sleep(eng *e, double seconds);         /* mu; wakes on stop */

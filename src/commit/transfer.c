@@ -127,7 +127,7 @@ static void job_failed(eng *e, job *j, const s3_err *x)
 		return;
 	}
 	j->attempt++;
-	metrics_commit_retry();
+	metrics_commit_retry(eng_metrics(e));
 	j->not_before =
 	    eng_now() + s3_client_retry_delay_ms(e->s3, j->attempt, x) / 1000.0;
 	requeue(e, j);

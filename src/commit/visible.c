@@ -152,14 +152,15 @@ void *eng_vis_main(void *arg)
 			free(now->error);
 			now->error = NULL;
 			if (!abort && (now->kind == T_DIR || now->kind == T_FILE))
-				metrics_commit(eng_now() - now->sealed_at);
+				metrics_commit(eng_metrics(e),
+					       eng_now() - now->sealed_at);
 			finish(e, now, &sn, !abort);
 		} else if (rc == -2 || !now) {
 			/* changed meanwhile: look again */
 		} else if (eng_err_transient(&x)) {
 			eng_txn_error(e, now, &x, false);
 			attempt++;
-			metrics_commit_retry();
+			metrics_commit_retry(eng_metrics(e));
 			/* the policy's backoff (s3/retry.h): at most
 			 * retry_max_delay, longer after throttling */
 			eng_sleep(e, s3_client_retry_delay_ms(e->s3, attempt, &x) /

@@ -57,10 +57,13 @@ typedef struct ctl_target {
 	fs_ctx *const *fs;
 	/* the metrics endpoint's URL (daemon/exporter.h), or NULL */
 	const char *metrics_url;
+	/* the mount's counters (its http loop's, http_loop_metrics), or
+	 * NULL: all 0 */
+	struct metrics *metrics;
 } ctl_target;
 
 /*
- * The mount's numbers (ctl/metrics.c; doc/metrics.md): the process's
+ * The mount's numbers (ctl/metrics.c; doc/metrics.md): t->metrics'
  * counters (util/metrics.h), the cache's and the commit engine's state.
  * As the Prometheus text exposition (malloc'd), or as the "metrics"
  * object of `ckptfs status --json`: the same numbers under the same

@@ -1,6 +1,6 @@
 /*
  * ctl metrics: the mount's numbers in one place, for the Prometheus
- * endpoint (daemon/exporter.c) and `ckptfs status --json`: the process's
+ * endpoint (daemon/exporter.c) and `ckptfs status --json`: the mount's
  * counters (util/metrics.h), the cache's state (cache_get_stats) and the
  * commit engine's pending transactions (eng_status).  doc/metrics.md
  * describes every metric; both renderings below use its names.
@@ -26,7 +26,7 @@ typedef struct numbers {
 static void gather(const ctl_target *t, numbers *n)
 {
 	memset(n, 0, sizeof *n);
-	metrics_snap(&n->m);
+	metrics_snap(t->metrics, &n->m);
 	if (t->cache)
 		cache_get_stats(t->cache, &n->cs);
 	fs_ctx *fs = t->fs ? __atomic_load_n(t->fs, __ATOMIC_ACQUIRE) : NULL;

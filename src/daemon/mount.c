@@ -256,7 +256,7 @@ static int setup_s3(mount_args *a, struct mounted *m)
 	/* before the FUSE mount: resolving the mountpoint afterwards would
 	 * ask this very process, whose loop is not running yet */
 	ctl_target t = {a->mountpoint, s->bucket, s->prefix, m->s3, m->cache,
-			&m->fs, NULL};
+			&m->fs, NULL, http_loop_metrics(m->loop)};
 	if (a->metrics) {
 		m->metrics = exporter_start(a->metrics, &t, &err);
 		if (!m->metrics)

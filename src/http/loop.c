@@ -55,6 +55,7 @@ struct http_loop {
 	CURL *pool[EASY_POOL_MAX]; /* loop thread only */
 	int pool_n;
 	double last_check; /* loop thread: stall checks */
+	metrics *metrics;
 };
 
 static size_t body_cb(char *p, size_t sz, size_t nm, void *arg)
@@ -283,15 +284,15 @@ static void note_ttfb(CURL *e, http_xfer *x)
 }
 
 /* Counts the finished attempt (util/metrics.h). */
-static void note_metrics(CURL *e, const http_xfer *x)
+static void note_metrics(http_loop *l, CURL *e, const http_xfer *x)
 {
-	if (!x->metric_op)
+	if (!x->metric_op || !l->metrics)
 		return;
 	curl_off_t up = 0, down = 0, total = 0;
 	curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &up);
 	curl_easy_getinfo(e, CURLINFO_SIZE_DOWNLOAD_T, &down);
 	curl_easy_getinfo(e, CURLINFO_TOTAL_TIME_T, &total);
-	metrics_attempt((metric_op)x->metric_op,
+	metrics_attempt(l->metrics, (metric_op)x->metric_op,
 			x->curl_code == CURLE_OK ? x->status : 0, x->attempt,
 			up > 0 ? (uint64_t)up : 0, down > 0 ? (uint64_t)down : 0,
 			total > 0 ? (uint64_t)total : 0, x->stalled);
@@ -310,7 +311,7 @@ static void finish_done(http_loop *l)
 		x->curl_code = m->data.result;
 		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->status);
 		note_ttfb(e, x);
-		note_metrics(e, x);
+		note_metrics(l, e, x);
 		if (x->curl_code != CURLE_OK && x->upload_errno)
 			snprintf(x->errbuf, sizeof x->errbuf,
 				 "reading the local source: %s",
@@ -475,6 +476,7 @@ http_loop *http_loop_new(const http_loop_opts *o)
 	if (o->ca_bundle)
 		l->ca_bundle = strdup(o->ca_bundle);
 	pthread_mutex_init(&l->mu, NULL);
+	l->metrics = metrics_new(); /* best effort: NULL counts nothing */
 	l->multi = curl_multi_init();
 	if (!l->multi)
 		goto fail;
@@ -489,6 +491,7 @@ fail:
 	if (l->multi)
 		curl_multi_cleanup(l->multi);
 	pthread_mutex_destroy(&l->mu);
+	metrics_free(l->metrics);
 	free(l->ca_bundle);
 	free(l);
 	return NULL;
@@ -507,6 +510,7 @@ void http_loop_free(http_loop *l)
 		curl_easy_cleanup(l->pool[i]);
 	curl_multi_cleanup(l->multi);
 	pthread_mutex_destroy(&l->mu);
+	metrics_free(l->metrics);
 	free(l->ca_bundle);
 	free(l);
 }
@@ -618,4 +622,9 @@ bool http_xfer_header(const http_xfer *x, const char *name, char *out,
 		p = eol + 1;
 	}
 	return false;
+}
+
+metrics *http_loop_metrics(http_loop *l)
+{
+	return l ? l->metrics : NULL;
 }

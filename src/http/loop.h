@@ -143,6 +143,10 @@ typedef struct http_loop_opts {
 http_loop *http_loop_new(const http_loop_opts *o);
 /* Stops the thread; transfers still running complete with an error. */
 void http_loop_free(http_loop *l);
+/* The loop's counters (util/metrics.h): every finished transfer with a
+ * metric_op is recorded there, and the layers above add theirs (commit
+ * latency).  Lives as long as the loop; NULL when it could not be had. */
+struct metrics *http_loop_metrics(http_loop *l);
 
 void http_submit(http_loop *l, http_xfer *x);
 /* Submits and waits for completion.  Returns x->curl_code. */

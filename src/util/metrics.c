@@ -1,17 +1,20 @@
 /*
- * metrics: the process-wide counters (see metrics.h).  Relaxed atomics:
- * a reader may see one counter a moment ahead of another, never a torn or
+ * metrics: a table of counters (see metrics.h).  Relaxed atomics: a
+ * reader may see one counter a moment ahead of another, never a torn or
  * lost increment.
  */
 #include "util/metrics.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const double metric_bucket_le[METRIC_BUCKETS] = {
 	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
 };
 
-static metrics_snapshot g; /* only through __atomic builtins */
+struct metrics {
+	metrics_snapshot v; /* only through __atomic builtins */
+};
 
 static const struct {
 	const char *name, *label;
@@ -89,48 +92,60 @@ static void hist_add(metric_hist *h, uint64_t us)
 	add(&h->count, 1);
 }
 
-void metrics_attempt(metric_op op, long http_status, unsigned attempt,
-		     uint64_t sent, uint64_t received, uint64_t duration_us,
-		     int stalled)
+metrics *metrics_new(void)
 {
-	if (op <= METRIC_OP_NONE || op >= METRIC_OP_N)
+	return calloc(1, sizeof(metrics));
+}
+
+void metrics_free(metrics *m)
+{
+	free(m);
+}
+
+void metrics_attempt(metrics *m, metric_op op, long http_status,
+		     unsigned attempt, uint64_t sent, uint64_t received,
+		     uint64_t duration_us, int stalled)
+{
+	if (!m || op <= METRIC_OP_NONE || op >= METRIC_OP_N)
 		return;
-	add(&g.requests[op][metric_status_of(http_status)], 1);
-	add(&g.sent_bytes[op], sent);
-	add(&g.received_bytes[op], received);
+	metrics_snapshot *g = &m->v;
+	add(&g->requests[op][metric_status_of(http_status)], 1);
+	add(&g->sent_bytes[op], sent);
+	add(&g->received_bytes[op], received);
 	if (attempt > 1)
-		add(&g.retries[op], 1);
+		add(&g->retries[op], 1);
 	if (http_status == 503 || http_status == 429)
-		add(&g.throttles[op], 1);
+		add(&g->throttles[op], 1);
 	if (stalled)
-		add(&g.stalls[op], 1);
-	hist_add(&g.latency[op], duration_us);
+		add(&g->stalls[op], 1);
+	hist_add(&g->latency[op], duration_us);
 }
 
-void metrics_commit(double seconds)
+void metrics_commit(metrics *m, double seconds)
 {
-	add(&g.commits, 1);
-	hist_add(&g.commit_latency, seconds > 0 ? (uint64_t)(seconds * 1e6) : 0);
+	if (!m)
+		return;
+	add(&m->v.commits, 1);
+	hist_add(&m->v.commit_latency,
+		 seconds > 0 ? (uint64_t)(seconds * 1e6) : 0);
 }
 
-void metrics_commit_retry(void)
+void metrics_commit_retry(metrics *m)
 {
-	add(&g.commit_retries, 1);
+	if (m)
+		add(&m->v.commit_retries, 1);
 }
 
-void metrics_snap(metrics_snapshot *s)
+void metrics_snap(const metrics *m, metrics_snapshot *s)
 {
-	const uint64_t *src = (const uint64_t *)&g;
+	memset(s, 0, sizeof *s);
+	if (!m)
+		return;
+	/* the snapshot is nothing but uint64_t counters */
+	const uint64_t *src = (const uint64_t *)&m->v;
 	uint64_t *dst = (uint64_t *)s;
-	for (size_t i = 0; i < sizeof g / sizeof(uint64_t); i++)
+	for (size_t i = 0; i < sizeof m->v / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-}
-
-void metrics_reset(void)
-{
-	uint64_t *p = (uint64_t *)&g;
-	for (size_t i = 0; i < sizeof g / sizeof(uint64_t); i++)
-		__atomic_store_n(&p[i], 0, __ATOMIC_RELAXED);
 }
 
 void metrics_hist_text(buf *b, const char *name, const char *labels,

@@ -1,10 +1,11 @@
 /*
- * metrics: the process's counters and histograms for the Prometheus
+ * metrics: a table of counters and histograms for the Prometheus
  * exporter and `ckptfs status --json` (doc/metrics.md lists every one).
  *
- * Every layer records into one process-wide table with relaxed atomics
- * (a few nanoseconds, no lock), so recording costs nothing measurable on
- * the request path:
+ * The http loop owns one (http_loop_metrics): every layer that records
+ * reaches the loop already, and all of a mount's S3 traffic goes through
+ * it.  Recording uses relaxed atomics (a few nanoseconds, no lock), so it
+ * costs nothing measurable on the request path:
  *   - each finished HTTP attempt (http/loop.c): its S3 operation (set by
  *     the s3 layer on the transfer), status class, bytes each way and
  *     duration;
@@ -64,6 +65,8 @@ typedef struct metric_hist {
 	uint64_t sum_us;
 } metric_hist;
 
+typedef struct metrics metrics;
+
 /* A consistent-enough copy of every counter (each read atomically). */
 typedef struct metrics_snapshot {
 	uint64_t requests[METRIC_OP_N][METRIC_ST_N];
@@ -86,22 +89,25 @@ const char *metric_op_label(metric_op op);
 const char *metric_status_label(metric_status st);
 metric_status metric_status_of(long http_status);
 
+/* A table with every counter 0; NULL when out of memory (the recording
+ * functions take NULL and do nothing). */
+metrics *metrics_new(void);
+void metrics_free(metrics *m);
+
 /* One finished attempt (op NONE: ignored).  http_status 0: no reply;
- * attempt: its number within the request (above 1: a retry);
- * throttled: the server asked for less (503, 429, SlowDown); stalled:
- * abandoned by a stall deadline. */
-void metrics_attempt(metric_op op, long http_status, unsigned attempt,
-		     uint64_t sent, uint64_t received, uint64_t duration_us,
-		     int stalled);
+ * attempt: its number within the request (above 1: a retry); a 503 or
+ * 429 counts as throttled; stalled: abandoned by a stall deadline. */
+void metrics_attempt(metrics *m, metric_op op, long http_status,
+		     unsigned attempt, uint64_t sent, uint64_t received,
+		     uint64_t duration_us, int stalled);
 /* A transaction's commit point, seconds after it was sealed. */
-void metrics_commit(double seconds);
+void metrics_commit(metrics *m, double seconds);
 /* The commit engine runs a failed upload job or publish step again (after
  * the request's own retries gave up on a transient failure). */
-void metrics_commit_retry(void);
+void metrics_commit_retry(metrics *m);
 
-void metrics_snap(metrics_snapshot *s);
-/* Zeroes every counter (unit tests only). */
-void metrics_reset(void);
+/* *s = m's counters now (all 0 for NULL). */
+void metrics_snap(const metrics *m, metrics_snapshot *s);
 
 /* Appends a histogram in the text exposition: NAME_bucket{LABELS,le=...},
  * NAME_sum, NAME_count; labels: "" or `op="get"`. */

@@ -11,20 +11,20 @@
 #include "ctl/ctl.h"
 #include "util/metrics.h"
 
-static ctl_target target(void)
+static ctl_target target(metrics *m)
 {
 	ctl_target t = {.mountpoint = "/mnt/a \"b\"", .bucket = "bk",
-			.prefix = "p/"};
+			.prefix = "p/", .metrics = m};
 	return t;
 }
 
 Test(ctl_metrics, text)
 {
-	metrics_reset();
-	metrics_attempt(METRIC_OP_UPLOAD_PART, 200, 1, 5u << 20, 0, 40000, 0);
-	metrics_attempt(METRIC_OP_UPLOAD_PART, 503, 2, 5u << 20, 0, 1000, 0);
-	metrics_commit(1.5);
-	ctl_target t = target();
+	metrics *m = metrics_new();
+	metrics_attempt(m, METRIC_OP_UPLOAD_PART, 200, 1, 5u << 20, 0, 40000, 0);
+	metrics_attempt(m, METRIC_OP_UPLOAD_PART, 503, 2, 5u << 20, 0, 1000, 0);
+	metrics_commit(m, 1.5);
+	ctl_target t = target(m);
 	char *s = ctl_metrics_text(&t);
 	cr_assert(s);
 	cr_expect(strstr(s, "ckptfs_mount_info{mountpoint=\"/mnt/a \\\"b\\\"\","
@@ -59,14 +59,15 @@ Test(ctl_metrics, text)
 	}
 	free(copy);
 	free(s);
+	metrics_free(m);
 }
 
 Test(ctl_metrics, json_same_numbers)
 {
-	metrics_reset();
-	metrics_attempt(METRIC_OP_GET, 206, 1, 0, 1234, 2000, 0);
-	metrics_attempt(METRIC_OP_GET, 0, 2, 0, 0, 5000000, 1);
-	ctl_target t = target();
+	metrics *m = metrics_new();
+	metrics_attempt(m, METRIC_OP_GET, 206, 1, 0, 1234, 2000, 0);
+	metrics_attempt(m, METRIC_OP_GET, 0, 2, 0, 0, 5000000, 1);
+	ctl_target t = target(m);
 	json_t *j = ctl_metrics_json(&t);
 	cr_assert(j);
 	json_t *g = json_object_get(json_object_get(j, "s3"), "get");
@@ -92,4 +93,5 @@ Test(ctl_metrics, json_same_numbers)
 	json_t *c = json_object_get(j, "commit");
 	cr_expect_eq(json_integer_value(json_object_get(c, "pending_transactions")), 0);
 	json_decref(j);
+	metrics_free(m);
 }

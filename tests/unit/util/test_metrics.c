@@ -38,13 +38,15 @@ Test(metrics, status_classes)
 
 Test(metrics, attempts_counted)
 {
-	metrics_reset();
-	metrics_attempt(METRIC_OP_GET, 200, 1, 100, 4096, 3000, 0);
-	metrics_attempt(METRIC_OP_GET, 503, 2, 100, 0, 70000, 0);
-	metrics_attempt(METRIC_OP_GET, 0, 3, 100, 0, 2000000, 1);
-	metrics_attempt(METRIC_OP_NONE, 200, 1, 1, 1, 1, 0); /* not counted */
+	metrics *m = metrics_new();
+	metrics_attempt(m, METRIC_OP_GET, 200, 1, 100, 4096, 3000, 0);
+	metrics_attempt(m, METRIC_OP_GET, 503, 2, 100, 0, 70000, 0);
+	metrics_attempt(m, METRIC_OP_GET, 0, 3, 100, 0, 2000000, 1);
+	metrics_attempt(m, METRIC_OP_NONE, 200, 1, 1, 1, 1, 0); /* not counted */
+	metrics_attempt(NULL, METRIC_OP_GET, 200, 1, 1, 1, 1, 0); /* no table */
 	metrics_snapshot s;
-	metrics_snap(&s);
+	metrics_snap(m, &s);
+	metrics_free(m);
 	cr_expect_eq(s.requests[METRIC_OP_GET][METRIC_ST_2XX], 1);
 	cr_expect_eq(s.requests[METRIC_OP_GET][METRIC_ST_5XX], 1);
 	cr_expect_eq(s.requests[METRIC_OP_GET][METRIC_ST_ERROR], 1);
@@ -62,14 +64,27 @@ Test(metrics, attempts_counted)
 	cr_expect_eq(h->bucket[8], 1); /* 2 s <= 2.5 s */
 }
 
+Test(metrics, no_table_reads_zero)
+{
+	metrics_snapshot s;
+	memset(&s, 0xff, sizeof s);
+	metrics_snap(NULL, &s);
+	cr_expect_eq(s.commits, 0);
+	cr_expect_eq(s.requests[METRIC_OP_GET][METRIC_ST_2XX], 0);
+	metrics_commit(NULL, 1);
+	metrics_commit_retry(NULL);
+	metrics_free(NULL);
+}
+
 Test(metrics, commits)
 {
-	metrics_reset();
-	metrics_commit(0.3);
-	metrics_commit(400);
-	metrics_commit_retry();
+	metrics *m = metrics_new();
+	metrics_commit(m, 0.3);
+	metrics_commit(m, 400);
+	metrics_commit_retry(m);
 	metrics_snapshot s;
-	metrics_snap(&s);
+	metrics_snap(m, &s);
+	metrics_free(m);
 	cr_expect_eq(s.commits, 2);
 	cr_expect_eq(s.commit_retries, 1);
 	cr_expect_eq(s.commit_latency.bucket[6], 1);              /* 0.5 s */
@@ -78,12 +93,13 @@ Test(metrics, commits)
 
 Test(metrics, histogram_text)
 {
-	metrics_reset();
-	metrics_commit(0.001);
-	metrics_commit(0.2);
-	metrics_commit(1000);
+	metrics *m = metrics_new();
+	metrics_commit(m, 0.001);
+	metrics_commit(m, 0.2);
+	metrics_commit(m, 1000);
 	metrics_snapshot s;
-	metrics_snap(&s);
+	metrics_snap(m, &s);
+	metrics_free(m);
 	buf b = BUF_INIT;
 	metrics_hist_text(&b, "x_seconds", "op=\"get\"", &s.commit_latency);
 	const char *t = buf_cstr(&b);
