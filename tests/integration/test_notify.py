@@ -140,3 +140,19 @@ def test_no_socket_no_notification(s3server, bucket, mount, tmp_path):
     assert os.listdir(m) == []
     assert m.unmount() == []
     assert "NOTIFY_SOCKET" not in m.log_text() and "READY" not in m.log_text()
+
+
+def test_read_only_mount(s3server, bucket, mount, tmp_path):
+    """-o ro: ready, nothing to upload, stopping at unmount."""
+    ns = NotifySocket(watch=tmp_path / "mnt")
+    (tmp_path / "mnt").mkdir()
+    try:
+        env = s3server.env_for_ckptfs(NOTIFY_SOCKET=ns.env_value)
+        m = mount(bucket, "", options=["ro"], env=env, mountpoint=tmp_path / "mnt")
+        t_ready, _ = ns.wait_for(lambda l: l == "READY=1", 60, "READY=1")
+        assert ns.mounted_on_receipt[t_ready] is True
+        ns.wait_for(lambda l: l == "STATUS=serving; read-only", 10, "read-only STATUS")
+        assert m.unmount() == []
+        ns.wait_for(lambda l: l == "STOPPING=1", 10, "STOPPING=1")
+    finally:
+        ns.close()
