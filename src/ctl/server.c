@@ -1,6 +1,6 @@
 /*
- * ctl server: answers status, prefetch, commit and sync requests on the
- * mount's socket.
+ * ctl server: answers status, prefetch, commit, sync, retry and drop
+ * requests on the mount's socket, and hands verify to ctl/verify.c.
  *
  * One accept thread; each connection is served by its own detached thread
  * (prefetch can run for minutes).  ctl_server_stop closes the listener,
@@ -83,7 +83,7 @@ char *ctl_socket_path(const char *mountpoint)
 	return buf_steal(&b);
 }
 
-/* ---- replies ---------------------------------------------------------- */
+/* ---- status ----------------------------------------------------------- */
 
 /* The mount's fs_ctx, or NULL (not up yet). */
 static fs_ctx *target_fs(ctl_server *s)
