@@ -187,7 +187,20 @@ typedef struct job {
 	obj *o;
 	const vis_file *vf; /* VERIFY_MANIFEST */
 	verify_file out;
+	/* read block by block (a manifest with a block list): the recorded
+	 * CRCs, the ones read, and how many items are still to finish */
+	uint32_t block;
+	uint32_t *want, *got;
+	size_t nb;
+	size_t left; /* [mu] */
 } job;
+
+/* A piece of work: block bi of a job, or (bi == WHOLE) all of it. */
+#define WHOLE ((size_t)-1)
+typedef struct item {
+	job *j;
+	size_t bi;
+} item;
 
 typedef struct run {
 	s3_client *c;
@@ -196,10 +209,12 @@ typedef struct run {
 	size_t n_roots, cap_roots;
 	job *jobs;
 	size_t n_jobs, cap_jobs;
+	item *items;
+	size_t n_items, cap_items;
 	uint64_t total_bytes;
 	/* workers */
 	pthread_mutex_t mu;
-	size_t next;          /* [mu] next job */
+	size_t next;          /* [mu] next item */
 	size_t done_files;    /* [mu] */
 	uint64_t done_bytes;  /* atomic */
 	bool cancel;          /* atomic */
@@ -322,31 +337,65 @@ static const char *rel_of(const run *r, const char *key)
 
 /* ---- phase 3: reading ------------------------------------------------------- */
 
-__attribute__((format(printf, 2, 3))) static void bad(job *j, const char *fmt,
-						      ...)
+/* Sets j's problem unless it has one (the first found is reported). */
+__attribute__((format(printf, 3, 4))) static void bad(run *r, job *j,
+						      const char *fmt, ...)
 {
-	if (j->out.problem)
-		return;
 	va_list ap;
 	va_start(ap, fmt);
 	buf m = BUF_INIT;
 	buf_vprintf(&m, fmt, ap);
 	va_end(ap);
-	j->out.problem = buf_steal(&m);
+	pthread_mutex_lock(&r->mu);
+	if (!j->out.problem)
+		j->out.problem = buf_steal(&m);
+	pthread_mutex_unlock(&r->mu);
+	buf_free(&m);
 }
 
-static void read_check(run *r, job *j, char *chunk)
+/* Reads [off, off+len) of j's object into chunk-sized pieces, folding
+ * them into *crc (and md5).  0, or -1 with j's problem set. */
+static int read_range(run *r, job *j, uint64_t off, uint64_t len, char *chunk,
+		      uint32_t *crc, EVP_MD_CTX *md5)
+{
+	obj *o = j->o;
+	for (uint64_t end = off + len; off < end;) {
+		if (__atomic_load_n(&r->cancel, __ATOMIC_RELAXED))
+			return -1;
+		size_t n = end - off < READ_CHUNK ? (size_t)(end - off) : READ_CHUNK;
+		size_t got = 0;
+		s3_err e;
+		if (s3_get_range(r->c, o->key, off, n, o->etag, chunk, &got, &e) < 0) {
+			if (e.err == ESTALE)
+				bad(r, j, "changed while being verified (ETag no "
+					  "longer %s)", o->etag);
+			else if (e.err == ENOENT)
+				bad(r, j, "deleted while being verified");
+			else
+				bad(r, j, "cannot read: %s", e.msg);
+			return -1;
+		}
+		if (got < n) {
+			bad(r, j, "truncated: the object ended after %llu of %llu "
+				  "bytes",
+			    (unsigned long long)(off + got),
+			    (unsigned long long)o->size);
+			return -1;
+		}
+		*crc = proto_crc32c(*crc, chunk, got);
+		if (md5)
+			EVP_DigestUpdate(md5, chunk, got);
+		__atomic_fetch_add(&r->done_bytes, got, __ATOMIC_RELAXED);
+		off += got;
+	}
+	return 0;
+}
+
+/* The whole object in one go: CRC-32C and, where wanted, MD5. */
+static void read_whole(run *r, job *j, char *chunk)
 {
 	obj *o = j->o;
 	const vis_file *vf = j->vf;
-	uint32_t block = vf && vf->blocks ? vf->block : 0;
-	uint32_t *bcrc = NULL;
-	size_t nb = 0;
-	if (block && vis_file_blocks(vf, &bcrc, &nb) < 0)
-		block = 0;
-	uint32_t step = READ_CHUNK;
-	if (block && block < step)
-		step = block;
 	/* a manifest entry without checksums (an old writer): the MD5 of a
 	 * plain ETag is the best evidence left */
 	bool want_md5 = j->out.how == VERIFY_MD5 ||
@@ -355,62 +404,15 @@ static void read_check(run *r, job *j, char *chunk)
 	EVP_MD_CTX *md5 = want_md5 ? EVP_MD_CTX_new() : NULL;
 	if (md5)
 		EVP_DigestInit_ex(md5, EVP_md5(), NULL);
-	uint32_t crc = 0, bc = 0;
-	uint64_t off = 0, bstart = 0;
-	while (off < o->size && !__atomic_load_n(&r->cancel, __ATOMIC_RELAXED)) {
-		size_t len = o->size - off < step ? (size_t)(o->size - off) : step;
-		if (block) { /* stay within one block */
-			uint64_t bend = (off / block + 1) * (uint64_t)block;
-			if (off + len > bend)
-				len = (size_t)(bend - off);
-		}
-		size_t got = 0;
-		s3_err e;
-		if (s3_get_range(r->c, o->key, off, len, o->etag, chunk, &got,
-				 &e) < 0) {
-			if (e.err == ESTALE)
-				bad(j, "changed while being verified (ETag no "
-				       "longer %s)", o->etag);
-			else if (e.err == ENOENT)
-				bad(j, "deleted while being verified");
-			else
-				bad(j, "cannot read: %s", e.msg);
-			break;
-		}
-		if (got < len) {
-			bad(j, "truncated: the object ended after %llu of %llu "
-			       "bytes",
-			    (unsigned long long)(off + got),
-			    (unsigned long long)o->size);
-			break;
-		}
-		crc = proto_crc32c(crc, chunk, got);
-		if (md5)
-			EVP_DigestUpdate(md5, chunk, got);
-		__atomic_fetch_add(&r->done_bytes, got, __ATOMIC_RELAXED);
-		off += got;
-		if (!block)
-			continue;
-		bc = proto_crc32c(bc, chunk, got);
-		if (off % block && off != o->size)
-			continue;
-		size_t bi = (size_t)(bstart / block);
-		if (bi < nb && bc != bcrc[bi])
-			bad(j, "block %zu (bytes %llu-%llu) has CRC-32C %08x, "
-			       "the manifest says %08x",
-			    bi, (unsigned long long)bstart,
-			    (unsigned long long)(off - 1), bc, bcrc[bi]);
-		bc = 0;
-		bstart = off;
-	}
-	free(bcrc);
-	if (j->out.problem || off < o->size) {
+	uint32_t crc = 0;
+	if (read_range(r, j, 0, o->size, chunk, &crc, md5) < 0) {
 		if (md5)
 			EVP_MD_CTX_free(md5);
 		return;
 	}
 	if (vf && vf->has_crc && crc != vf->crc32c)
-		bad(j, "CRC-32C %08x, the manifest says %08x", crc, vf->crc32c);
+		bad(r, j, "CRC-32C %08x, the manifest says %08x", crc,
+		    vf->crc32c);
 	if (md5) {
 		unsigned char d[EVP_MAX_MD_SIZE];
 		unsigned dl = 0;
@@ -421,33 +423,65 @@ static void read_check(run *r, job *j, char *chunk)
 			snprintf(hex + 2 * i, 3, "%02x", d[i]);
 		etag_bare(o->etag, et, sizeof et);
 		if (strcasecmp(hex, et))
-			bad(j, "MD5 %s differs from the ETag %s", hex, et);
+			bad(r, j, "MD5 %s differs from the ETag %s", hex, et);
 	}
 }
 
-static void check_job(run *r, job *j, char *chunk)
+static uint64_t block_len(const job *j, size_t bi)
 {
-	if (!j->o)
-		return; /* missing: decided in phase 2 */
-	const vis_file *vf = j->vf;
-	if (vf) {
-		char a[128], b[128];
-		etag_bare(j->o->etag, a, sizeof a);
-		etag_bare(vf->etag, b, sizeof b);
-		if (j->o->size != vf->size) {
-			bad(j, "size %llu, the manifest says %llu",
-			    (unsigned long long)j->o->size,
-			    (unsigned long long)vf->size);
+	uint64_t off = (uint64_t)bi * j->block;
+	return j->o->size - off < j->block ? j->o->size - off : j->block;
+}
+
+/* A block job whose every block was read: the first block that differs
+ * from the manifest, else the whole CRC-32C (combined).  mu */
+static void finish_blocks(job *j)
+{
+	if (j->out.problem)
+		return;
+	uint32_t crc = 0;
+	for (size_t bi = 0; bi < j->nb; bi++) {
+		uint64_t off = (uint64_t)bi * j->block, len = block_len(j, bi);
+		if (j->got[bi] != j->want[bi]) {
+			buf m = BUF_INIT;
+			buf_printf(&m, "block %zu (bytes %llu-%llu) has CRC-32C "
+				       "%08x, the manifest says %08x",
+				   bi, (unsigned long long)off,
+				   (unsigned long long)(off + len - 1), j->got[bi],
+				   j->want[bi]);
+			j->out.problem = buf_steal(&m);
 			return;
 		}
-		if (b[0] && strcmp(a, b)) {
-			bad(j, "ETag %s, the manifest says %s (replaced since "
-			       "it was committed)",
-			    a, b);
-			return;
-		}
+		crc = bi ? proto_crc32c_combine(crc, j->got[bi], len) : j->got[bi];
 	}
-	read_check(r, j, chunk);
+	if (j->vf->has_crc && crc != j->vf->crc32c) {
+		buf m = BUF_INIT;
+		buf_printf(&m, "CRC-32C %08x, the manifest says %08x", crc,
+			   j->vf->crc32c);
+		j->out.problem = buf_steal(&m);
+	}
+}
+
+static void run_item(run *r, const item *it, char *chunk)
+{
+	job *j = it->j;
+	if (!chunk) {
+		bad(r, j, "out of memory");
+		return;
+	}
+	pthread_mutex_lock(&r->mu);
+	bool decided = j->out.problem != NULL; /* missing, size, ETag */
+	pthread_mutex_unlock(&r->mu);
+	if (decided || !j->o)
+		return;
+	if (it->bi == WHOLE) {
+		read_whole(r, j, chunk);
+		return;
+	}
+	uint32_t crc = 0;
+	if (read_range(r, j, (uint64_t)it->bi * j->block, block_len(j, it->bi),
+		       chunk, &crc, NULL) == 0)
+		j->got[it->bi] = crc; /* only this item writes it */
 }
 
 static void *worker(void *arg)
@@ -456,31 +490,74 @@ static void *worker(void *arg)
 	char *chunk = malloc(READ_CHUNK);
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
-		size_t i = r->next < r->n_jobs ? r->next++ : r->n_jobs;
+		size_t i = r->next < r->n_items ? r->next++ : r->n_items;
 		pthread_mutex_unlock(&r->mu);
-		if (i >= r->n_jobs || __atomic_load_n(&r->cancel, __ATOMIC_RELAXED))
+		if (i >= r->n_items || __atomic_load_n(&r->cancel, __ATOMIC_RELAXED))
 			break;
-		job *j = &r->jobs[i];
-		if (!chunk)
-			bad(j, "out of memory");
-		else
-			check_job(r, j, chunk);
-		j->out.ok = !j->out.problem;
+		item *it = &r->items[i];
+		run_item(r, it, chunk);
+		job *j = it->j;
 		pthread_mutex_lock(&r->mu);
-		verify_summary *s = r->sum;
-		s->files++;
-		s->by[j->out.how]++;
-		if (j->out.ok)
-			s->ok++;
-		else
-			s->bad++;
-		r->done_files++;
-		if (r->cb && r->cb->file)
-			r->cb->file(r->cb->arg, &j->out);
+		if (--j->left == 0) {
+			if (j->nb && j->o)
+				finish_blocks(j);
+			j->out.ok = !j->out.problem;
+			verify_summary *s = r->sum;
+			s->files++;
+			s->by[j->out.how]++;
+			if (j->out.ok)
+				s->ok++;
+			else
+				s->bad++;
+			r->done_files++;
+			if (r->cb && r->cb->file)
+				r->cb->file(r->cb->arg, &j->out);
+		}
 		pthread_mutex_unlock(&r->mu);
 	}
 	free(chunk);
 	return NULL;
+}
+
+/* What needs no reading (size, ETag against the manifest), and the items
+ * of every job: one per block of a manifest file with a block list (so
+ * the workers share a large file), one for anything else. */
+static int make_items(run *r)
+{
+	for (size_t k = 0; k < r->n_jobs; k++) {
+		job *j = &r->jobs[k];
+		const vis_file *vf = j->vf;
+		if (j->o && vf) {
+			char a[128], b[128];
+			etag_bare(j->o->etag, a, sizeof a);
+			etag_bare(vf->etag, b, sizeof b);
+			if (j->o->size != vf->size)
+				bad(r, j, "size %llu, the manifest says %llu",
+				    (unsigned long long)j->o->size,
+				    (unsigned long long)vf->size);
+			else if (b[0] && strcmp(a, b))
+				bad(r, j, "ETag %s, the manifest says %s "
+					  "(replaced since it was committed)",
+				    a, b);
+		}
+		if (j->o && vf && vf->blocks && !j->out.problem &&
+		    j->o->size > 0 && vis_file_blocks(vf, &j->want, &j->nb) == 0) {
+			j->block = vf->block;
+			j->got = calloc(j->nb, sizeof *j->got);
+			if (!j->got)
+				return -1;
+		} else {
+			j->nb = 0;
+		}
+		size_t n = j->nb ? j->nb : 1;
+		for (size_t bi = 0; bi < n; bi++) {
+			if (GROW(r->items, r->n_items, r->cap_items) < 0)
+				return -1;
+			r->items[r->n_items++] = (item){j, j->nb ? bi : WHOLE};
+		}
+		j->left = n;
+	}
+	return 0;
 }
 
 /* ---- the run ---------------------------------------------------------------- */
@@ -561,12 +638,12 @@ static int plan(run *r, objs *o, objs *above, char **err)
 			j->out.rel = rel_of(r, key);
 			j->out.size = vf->size;
 			j->vf = vf;
-			bad(j, "missing: the manifest lists it (%llu bytes), the "
-			       "bucket has no such object",
+			bad(r, j, "missing: the manifest lists it (%llu bytes), "
+				  "the bucket has no such object",
 			    (unsigned long long)vf->size);
 		}
 	}
-	return 0;
+	return make_items(r);
 }
 
 static void run_free(run *r)
@@ -575,8 +652,11 @@ static void run_free(run *r)
 		if (!r->jobs[i].o)
 			free(r->jobs[i].out.key);
 		free(r->jobs[i].out.problem);
+		free(r->jobs[i].want);
+		free(r->jobs[i].got);
 	}
 	free(r->jobs);
+	free(r->items);
 	for (size_t k = 0; k < r->n_roots; k++) {
 		free(r->roots[k].r);
 		vis_manifest_free(&r->roots[k].m);
@@ -629,7 +709,8 @@ int verify_run(s3_client *c, const char *key, unsigned threads,
 		threads = 64;
 	pthread_t th[64];
 	unsigned started = 0;
-	for (; started < threads && started < (r.n_jobs ? r.n_jobs : 1); started++)
+	for (; started < threads && started < (r.n_items ? r.n_items : 1);
+	     started++)
 		if (pthread_create(&th[started], NULL, worker, &r) != 0)
 			break;
 	if (!started) {
