@@ -1,9 +1,19 @@
 #!/bin/sh
 # Install every Debian package ckptfs needs to build, test and benchmark,
-# including the Ceph RADOS Gateway used as the local S3 server.
+# including the Ceph RADOS Gateway used as the local S3 server, and s3rver
+# (npm), the second S3 implementation of the portability run.
 # Idempotent: packages already present are skipped; apt-get update runs once
 # per invocation and only when something is missing.
+#
+# s3rver: Node.js and npm come from Debian (nodejs npm) unless a node is
+# already installed; s3rver and every package it needs are pinned by
+# tests/s3server/s3rver/package-lock.json and installed with `npm ci` into
+# CKPTFS_S3RVER_DIR (default /var/cache/ckptfs-test/s3rver), kept across
+# runs: it is installed again only when the lock file changed.
 set -eu
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+S3RVER_DIR=${CKPTFS_S3RVER_DIR:-/var/cache/ckptfs-test/s3rver}
 
 PKGS="
   build-essential autoconf automake libtool pkg-config clang
@@ -17,6 +27,10 @@ PKGS="
   s3fs rclone hyperfine
 "
 
+# A node from elsewhere (nodesource) ships its own npm: Debian's npm would
+# conflict with it.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -24,15 +38,30 @@ for p in $PKGS; do
   fi
 done
 
-if [ -z "$missing" ]; then
-  echo "install-deps: all packages present"
-  exit 0
-fi
-
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "install-deps: installing:$missing"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-# shellcheck disable=SC2086
-$SUDO apt-get install -y -q --no-install-recommends $missing
+if [ -z "$missing" ]; then
+  echo "install-deps: all packages present"
+else
+  echo "install-deps: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+
+lock=$top/tests/s3server/s3rver/package-lock.json
+if [ -x "$S3RVER_DIR/node_modules/.bin/s3rver" ] &&
+   cmp -s "$lock" "$S3RVER_DIR/package-lock.json"; then
+  echo "install-deps: s3rver present ($S3RVER_DIR)"
+else
+  echo "install-deps: installing s3rver into $S3RVER_DIR (npm ci)"
+  $SUDO mkdir -p "$S3RVER_DIR"
+  $SUDO rm -rf "$S3RVER_DIR/node_modules"
+  $SUDO cp "$top/tests/s3server/s3rver/package.json" "$lock" "$S3RVER_DIR/"
+  (cd "$S3RVER_DIR" &&
+   $SUDO npm ci --no-audit --no-fund --omit=dev --loglevel=error) || {
+    echo "install-deps: npm ci of s3rver failed" >&2
+    exit 1
+  }
+fi

@@ -6,8 +6,15 @@ Environment:
   CKPTFS_TEST_TIMEOUT   default per-test watchdog, seconds (default 180)
   CKPTFS_TEST_SKIP_HUGE=1  skip the 4.1 GiB object test (test_large.py)
   RGW_*                 passed to tests/s3server/rgw.sh (see there)
+  CKPTFS_S3_SERVER      rgw (default) or s3rver: which S3 implementation the
+                        session starts (tests/s3server/<name>.sh); the
+                        portability run (doc/portability.md) uses s3rver
+  S3RVER_*              passed to tests/s3server/s3rver.sh (see there)
 
-One throwaway Ceph RGW serves the whole session (tests/s3server/rgw.sh).
+One throwaway S3 server serves the whole session: Ceph RGW
+(tests/s3server/rgw.sh) unless CKPTFS_S3_SERVER says s3rver.  A test that
+needs what only RGW has (bucket policies, STS, a capacity, UploadPartCopy,
+multipart listings) carries @pytest.mark.rgw_only and is skipped on s3rver.
 Tests see it through the `s3server` fixture; `bucket` gives a fresh bucket;
 `mount` mounts ckptfs in the foreground and checks at teardown that it
 unmounts cleanly and did not crash.
@@ -33,7 +40,10 @@ import helpers  # noqa: E402
 from helpers import clean_env, file_tail, is_fuse_mount, mount_entry, run  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-RGW_SH = HERE.parent / "s3server" / "rgw.sh"
+S3_SERVER = os.environ.get("CKPTFS_S3_SERVER", "rgw")
+if S3_SERVER not in ("rgw", "s3rver"):
+    sys.exit(f"CKPTFS_S3_SERVER={S3_SERVER!r}: expected rgw or s3rver")
+RGW_SH = HERE.parent / "s3server" / f"{S3_SERVER}.sh"
 CKPTFS_BIN = helpers.CKPTFS_BIN  # replaced by a private copy at session start
 AWS_CLI = "/usr/bin/aws" if os.path.exists("/usr/bin/aws") else (shutil.which("aws") or "aws")
 REGION = "us-east-1"
@@ -173,6 +183,8 @@ class S3Server:
         self.region = env.get("S3_REGION", REGION)
         self.capacity = int(env.get("S3_CAPACITY_BYTES", "0"))
         self.compression = env.get("S3_COMPRESSION", "none")
+        self.kind = env.get("S3_SERVER", "rgw")        # rgw or s3rver
+        self.version = env.get("S3_SERVER_VERSION", "")
         self._client = None
         self._lock = threading.Lock()
 
@@ -355,21 +367,22 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3server():
-    """The session's S3 server (Ceph RGW on 127.0.0.1)."""
-    d = _SESSION_TMP / "rgw"
+    """The session's S3 server on 127.0.0.1: Ceph RGW, or s3rver when
+    CKPTFS_S3_SERVER=s3rver."""
+    d = _SESSION_TMP / S3_SERVER
     _RGW_DIRS.append(d)
     try:
         t0 = time.monotonic()
         p = subprocess.run([str(RGW_SH), "start", str(d)], env=clean_env(),
                            capture_output=True, text=True, timeout=180)
         if p.returncode != 0:
-            pytest.exit(f"rgw.sh start failed (exit {p.returncode}):\n"
+            pytest.exit(f"{RGW_SH.name} start failed (exit {p.returncode}):\n"
                         f"{p.stdout}\n{p.stderr}", returncode=3)
         env = dict(line.split("=", 1) for line in p.stdout.splitlines()
                    if "=" in line)
         srv = S3Server(d, env)
         srv.start_seconds = time.monotonic() - t0
-        sys.stderr.write(f"\n[s3server] {srv.endpoint} ready in "
+        sys.stderr.write(f"\n[s3server] {srv.kind} {srv.version} at {srv.endpoint} ready in "
                          f"{srv.start_seconds:.1f}s\n")
         yield srv
     finally:
@@ -741,4 +754,4 @@ def _watchdog(request):
 
 
 def pytest_report_header(config):
-    return [f"aws cli: {AWS_CLI}"]
+    return [f"aws cli: {AWS_CLI}", f"S3 server: {S3_SERVER}"]
