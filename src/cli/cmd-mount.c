@@ -41,6 +41,9 @@ static void mount_usage(FILE *f)
 		"  -o OPT[,OPT...]       mount options:\n"
 		"      endpoint=URL region=R profile=P ca_bundle=PATH\n"
 		"      addressing=auto|path|virtual\n"
+		"      listing=auto|delimiter|flat (flat: list directories\n"
+		"      without a delimiter, for servers whose delimiter\n"
+		"      listings miss deep directories; auto probes at mount)\n"
 		"      allow_other uid=N gid=N umask=OCTAL nonempty\n"
 		"      entry_timeout=S attr_timeout=S dir_timeout=S (default 1)\n"
 		"      log=stderr|syslog debug insecure\n"
@@ -239,6 +242,9 @@ static int apply_opt(void *arg, const char *k, const char *v)
 		return cli_set_str(&a->ca_bundle, v);
 	} else if (!strcmp(k, "addressing")) {
 		if (cli_parse_addressing(v, &a->addressing) == 0)
+			return 0;
+	} else if (!strcmp(k, "listing")) {
+		if (s3_parse_listing_mode(v, &a->listing) == 0)
 			return 0;
 	} else if (!strcmp(k, "uid")) {
 		if (parse_num(k, v, 10, NULL, &ul) < 0)

@@ -20,6 +20,7 @@
 #include "daemon/exporter.h"
 #include "daemon/notify.h"
 #include "http/loop.h"
+#include "proto/keys.h"
 #include "s3/client.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -222,6 +223,23 @@ static int open_engine(mount_args *a, struct mounted *m)
 	return -1;
 }
 
+/* The listing mode (s3/probe.h): a writable mount probes under a name of
+ * its own in the reserved .ckptfs-probe directory, a read-only one only
+ * reads. */
+static void probe_listing(const mount_args *a, const s3_settings *s,
+			  s3_client *c)
+{
+	buf dir = BUF_INIT;
+	if (!a->read_only) {
+		char w[PROTO_WRITER_MAX];
+		proto_writer_id(w);
+		buf_printf(&dir, "%s%s/%s/", s->prefix, PROTO_PROBE_DIR, w);
+	}
+	s3_probe_listing(c, a->listing, s->prefix,
+			 a->read_only ? NULL : buf_cstr(&dir));
+	buf_free(&dir);
+}
+
 static int setup_s3(mount_args *a, struct mounted *m)
 {
 	char *err = NULL;
@@ -246,6 +264,7 @@ static int setup_s3(mount_args *a, struct mounted *m)
 	}
 	if (rc < 0)
 		goto fail;
+	probe_listing(a, s, m->s3);
 	if (!a->cache_dir)
 		a->cache_dir = default_cache_dir();
 	a->cache.dir = a->cache_dir;

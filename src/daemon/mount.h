@@ -2,7 +2,8 @@
  * daemon: the ckptfs daemon's life: bring a mount up, serve it, take it
  * down.  It sits above fs and ctl and wires the layers together in order:
  * credentials and the http loop with the mount's retry policy
- * (s3_connect), the bucket check, the read cache, the commit engine (not
+ * (s3_connect), the bucket check, the listing probe (s3/probe.h), the
+ * read cache, the commit engine (not
  * for a read-only mount), the control server (ctl/), then the FUSE
  * session over the fs operations (fs/ops.h).  Teardown runs the other
  * way, after what is pending has committed.
@@ -24,6 +25,7 @@
 #include "commit/engine.h"
 #include "fs/ops.h"
 #include "s3/config.h"
+#include "s3/probe.h"
 #include "s3/retry.h"
 
 typedef struct mount_args {
@@ -41,6 +43,7 @@ typedef struct mount_args {
 	char *profile;
 	char *ca_bundle;
 	s3_addressing addressing;
+	s3_listing_mode listing; /* -o listing=, default auto (s3/probe.h) */
 	/* the S3 client's retry policy (first_byte_timeout, low_speed_time,
 	 * low_speed_limit, retry_max_delay, retry_timeout); default
 	 * RETRY_POLICY_DEFAULT */

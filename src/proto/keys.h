@@ -41,6 +41,9 @@
 /* Directory components of the format. */
 #define PROTO_PENDING_DIR ".ckptfs-pending" /* P/.ckptfs-pending/C/W@lease */
 #define PROTO_META_DIR ".ckptfs"            /* C/.ckptfs/manifest.W.json */
+/* P/.ckptfs-probe/W/d/e/f: a writable mount's listing probe (s3/probe.h),
+ * deleted again at once */
+#define PROTO_PROBE_DIR ".ckptfs-probe"
 /* Names beginning with this belong to ckptfs. */
 #define PROTO_RESERVED ".ckptfs"
 

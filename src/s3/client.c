@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "s3/listfold.h"
 #include "s3/sigv4.h"
 #include "s3/uri.h"
 #include "util/clock.h"
@@ -164,7 +165,10 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 	int rc = s3_request_perform(c, &r, &x, NULL, e);
 	if (rc == 0) {
 		char *perr = NULL;
-		if (s3xml_parse_list(x.resp_body.data, x.resp_body.len, true,
+		/* decoded only when the reply says <EncodingType>url: a
+		 * server that ignores encoding-type (s3rver) sends keys as
+		 * they are, and decoding them would turn '+' into ' ' */
+		if (s3xml_parse_list(x.resp_body.data, x.resp_body.len, false,
 				     out, &perr) < 0) {
 			memset(e, 0, sizeof *e);
 			e->err = EIO;
@@ -189,14 +193,22 @@ int s3_list_all(s3_client *c, const char *prefix, const char *delimiter,
 {
 	char *token = NULL;
 	int rc = 0;
+	bool fold = delimiter && delimiter[0] &&
+		    (s3_client_quirks(c) & S3_QUIRK_FLAT_LISTING);
+	s3_fold st = {0};
 	do {
 		s3_list_result page = {0};
-		rc = s3_list_page(c, prefix, delimiter, token, 1000, &page, e);
+		rc = s3_list_page(c, prefix, fold ? NULL : delimiter, token,
+				  1000, &page, e);
 		free(token);
 		token = NULL;
 		if (rc < 0)
 			break;
-		rc = fn(arg, prefix, &page);
+		if (fold && s3_fold_page(&st, prefix ? prefix : "", delimiter,
+					 &page) < 0)
+			rc = -ENOMEM;
+		else
+			rc = fn(arg, prefix, &page);
 		if (rc == 0 && page.truncated && page.next_token) {
 			token = strdup(page.next_token);
 			if (!token)
@@ -211,6 +223,7 @@ int s3_list_all(s3_client *c, const char *prefix, const char *delimiter,
 			rc = -1;
 		}
 	} while (token);
+	s3_fold_free(&st);
 	return rc < 0 ? -1 : 0;
 }
 
@@ -413,7 +426,7 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 	int rc = s3_request_perform(c, &r, &x, NULL, e);
 	if (rc == 0) {
 		char *perr = NULL;
-		if (s3xml_parse_list(x.resp_body.data, x.resp_body.len, true,
+		if (s3xml_parse_list(x.resp_body.data, x.resp_body.len, false,
 				     &res, &perr) < 0) {
 			memset(e, 0, sizeof *e);
 			e->err = EIO;

@@ -54,7 +54,9 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 
 /*
  * Every page of a listing, in order, through fn (the one paging loop of
- * the tree): fn returns 0 to go on, 1 to stop early (s3_list_all then
+ * the tree).  With S3_QUIRK_FLAT_LISTING and a delimiter, the pages come
+ * from a listing without one, folded into what the delimiter would have
+ * given (more requests on deep trees, same entries).  fn returns 0 to go on, 1 to stop early (s3_list_all then
  * returns 0), or -errno (an ENOMEM is reported in e as "LIST prefix: out
  * of memory", any other errno as "LIST prefix: <strerror>").  Returns 0 or
  * -1 with e filled.
@@ -265,8 +267,12 @@ retry_policy s3_client_retry_policy(const s3_client *c);
  * Server deviations learned at run time, kept per client (thread-safe).
  * S3_QUIRK_COPY_SOURCE_DECODED_TWICE: UploadPartCopy percent-decodes
  * x-amz-copy-source twice (Ceph 16), so keys with '%' need it encoded twice.
+ * S3_QUIRK_FLAT_LISTING: delimiter listings drop the common prefixes of
+ * keys two or more levels down (s3rver 3); s3_list_all then lists without
+ * the delimiter and folds the pages on the client (s3/listfold.h).
  */
 #define S3_QUIRK_COPY_SOURCE_DECODED_TWICE 0x1u
+#define S3_QUIRK_FLAT_LISTING 0x2u
 unsigned s3_client_quirks(const s3_client *c);
 void s3_client_add_quirks(s3_client *c, unsigned quirks);
 

@@ -1,0 +1,146 @@
+/*
+ * s3/listfold: delimiter listings folded on the client (listfold.h).
+ */
+#include "s3/listfold.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of the common prefix key[0..len) falls under (prefix + child +
+ * delim), or 0 when the key lies directly in prefix or outside it. */
+static size_t child_prefix_len(const char *key, size_t len, const char *prefix,
+			       size_t plen, const char *delim, size_t dlen)
+{
+	if (len < plen || memcmp(key, prefix, plen) != 0 || !dlen)
+		return 0;
+	const char *d = memmem(key + plen, len - plen, delim, dlen);
+	return d ? (size_t)(d - key) + dlen : 0;
+}
+
+static int append_prefix(s3_list_result *p, const char *key, size_t n)
+{
+	char **v = realloc(p->prefixes, (p->n_prefixes + 1) * sizeof *v);
+	if (!v)
+		return -1;
+	p->prefixes = v;
+	size_t *l = realloc(p->prefix_lens, (p->n_prefixes + 1) * sizeof *l);
+	if (!l)
+		return -1;
+	p->prefix_lens = l;
+	char *s = malloc(n + 1);
+	if (!s)
+		return -1;
+	memcpy(s, key, n);
+	s[n] = '\0';
+	v[p->n_prefixes] = s;
+	l[p->n_prefixes] = n;
+	p->n_prefixes++;
+	return 0;
+}
+
+static bool same(const char *a, size_t an, const char *b, size_t bn)
+{
+	return an == bn && memcmp(a, b, an) == 0;
+}
+
+int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
+		 s3_list_result *page)
+{
+	size_t plen = strlen(prefix), dlen = strlen(delim);
+	size_t keep = 0;
+	int rc = 0;
+	for (size_t i = 0; i < page->n_objects; i++) {
+		s3_object *o = &page->objects[i];
+		size_t cp = rc ? 0
+			       : child_prefix_len(o->key, o->key_len, prefix,
+						  plen, delim, dlen);
+		if (!cp) {
+			page->objects[keep++] = *o;
+			continue;
+		}
+		if (!st->last || !same(st->last, st->last_len, o->key, cp)) {
+			char *last = malloc(cp);
+			if (!last || append_prefix(page, o->key, cp) < 0) {
+				free(last);
+				rc = -1;
+				page->objects[keep++] = *o;
+				continue;
+			}
+			memcpy(last, o->key, cp);
+			free(st->last);
+			st->last = last;
+			st->last_len = cp;
+		}
+		free(o->key);
+		free(o->etag);
+	}
+	page->n_objects = keep;
+	return rc;
+}
+
+void s3_fold_free(s3_fold *st)
+{
+	free(st->last);
+	st->last = NULL;
+	st->last_len = 0;
+}
+
+/* Bytewise order of two keys of known lengths. */
+static int key_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+	int c = memcmp(a, b, an < bn ? an : bn);
+	return c ? c : (an > bn) - (an < bn);
+}
+
+bool s3_fold_missing(const char *prefix, const char *delim,
+		     const s3_list_result *flat,
+		     const s3_list_result *delimited, char **example)
+{
+	size_t plen = strlen(prefix), dlen = strlen(delim);
+	/* the largest name the delimited page covers, when it stopped early */
+	const char *end = NULL;
+	size_t end_len = 0;
+	if (delimited->truncated) {
+		for (size_t i = 0; i < delimited->n_objects; i++) {
+			const s3_object *o = &delimited->objects[i];
+			if (!end || key_cmp(o->key, o->key_len, end, end_len) > 0)
+				end = o->key, end_len = o->key_len;
+		}
+		for (size_t i = 0; i < delimited->n_prefixes; i++) {
+			size_t n = delimited->prefix_lens
+					   ? delimited->prefix_lens[i]
+					   : strlen(delimited->prefixes[i]);
+			if (!end || key_cmp(delimited->prefixes[i], n, end,
+					    end_len) > 0)
+				end = delimited->prefixes[i], end_len = n;
+		}
+		if (!end)
+			return false;
+	}
+	const char *last = NULL;
+	size_t last_len = 0;
+	for (size_t i = 0; i < flat->n_objects; i++) {
+		const s3_object *o = &flat->objects[i];
+		size_t cp = child_prefix_len(o->key, o->key_len, prefix, plen,
+					     delim, dlen);
+		if (!cp || (last && same(last, last_len, o->key, cp)))
+			continue;
+		last = o->key;
+		last_len = cp;
+		if (end && key_cmp(o->key, cp, end, end_len) > 0)
+			continue;
+		bool found = false;
+		for (size_t j = 0; !found && j < delimited->n_prefixes; j++) {
+			size_t n = delimited->prefix_lens
+					   ? delimited->prefix_lens[j]
+					   : strlen(delimited->prefixes[j]);
+			found = same(delimited->prefixes[j], n, o->key, cp);
+		}
+		if (!found) {
+			if (example)
+				*example = strndup(o->key, cp);
+			return true;
+		}
+	}
+	return false;
+}
