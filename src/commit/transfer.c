@@ -538,8 +538,8 @@ static void run_abort(eng *e, job *j)
 	s3_err x = {0};
 	int rc = s3_mpu_abort(e->s3, j->key, j->upload_id, &x);
 	pthread_mutex_lock(&e->mu);
-	if (rc == 0 || x.err == ENOENT)
-		job_done(e, j);
+	if (rc == 0 || x.err == ENOENT || x.err == EOPNOTSUPP)
+		job_done(e, j); /* gone, or the server cannot (said once) */
 	else
 		job_failed(e, j, &x);
 }

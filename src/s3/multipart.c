@@ -341,9 +341,31 @@ int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
 	return rc;
 }
 
+/* A server without AbortMultipartUpload: said once per client, then no
+ * more requests (the parts stay on the server). */
+static int abort_unsupported(s3_client *c, const char *key, s3_err *e)
+{
+	bool first = !(s3_client_add_quirks(c, S3_QUIRK_NO_ABORT_MPU) &
+		       S3_QUIRK_NO_ABORT_MPU);
+	if (first)
+		log_warn("the server does not implement AbortMultipartUpload "
+			 "(%s): the parts of uploads ckptfs gives up on stay "
+			 "on the server; their objects are not affected "
+			 "(doc/portability.md)",
+			 e->code[0] ? e->code : "not supported");
+	memset(e, 0, sizeof *e);
+	e->err = EOPNOTSUPP;
+	snprintf(e->code, sizeof e->code, "NotImplemented");
+	snprintf(e->msg, sizeof e->msg,
+		 "ABORT MULTIPART UPLOAD %s: not supported by the server", key);
+	return -1;
+}
+
 int s3_mpu_abort(s3_client *c, const char *key, const char *upload_id,
 		 s3_err *e)
 {
+	if (s3_client_quirks(c) & S3_QUIRK_NO_ABORT_MPU)
+		return abort_unsupported(c, key, e);
 	struct wreq w = {.c = c};
 	w.r = (s3_request){.op = "ABORT MULTIPART UPLOAD", .method = "DELETE",
 			   .key = key};
@@ -354,6 +376,8 @@ int s3_mpu_abort(s3_client *c, const char *key, const char *upload_id,
 	if (rc < 0 && attempts > 1 && strcmp(e->code, "NoSuchUpload") == 0)
 		rc = 0; /* an earlier attempt's reply was lost */
 	wreq_free(&w);
+	if (rc < 0 && (e->http_status == 405 || e->http_status == 501))
+		return abort_unsupported(c, key, e);
 	return rc;
 }
 

@@ -288,11 +288,61 @@ static unsigned typical_ms(s3_client *c)
 	return ms;
 }
 
+/* An ETag without quotes or weak mark, as *len bytes from the result. */
+static const char *bare_etag(const char *s, size_t *len)
+{
+	if (strncmp(s, "W/", 2) == 0)
+		s += 2;
+	size_t n = strlen(s);
+	if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
+		s++;
+		n -= 2;
+	}
+	*len = n;
+	return s;
+}
+
+/*
+ * A 2xx reply to a request sent with If-Match whose ETag differs: the
+ * server ignored the condition (s3rver 3 does), so the bytes are of
+ * another version of the object.  Judged as the 412 a server honouring
+ * it would have sent.
+ */
+static bool if_match_ignored(s3_client *c, const s3_request *r,
+			     const http_xfer *x, s3_err *e)
+{
+	static const char h[] = "if-match: ";
+	const char *want = NULL;
+	for (const struct curl_slist *l = x->headers; l && !want; l = l->next)
+		if (strncasecmp(l->data, h, sizeof h - 1) == 0)
+			want = l->data + sizeof h - 1;
+	char got[256];
+	if (!want || !http_xfer_header(x, "etag", got, sizeof got))
+		return false;
+	size_t wl, gl;
+	const char *w = bare_etag(want, &wl), *g = bare_etag(got, &gl);
+	if (wl == gl && memcmp(w, g, wl) == 0)
+		return false;
+	char what[300];
+	target_url(c, r, what, sizeof what);
+	memset(e, 0, sizeof *e);
+	e->err = ESTALE;
+	e->http_status = 412;
+	snprintf(e->code, sizeof e->code, "PreconditionFailed");
+	snprintf(e->msg, sizeof e->msg,
+		 "%s %.250s: the object changed (ETag %.70s, expected %.70s; "
+		 "the server ignored If-Match)",
+		 r->op, what, got, want);
+	return true;
+}
+
 /* Result of one finished attempt: 0 accepted, -1 with *e. */
 static int judge(s3_client *c, const s3_request *r, const http_xfer *x,
 		 s3_err *e)
 {
 	if (x->curl_code == CURLE_OK && x->status >= 200 && x->status < 300) {
+		if (if_match_ignored(c, r, x, e))
+			return -1;
 		if (!r->check || r->check(r->check_arg, x, e) == 0)
 			return 0;
 		return -1;
@@ -517,7 +567,7 @@ unsigned s3_client_quirks(const s3_client *c)
 	return atomic_load(&c->quirks);
 }
 
-void s3_client_add_quirks(s3_client *c, unsigned quirks)
+unsigned s3_client_add_quirks(s3_client *c, unsigned quirks)
 {
-	atomic_fetch_or(&c->quirks, quirks);
+	return atomic_fetch_or(&c->quirks, quirks);
 }

@@ -250,7 +250,9 @@ int s3_mpu_complete(s3_client *c, const char *key, const char *upload_id,
 
 /* AbortMultipartUpload.  An upload already gone fails with ENOENT
  * (NoSuchUpload), which callers cleaning up treat as done; after a retry of
- * ours it counts as success. */
+ * ours it counts as success.  A server that does not implement it (405 or
+ * 501) fails with EOPNOTSUPP, logged once per client, and later calls send
+ * nothing (S3_QUIRK_NO_ABORT_MPU). */
 int s3_mpu_abort(s3_client *c, const char *key, const char *upload_id,
 		 s3_err *e);
 
