@@ -188,13 +188,48 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 	return rc;
 }
 
+void s3_client_listing(s3_client *c, bool defect)
+{
+	if (defect) {
+		if (!(s3_client_add_quirks(c, S3_QUIRK_FLAT_LISTING) &
+		      S3_QUIRK_FLAT_LISTING))
+			log_warn("the server's delimiter listings leave out "
+				 "directories two or more levels down (a known "
+				 "s3rver defect): listing without a delimiter "
+				 "instead, which costs more requests on large "
+				 "trees (doc/portability.md)");
+	} else if (s3_client_quirks(c) & S3_QUIRK_LISTING_UNSURE) {
+		log_debug("the server's delimiter listings are complete");
+	}
+	s3_client_drop_quirks(c, S3_QUIRK_LISTING_UNSURE);
+}
+
+/* LISTING_UNSURE and a folded listing met a key two levels down: one
+ * delimiter page of the same prefix says whether the server shows its
+ * common prefix.  Its failures leave the question open. */
+static void settle_listing(s3_client *c, const char *prefix,
+			   const char *delimiter, const s3_fold *st)
+{
+	s3_list_result page = {0};
+	s3_err e;
+	if (s3_list_page(c, prefix, delimiter, NULL, 1000, &page, &e) < 0) {
+		log_debug("listing check: %s", e.msg);
+		return;
+	}
+	int v = s3_fold_verdict(st->deep, st->deep_len, &page);
+	s3_list_result_free(&page);
+	if (v >= 0)
+		s3_client_listing(c, v == 1);
+}
+
 int s3_list_all(s3_client *c, const char *prefix, const char *delimiter,
 		s3_page_fn fn, void *arg, s3_err *e)
 {
 	char *token = NULL;
 	int rc = 0;
+	unsigned q = s3_client_quirks(c);
 	bool fold = delimiter && delimiter[0] &&
-		    (s3_client_quirks(c) & S3_QUIRK_FLAT_LISTING);
+		    (q & (S3_QUIRK_FLAT_LISTING | S3_QUIRK_LISTING_UNSURE));
 	s3_fold st = {0};
 	do {
 		s3_list_result page = {0};
@@ -223,6 +258,8 @@ int s3_list_all(s3_client *c, const char *prefix, const char *delimiter,
 			rc = -1;
 		}
 	} while (token);
+	if (rc >= 0 && fold && st.deep && !(q & S3_QUIRK_FLAT_LISTING))
+		settle_listing(c, prefix ? prefix : "", delimiter, &st);
 	s3_fold_free(&st);
 	return rc < 0 ? -1 : 0;
 }

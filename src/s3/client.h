@@ -270,15 +270,26 @@ retry_policy s3_client_retry_policy(const s3_client *c);
  * S3_QUIRK_FLAT_LISTING: delimiter listings drop the common prefixes of
  * keys two or more levels down (s3rver 3); s3_list_all then lists without
  * the delimiter and folds the pages on the client (s3/listfold.h).
+ * S3_QUIRK_LISTING_UNSURE: not known yet whether it does (a mount that may
+ * not write, before the bucket held a key two levels down): s3_list_all
+ * lists flat as well, and the first listing that meets such a key checks
+ * one delimiter page for its prefix and settles it (s3_client_listing).
  * S3_QUIRK_NO_ABORT_MPU: AbortMultipartUpload is not implemented (s3rver 3
  * answers 405 MethodNotAllowed); s3_mpu_abort then sends nothing more and
  * fails with EOPNOTSUPP.
- * s3_client_add_quirks returns the quirks set before (to say a thing once).
+ * s3_client_add_quirks and _drop_quirks return the quirks set before (to
+ * say a thing once).
  */
 #define S3_QUIRK_COPY_SOURCE_DECODED_TWICE 0x1u
 #define S3_QUIRK_FLAT_LISTING 0x2u
 #define S3_QUIRK_NO_ABORT_MPU 0x4u
+#define S3_QUIRK_LISTING_UNSURE 0x8u
 unsigned s3_client_quirks(const s3_client *c);
 unsigned s3_client_add_quirks(s3_client *c, unsigned quirks);
+unsigned s3_client_drop_quirks(s3_client *c, unsigned quirks);
+
+/* The listing mode settled: defect true sets S3_QUIRK_FLAT_LISTING and
+ * warns (once), false keeps the delimiter; either ends LISTING_UNSURE. */
+void s3_client_listing(s3_client *c, bool defect);
 
 #endif

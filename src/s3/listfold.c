@@ -71,6 +71,14 @@ int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 			st->last = last;
 			st->last_len = cp;
 		}
+		if (!st->deep && memmem(o->key + cp, o->key_len - cp, delim,
+					dlen)) {
+			st->deep = malloc(cp);
+			if (st->deep) {
+				memcpy(st->deep, o->key, cp);
+				st->deep_len = cp;
+			}
+		}
 		free(o->key);
 		free(o->etag);
 	}
@@ -81,8 +89,8 @@ int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 void s3_fold_free(s3_fold *st)
 {
 	free(st->last);
-	st->last = NULL;
-	st->last_len = 0;
+	free(st->deep);
+	memset(st, 0, sizeof *st);
 }
 
 /* Bytewise order of two keys of known lengths. */
@@ -92,55 +100,56 @@ static int key_cmp(const char *a, size_t an, const char *b, size_t bn)
 	return c ? c : (an > bn) - (an < bn);
 }
 
-bool s3_fold_missing(const char *prefix, const char *delim,
-		     const s3_list_result *flat,
-		     const s3_list_result *delimited, char **example)
+static size_t prefix_len_at(const s3_list_result *r, size_t i)
 {
-	size_t plen = strlen(prefix), dlen = strlen(delim);
-	/* the largest name the delimited page covers, when it stopped early */
+	return r->prefix_lens ? r->prefix_lens[i] : strlen(r->prefixes[i]);
+}
+
+int s3_fold_verdict(const char *cp, size_t cp_len,
+		    const s3_list_result *delimited)
+{
 	const char *end = NULL;
 	size_t end_len = 0;
-	if (delimited->truncated) {
-		for (size_t i = 0; i < delimited->n_objects; i++) {
-			const s3_object *o = &delimited->objects[i];
-			if (!end || key_cmp(o->key, o->key_len, end, end_len) > 0)
-				end = o->key, end_len = o->key_len;
-		}
-		for (size_t i = 0; i < delimited->n_prefixes; i++) {
-			size_t n = delimited->prefix_lens
-					   ? delimited->prefix_lens[i]
-					   : strlen(delimited->prefixes[i]);
-			if (!end || key_cmp(delimited->prefixes[i], n, end,
-					    end_len) > 0)
-				end = delimited->prefixes[i], end_len = n;
-		}
-		if (!end)
-			return false;
+	for (size_t i = 0; i < delimited->n_prefixes; i++) {
+		size_t n = prefix_len_at(delimited, i);
+		if (same(delimited->prefixes[i], n, cp, cp_len))
+			return 0;
+		if (!end || key_cmp(delimited->prefixes[i], n, end, end_len) > 0)
+			end = delimited->prefixes[i], end_len = n;
 	}
+	if (!delimited->truncated)
+		return 1;
+	for (size_t i = 0; i < delimited->n_objects; i++) {
+		const s3_object *o = &delimited->objects[i];
+		if (!end || key_cmp(o->key, o->key_len, end, end_len) > 0)
+			end = o->key, end_len = o->key_len;
+	}
+	/* stopped early: missing only if the page went past where cp sorts */
+	return end && key_cmp(cp, cp_len, end, end_len) < 0 ? 1 : -1;
+}
+
+int s3_fold_check(const char *prefix, const char *delim,
+		  const s3_list_result *flat, const s3_list_result *delimited,
+		  char **example)
+{
+	size_t plen = strlen(prefix), dlen = strlen(delim);
+	int verdict = -1;
 	const char *last = NULL;
 	size_t last_len = 0;
-	for (size_t i = 0; i < flat->n_objects; i++) {
+	for (size_t i = 0; i < flat->n_objects && verdict != 1; i++) {
 		const s3_object *o = &flat->objects[i];
 		size_t cp = child_prefix_len(o->key, o->key_len, prefix, plen,
 					     delim, dlen);
-		if (!cp || (last && same(last, last_len, o->key, cp)))
-			continue;
+		if (!cp || !memmem(o->key + cp, o->key_len - cp, delim, dlen) ||
+		    (last && same(last, last_len, o->key, cp)))
+			continue; /* not two levels down, or judged already */
 		last = o->key;
 		last_len = cp;
-		if (end && key_cmp(o->key, cp, end, end_len) > 0)
-			continue;
-		bool found = false;
-		for (size_t j = 0; !found && j < delimited->n_prefixes; j++) {
-			size_t n = delimited->prefix_lens
-					   ? delimited->prefix_lens[j]
-					   : strlen(delimited->prefixes[j]);
-			found = same(delimited->prefixes[j], n, o->key, cp);
-		}
-		if (!found) {
-			if (example)
-				*example = strndup(o->key, cp);
-			return true;
-		}
+		int v = s3_fold_verdict(o->key, cp, delimited);
+		if (v == 1 && example)
+			*example = strndup(o->key, cp);
+		if (v >= 0)
+			verdict = v;
 	}
-	return false;
+	return verdict;
 }

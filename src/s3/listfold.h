@@ -15,9 +15,12 @@
  *
  * s3_fold_page is a pure function of its page and the state carried from
  * the page before (the last prefix made, so a run of keys under one child
- * spread over pages gives it once).  s3_fold_missing checks two first
- * pages of one prefix, one flat and one with the delimiter, for the
- * defect (the read-only mount's probe: no writes).
+ * spread over pages gives it once).  It also keeps the first common prefix
+ * it made from a key two or more levels down (st->deep): the evidence
+ * that tells a correct server from a defective one, since only such a
+ * prefix is missing from a defective server's delimiter listing.
+ * s3_fold_verdict and s3_fold_check judge a delimiter page by it (the
+ * probes of a mount that may not write: s3/probe.h).
  */
 #ifndef CKPTFS_S3_LISTFOLD_H
 #define CKPTFS_S3_LISTFOLD_H
@@ -30,6 +33,8 @@
 typedef struct s3_fold {
 	char *last; /* the last common prefix made (key bytes), or NULL */
 	size_t last_len;
+	char *deep; /* the first one made from a key two levels down, or NULL */
+	size_t deep_len;
 } s3_fold;
 
 /*
@@ -45,14 +50,22 @@ int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 void s3_fold_free(s3_fold *st);
 
 /*
- * Whether delimited, the first page of the delimiter listing of prefix,
- * lacks a common prefix that flat, the first page of the flat listing of
- * the same prefix, shows, within the key range both pages cover.  On
- * true, *example (malloc'd, may be NULL on ENOMEM) names one such
- * missing prefix.
+ * Whether delimited, a first page of a delimiter listing, shows the
+ * common prefix cp (cp_len bytes): 0 it does, 1 it is missing although
+ * the page covers where it sorts, -1 the page stopped before it.
  */
-bool s3_fold_missing(const char *prefix, const char *delim,
-		     const s3_list_result *flat,
-		     const s3_list_result *delimited, char **example);
+int s3_fold_verdict(const char *cp, size_t cp_len,
+		    const s3_list_result *delimited);
+
+/*
+ * The same for the first pages of one prefix listed flat and with the
+ * delimiter: 1 delimited lacks a common prefix made from a key of flat two
+ * or more levels down (*example, malloc'd, names it when example is not
+ * NULL), 0 it has every such prefix it covers, -1 no evidence either way
+ * (no key that deep, or not within the range both pages cover).
+ */
+int s3_fold_check(const char *prefix, const char *delim,
+		  const s3_list_result *flat, const s3_list_result *delimited,
+		  char **example);
 
 #endif

@@ -68,8 +68,8 @@ static int probe_by_reading(s3_client *c, const char *prefix)
 		log_debug("listing probe: LIST %s: %s", prefix, e.msg);
 	} else {
 		char *ex = NULL;
-		verdict = s3_fold_missing(prefix, "/", &flat, &delim, &ex);
-		if (verdict)
+		verdict = s3_fold_check(prefix, "/", &flat, &delim, &ex);
+		if (verdict == 1)
 			log_debug("listing probe: %s missing from the "
 				  "delimiter listing of '%s'",
 				  ex ? ex : "a prefix", prefix);
@@ -83,23 +83,26 @@ static int probe_by_reading(s3_client *c, const char *prefix)
 bool s3_probe_listing(s3_client *c, s3_listing_mode mode, const char *prefix,
 		      const char *probe_dir)
 {
-	if (mode == S3_LISTING_DELIMITER)
+	if (mode == S3_LISTING_DELIMITER) {
+		log_debug("listing=delimiter: no listing probe");
 		return false;
+	}
 	if (mode == S3_LISTING_FLAT) {
 		s3_client_add_quirks(c, S3_QUIRK_FLAT_LISTING);
 		log_info("listing=flat: directories are listed without a "
 			 "delimiter and folded here");
 		return true;
 	}
-	int v = probe_dir ? probe_by_write(c, probe_dir)
-			  : probe_by_reading(c, prefix);
-	if (v != 1)
-		return false;
-	s3_client_add_quirks(c, S3_QUIRK_FLAT_LISTING);
-	log_warn("the server's delimiter listings leave out directories two "
-		 "or more levels down (a known s3rver defect): listing without "
-		 "a delimiter instead, which costs more requests on large "
-		 "trees (doc/portability.md; -o listing=delimiter|flat "
-		 "decides without probing)");
-	return true;
+	int v = probe_dir ? probe_by_write(c, probe_dir) : -1;
+	if (v < 0)
+		v = probe_by_reading(c, prefix);
+	if (v < 0) {
+		/* no evidence yet: flat until a listing shows some */
+		s3_client_add_quirks(c, S3_QUIRK_LISTING_UNSURE);
+		log_debug("listing probe: no verdict yet; listing without a "
+			  "delimiter until a listing can tell");
+		return true;
+	}
+	s3_client_listing(c, v == 1);
+	return v == 1;
 }

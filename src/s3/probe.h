@@ -12,10 +12,14 @@
  *     of names ckptfs owns), lists probe_dir with the delimiter and
  *     deletes the object again: three requests, a definite answer;
  *   - a read-only mount writes nothing: it compares the first pages of
- *     its prefix listed with and without the delimiter, which only shows
- *     the defect when such deep keys are among the first thousand.
- * A probe that fails (a refused write, a network error) leaves the
- * delimiter mode and says so at debug level: the mount goes on.
+ *     its prefix listed with and without the delimiter, which tells only
+ *     when a key two levels down is among the first thousand;
+ *   - without a verdict (a read-only mount of a shallow or empty prefix, a
+ *     refused probe write, a network error) the client lists flat, which
+ *     is right on every server, and the first listing that meets a key
+ *     two levels down settles the question with one more request
+ *     (S3_QUIRK_LISTING_UNSURE, s3_list_all).
+ * The mount goes on whatever the probe meets.
  */
 #ifndef CKPTFS_S3_PROBE_H
 #define CKPTFS_S3_PROBE_H
@@ -36,7 +40,7 @@ int s3_parse_listing_mode(const char *v, s3_listing_mode *out);
 /*
  * Applies mode to c (S3_QUIRK_FLAT_LISTING), probing for AUTO as above
  * (probe_dir NULL: read-only, no writes; else ends with '/').  prefix is
- * the mount's key prefix.  Returns true when c lists flat.
+ * the mount's key prefix.  Returns true when c lists flat (for now).
  */
 bool s3_probe_listing(s3_client *c, s3_listing_mode mode, const char *prefix,
 		      const char *probe_dir);

@@ -571,3 +571,8 @@ unsigned s3_client_add_quirks(s3_client *c, unsigned quirks)
 {
 	return atomic_fetch_or(&c->quirks, quirks);
 }
+
+unsigned s3_client_drop_quirks(s3_client *c, unsigned quirks)
+{
+	return atomic_fetch_and(&c->quirks, ~quirks);
+}

@@ -100,7 +100,20 @@ Test(listfold, keys_outside_the_prefix_and_nul_bytes)
 	s3_fold_free(&st);
 }
 
-Test(listfold, missing_prefix_seen_as_s3rver_answers)
+Test(listfold, keeps_the_first_prefix_made_from_a_deep_key)
+{
+	const char *keys[] = {"a/x", "b/c/d", "e/f/g", NULL};
+	s3_list_result r = page_of(keys);
+	s3_fold st = {0};
+	cr_assert_eq(s3_fold_page(&st, "", "/", &r), 0);
+	cr_assert_eq(st.deep_len, 2);
+	cr_assert_eq(memcmp(st.deep, "b/", 2), 0, "a/ is one level down");
+	s3_list_result_free(&r);
+	s3_fold_free(&st);
+	cr_assert_null(st.deep);
+}
+
+Test(listfold, check_sees_the_missing_prefix_as_s3rver_answers)
 {
 	/* s3rver: "deep/" has only keys two levels down and is left out */
 	const char *fk[] = {"ckpt-1/model.pt", "deep/a/b/file", "top", NULL};
@@ -108,28 +121,43 @@ Test(listfold, missing_prefix_seen_as_s3rver_answers)
 	s3_list_result flat = page_of(fk), del = page_of(dk);
 	add_prefix(&del, "ckpt-1/");
 	char *ex = NULL;
-	cr_assert(s3_fold_missing("", "/", &flat, &del, &ex));
+	cr_assert_eq(s3_fold_check("", "/", &flat, &del, &ex), 1);
 	cr_assert_str_eq(ex, "deep/");
 	free(ex);
 	/* a correct server */
 	add_prefix(&del, "deep/");
 	ex = NULL;
-	cr_assert_not(s3_fold_missing("", "/", &flat, &del, &ex));
+	cr_assert_eq(s3_fold_check("", "/", &flat, &del, &ex), 0);
 	cr_assert_null(ex);
 	s3_list_result_free(&flat);
 	s3_list_result_free(&del);
 }
 
-Test(listfold, missing_only_within_the_range_both_pages_cover)
+Test(listfold, shallow_keys_are_no_evidence)
 {
-	const char *fk[] = {"a/b/c", "z/y/x", NULL};
+	/* one level down: s3rver lists these right, so they tell nothing */
+	const char *fk[] = {"ckpt-1/model.pt", "ckpt-2/model.pt", NULL};
 	s3_list_result flat = page_of(fk), del = page_of((const char *[]){NULL});
-	add_prefix(&del, "a/");
-	del.truncated = true; /* stopped after "a/": "z/" may come later */
-	cr_assert_not(s3_fold_missing("", "/", &flat, &del, NULL));
-	del.truncated = false;
-	cr_assert(s3_fold_missing("", "/", &flat, &del, NULL));
+	add_prefix(&del, "ckpt-1/");
+	add_prefix(&del, "ckpt-2/");
+	cr_assert_eq(s3_fold_check("", "/", &flat, &del, NULL), -1);
+	s3_list_result empty = page_of((const char *[]){NULL});
+	cr_assert_eq(s3_fold_check("", "/", &empty, &del, NULL), -1);
 	s3_list_result_free(&flat);
+	s3_list_result_free(&del);
+	s3_list_result_free(&empty);
+}
+
+Test(listfold, verdict_only_within_the_range_the_page_covers)
+{
+	s3_list_result del = page_of((const char *[]){"m", NULL});
+	add_prefix(&del, "a/");
+	del.truncated = true; /* stopped at "m": "z/" may come later */
+	cr_assert_eq(s3_fold_verdict("z/", 2, &del), -1);
+	cr_assert_eq(s3_fold_verdict("c/", 2, &del), 1, "c/ sorts before m");
+	cr_assert_eq(s3_fold_verdict("a/", 2, &del), 0);
+	del.truncated = false;
+	cr_assert_eq(s3_fold_verdict("z/", 2, &del), 1);
 	s3_list_result_free(&del);
 }
 
