@@ -244,6 +244,8 @@ int s3_list_all(s3_client *c, const char *prefix, const char *delimiter,
 			rc = -ENOMEM;
 		else
 			rc = fn(arg, prefix, &page);
+		if (rc == 0 && fold && !(page.truncated && page.next_token))
+			s3_fold_finish(&st); /* the whole listing was seen */
 		if (rc == 0 && page.truncated && page.next_token) {
 			token = strdup(page.next_token);
 			if (!token)

@@ -43,6 +43,27 @@ static bool same(const char *a, size_t an, const char *b, size_t bn)
 	return an == bn && memcmp(a, b, an) == 0;
 }
 
+/* Whether key (with a child prefix of cp bytes) lies two levels down. */
+static bool two_down(const char *key, size_t len, size_t cp, const char *delim,
+		     size_t dlen)
+{
+	return memmem(key + cp, len - cp, delim, dlen) != NULL;
+}
+
+/* The run of keys under st->last ends: if every one of them lay two
+ * levels down, it is the evidence (the first such run is kept). */
+static void run_end(s3_fold *st)
+{
+	if (st->last && st->last_deep && !st->deep) {
+		st->deep = malloc(st->last_len);
+		if (st->deep) {
+			memcpy(st->deep, st->last, st->last_len);
+			st->deep_len = st->last_len;
+		}
+	}
+	st->last_deep = false;
+}
+
 int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 		 s3_list_result *page)
 {
@@ -58,6 +79,7 @@ int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 			page->objects[keep++] = *o;
 			continue;
 		}
+		bool deep = two_down(o->key, o->key_len, cp, delim, dlen);
 		if (!st->last || !same(st->last, st->last_len, o->key, cp)) {
 			char *last = malloc(cp);
 			if (!last || append_prefix(page, o->key, cp) < 0) {
@@ -67,23 +89,24 @@ int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 				continue;
 			}
 			memcpy(last, o->key, cp);
+			run_end(st);
 			free(st->last);
 			st->last = last;
 			st->last_len = cp;
-		}
-		if (!st->deep && memmem(o->key + cp, o->key_len - cp, delim,
-					dlen)) {
-			st->deep = malloc(cp);
-			if (st->deep) {
-				memcpy(st->deep, o->key, cp);
-				st->deep_len = cp;
-			}
+			st->last_deep = deep;
+		} else {
+			st->last_deep = st->last_deep && deep;
 		}
 		free(o->key);
 		free(o->etag);
 	}
 	page->n_objects = keep;
 	return rc;
+}
+
+void s3_fold_finish(s3_fold *st)
+{
+	run_end(st);
 }
 
 void s3_fold_free(s3_fold *st)
@@ -134,22 +157,35 @@ int s3_fold_check(const char *prefix, const char *delim,
 {
 	size_t plen = strlen(prefix), dlen = strlen(delim);
 	int verdict = -1;
-	const char *last = NULL;
-	size_t last_len = 0;
-	for (size_t i = 0; i < flat->n_objects && verdict != 1; i++) {
-		const s3_object *o = &flat->objects[i];
-		size_t cp = child_prefix_len(o->key, o->key_len, prefix, plen,
-					     delim, dlen);
-		if (!cp || !memmem(o->key + cp, o->key_len - cp, delim, dlen) ||
-		    (last && same(last, last_len, o->key, cp)))
-			continue; /* not two levels down, or judged already */
-		last = o->key;
-		last_len = cp;
-		int v = s3_fold_verdict(o->key, cp, delimited);
-		if (v == 1 && example)
-			*example = strndup(o->key, cp);
-		if (v >= 0)
-			verdict = v;
+	const char *run = NULL; /* the current run's child prefix */
+	size_t run_len = 0;
+	bool run_deep = false;
+	for (size_t i = 0; i <= flat->n_objects && verdict != 1; i++) {
+		const s3_object *o = i < flat->n_objects ? &flat->objects[i]
+							: NULL;
+		size_t cp = o ? child_prefix_len(o->key, o->key_len, prefix,
+						 plen, delim, dlen)
+			      : 0;
+		if (o && !cp)
+			continue;
+		if (o && run && same(run, run_len, o->key, cp)) {
+			run_deep = run_deep &&
+				   two_down(o->key, o->key_len, cp, delim, dlen);
+			continue;
+		}
+		/* a run ended; the page's last one only if nothing follows */
+		if (run && run_deep && (o || !flat->truncated)) {
+			int v = s3_fold_verdict(run, run_len, delimited);
+			if (v == 1 && example)
+				*example = strndup(run, run_len);
+			if (v >= 0)
+				verdict = v;
+		}
+		if (o) {
+			run = o->key;
+			run_len = cp;
+			run_deep = two_down(o->key, o->key_len, cp, delim, dlen);
+		}
 	}
 	return verdict;
 }

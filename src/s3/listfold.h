@@ -16,9 +16,11 @@
  * s3_fold_page is a pure function of its page and the state carried from
  * the page before (the last prefix made, so a run of keys under one child
  * spread over pages gives it once).  It also keeps the first common prefix
- * it made from a key two or more levels down (st->deep): the evidence
- * that tells a correct server from a defective one, since only such a
- * prefix is missing from a defective server's delimiter listing.
+ * all of whose keys lie two or more levels down (st->deep, known once its
+ * run of keys ended, or at s3_fold_finish): the evidence that tells a
+ * correct server from a defective one, since only such a prefix is
+ * missing from a defective server's delimiter listing (a key directly in
+ * the child, or the child's own marker key, makes s3rver show it).
  * s3_fold_verdict and s3_fold_check judge a delimiter page by it (the
  * probes of a mount that may not write: s3/probe.h).
  */
@@ -33,7 +35,9 @@
 typedef struct s3_fold {
 	char *last; /* the last common prefix made (key bytes), or NULL */
 	size_t last_len;
-	char *deep; /* the first one made from a key two levels down, or NULL */
+	bool last_deep; /* every key under last so far lies two levels down */
+	char *deep; /* the first prefix all of whose keys lie two levels
+		     * down, or NULL */
 	size_t deep_len;
 } s3_fold;
 
@@ -47,6 +51,8 @@ typedef struct s3_fold {
  */
 int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 		 s3_list_result *page);
+/* The listing ended (every page folded): the last run may be evidence. */
+void s3_fold_finish(s3_fold *st);
 void s3_fold_free(s3_fold *st);
 
 /*
@@ -59,10 +65,10 @@ int s3_fold_verdict(const char *cp, size_t cp_len,
 
 /*
  * The same for the first pages of one prefix listed flat and with the
- * delimiter: 1 delimited lacks a common prefix made from a key of flat two
- * or more levels down (*example, malloc'd, names it when example is not
- * NULL), 0 it has every such prefix it covers, -1 no evidence either way
- * (no key that deep, or not within the range both pages cover).
+ * delimiter: 1 delimited lacks a common prefix all of whose keys in flat
+ * lie two or more levels down (*example, malloc'd, names it when example
+ * is not NULL), 0 it has every such prefix it covers, -1 no evidence
+ * either way (no such prefix, or not within the range both pages cover).
  */
 int s3_fold_check(const char *prefix, const char *delim,
 		  const s3_list_result *flat, const s3_list_result *delimited,

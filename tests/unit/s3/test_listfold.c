@@ -100,17 +100,40 @@ Test(listfold, keys_outside_the_prefix_and_nul_bytes)
 	s3_fold_free(&st);
 }
 
-Test(listfold, keeps_the_first_prefix_made_from_a_deep_key)
+Test(listfold, evidence_is_a_child_whose_keys_all_lie_two_levels_down)
 {
-	const char *keys[] = {"a/x", "b/c/d", "e/f/g", NULL};
-	s3_list_result r = page_of(keys);
+	/* run/ has its own marker key: s3rver shows it, so it tells nothing;
+	 * b/ has only deep keys, over two pages; e/ ends the listing */
+	const char *p1[] = {"a/x", "b/c/d", NULL};
+	const char *p2[] = {"b/c/e", "b/f/g", "run/", "run/c/d", NULL};
+	s3_list_result r1 = page_of(p1), r2 = page_of(p2);
 	s3_fold st = {0};
-	cr_assert_eq(s3_fold_page(&st, "", "/", &r), 0);
+	cr_assert_eq(s3_fold_page(&st, "", "/", &r1), 0);
+	cr_assert_null(st.deep, "b/'s run has not ended yet");
+	cr_assert_eq(s3_fold_page(&st, "", "/", &r2), 0);
 	cr_assert_eq(st.deep_len, 2);
-	cr_assert_eq(memcmp(st.deep, "b/", 2), 0, "a/ is one level down");
-	s3_list_result_free(&r);
+	cr_assert_eq(memcmp(st.deep, "b/", 2), 0);
+	s3_list_result_free(&r1);
+	s3_list_result_free(&r2);
 	s3_fold_free(&st);
 	cr_assert_null(st.deep);
+
+	const char *p3[] = {"run/", "run/c/d", NULL};
+	s3_list_result r3 = page_of(p3);
+	cr_assert_eq(s3_fold_page(&st, "", "/", &r3), 0);
+	s3_fold_finish(&st);
+	cr_assert_null(st.deep, "run/ holds a key one level down");
+	s3_list_result_free(&r3);
+	s3_fold_free(&st);
+
+	const char *p4[] = {"x", "e/f/g", NULL};
+	s3_list_result r4 = page_of(p4);
+	cr_assert_eq(s3_fold_page(&st, "", "/", &r4), 0);
+	cr_assert_null(st.deep);
+	s3_fold_finish(&st);
+	cr_assert_eq(memcmp(st.deep, "e/", 2), 0, "the last run, at finish");
+	s3_list_result_free(&r4);
+	s3_fold_free(&st);
 }
 
 Test(listfold, check_sees_the_missing_prefix_as_s3rver_answers)
@@ -136,11 +159,19 @@ Test(listfold, check_sees_the_missing_prefix_as_s3rver_answers)
 Test(listfold, shallow_keys_are_no_evidence)
 {
 	/* one level down: s3rver lists these right, so they tell nothing */
-	const char *fk[] = {"ckpt-1/model.pt", "ckpt-2/model.pt", NULL};
+	const char *fk[] = {"ckpt-1/model.pt", "ckpt-2/model.pt",
+			    "run/", "run/ckpt/x", NULL};
 	s3_list_result flat = page_of(fk), del = page_of((const char *[]){NULL});
 	add_prefix(&del, "ckpt-1/");
 	add_prefix(&del, "ckpt-2/");
+	add_prefix(&del, "run/");
 	cr_assert_eq(s3_fold_check("", "/", &flat, &del, NULL), -1);
+	/* the flat page's last run may go on in its next page */
+	const char *tk[] = {"a/b/c", NULL};
+	s3_list_result trunc = page_of(tk);
+	trunc.truncated = true;
+	cr_assert_eq(s3_fold_check("", "/", &trunc, &del, NULL), -1);
+	s3_list_result_free(&trunc);
 	s3_list_result empty = page_of((const char *[]){NULL});
 	cr_assert_eq(s3_fold_check("", "/", &empty, &del, NULL), -1);
 	s3_list_result_free(&flat);
