@@ -128,6 +128,14 @@ static size_t chunk_sink(void *arg, const char *data, size_t n)
 	struct chunk_xfer *t = arg;
 	if (n > t->len - t->got || t->werr)
 		return 0; /* longer than the range: abort, never overrun */
+	char etag[256];
+	if (t->got == 0 && s3_reply_etag_differs(&t->x, etag, sizeof etag,
+						 NULL)) {
+		/* another version (the server ignored If-Match): not one
+		 * byte of it lands */
+		t->werr = ESTALE;
+		return 0;
+	}
 	if (!t->wbuf && !(t->wbuf = malloc(WBUF_SIZE))) {
 		t->werr = ENOMEM;
 		return 0;
@@ -203,7 +211,13 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	unsigned attempt = ++e->attempts[t->idx + (t->cur < t->count ? t->cur : 0)];
 	pthread_mutex_unlock(&c->mu);
 	int rc = s3_classify(c->s3, e->key, x, attempt, &err, &retry, &delay);
-	if (t->werr) { /* our sink aborted the transfer: the local error wins */
+	if (t->werr == ESTALE) { /* the sink refused another version */
+		rc = -1;
+		retry = false;
+		err.err = ESTALE;
+		snprintf(err.msg, sizeof err.msg, "the object changed since it "
+			 "was opened (the server ignored If-Match)");
+	} else if (t->werr) { /* our sink aborted the transfer: the local error wins */
 		rc = -1;
 		retry = false;
 		err.err = t->werr;

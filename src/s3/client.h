@@ -264,6 +264,17 @@ unsigned s3_client_server_wait_ms(const s3_client *c, uint64_t items,
 retry_policy s3_client_retry_policy(const s3_client *c);
 
 /*
+ * Whether the reply to a request sent with If-Match carries another ETag
+ * (a server that ignores If-Match, as s3rver 3 does, answers 200/206 with
+ * the new version): readable from the headers on, so a sink can refuse
+ * the body before any byte of it is kept.  got receives the reply's ETag,
+ * *want (may be NULL) the one asked for.  Every request judged by the
+ * client gets this check; a 2xx that fails it counts as a 412 (ESTALE).
+ */
+bool s3_reply_etag_differs(const http_xfer *x, char *got, size_t got_sz,
+			   const char **want);
+
+/*
  * Server deviations learned at run time, kept per client (thread-safe).
  * S3_QUIRK_COPY_SOURCE_DECODED_TWICE: UploadPartCopy percent-decodes
  * x-amz-copy-source twice (Ceph 16), so keys with '%' need it encoded twice.

@@ -302,6 +302,23 @@ static const char *bare_etag(const char *s, size_t *len)
 	return s;
 }
 
+bool s3_reply_etag_differs(const http_xfer *x, char *got, size_t got_sz,
+			   const char **want)
+{
+	static const char h[] = "if-match: ";
+	const char *w = NULL;
+	for (const struct curl_slist *l = x->headers; l && !w; l = l->next)
+		if (strncasecmp(l->data, h, sizeof h - 1) == 0)
+			w = l->data + sizeof h - 1;
+	if (!w || !http_xfer_header(x, "etag", got, got_sz))
+		return false;
+	if (want)
+		*want = w;
+	size_t wl, gl;
+	const char *wb = bare_etag(w, &wl), *gb = bare_etag(got, &gl);
+	return wl != gl || memcmp(wb, gb, wl) != 0;
+}
+
 /*
  * A 2xx reply to a request sent with If-Match whose ETag differs: the
  * server ignored the condition (s3rver 3 does), so the bytes are of
@@ -311,17 +328,9 @@ static const char *bare_etag(const char *s, size_t *len)
 static bool if_match_ignored(s3_client *c, const s3_request *r,
 			     const http_xfer *x, s3_err *e)
 {
-	static const char h[] = "if-match: ";
-	const char *want = NULL;
-	for (const struct curl_slist *l = x->headers; l && !want; l = l->next)
-		if (strncasecmp(l->data, h, sizeof h - 1) == 0)
-			want = l->data + sizeof h - 1;
 	char got[256];
-	if (!want || !http_xfer_header(x, "etag", got, sizeof got))
-		return false;
-	size_t wl, gl;
-	const char *w = bare_etag(want, &wl), *g = bare_etag(got, &gl);
-	if (wl == gl && memcmp(w, g, wl) == 0)
+	const char *want = NULL;
+	if (!s3_reply_etag_differs(x, got, sizeof got, &want))
 		return false;
 	char what[300];
 	target_url(c, r, what, sizeof what);
