@@ -5,7 +5,9 @@
 #   3. build with clang (-Werror: warning-free; the unit tests ran under gcc)
 #   4. make distcheck (the release tarball builds and passes its unit tests)
 #   5. integration tests: real FUSE mounts against a real Ceph RADOS Gateway
-#   6. ASan+UBSan build: unit tests and the core integration suites again
+#   6. portability: the core suites against s3rver, a second S3
+#      implementation (doc/portability.md), about a minute
+#   7. ASan+UBSan build: unit tests and the core integration suites again
 # Ends with one line "ckptfs tests: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -84,6 +86,13 @@ ASAN_SUITES=(test_read.py test_namespace.py test_errors.py test_readonly.py
 	test_cache.py test_visibility.py test_write.py test_commit.py
 	test_crash.py test_write_diskfull.py test_engine.py test_recovery.py)
 
+# The portability run against s3rver (CKPTFS_S3_SERVER=s3rver): the core
+# of a checkpoint's life (read, save, rename-commit, rotation, crash
+# resume); the README's portability table lists what passed where.
+PORTABILITY_SUITES=(test_portability.py test_read.py test_crash.py
+	test_commit.py::test_commit_trigger
+	test_commit.py::test_deleting_the_previous_checkpoint_never_leaves_none)
+
 # The crash loop's CI length: 10 kills (bench/crashloop.py runs the long one)
 export CKPTFS_CRASHLOOP_KILLS=${CKPTFS_CRASHLOOP_KILLS:-10}
 
@@ -119,6 +128,16 @@ fi
 
 step "integration tests (gcc build)"
 if [ -x build/ckptfs ]; then run_integration "$top/build/ckptfs" gcc; else failed=$((failed + 1)); fi
+
+step "portability: core suites against s3rver"
+if [ -x build/ckptfs ]; then
+	export CKPTFS_S3_SERVER=s3rver
+	run_integration "$top/build/ckptfs" s3rver \
+		"${PORTABILITY_SUITES[@]/#/$top/tests/integration/}"
+	unset CKPTFS_S3_SERVER
+else
+	failed=$((failed + 1))
+fi
 
 step "ASan+UBSan build: unit + integration tests"
 if build build-asan CC=gcc --enable-sanitizers; then
