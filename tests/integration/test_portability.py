@@ -236,3 +236,16 @@ def test_abort_of_a_multipart_upload(s3server, bucket, s3tool_bin):
     else:
         tool.run(bucket, "abort", "k.bin", upload_id)
     assert "k.bin" not in s3server.keys(bucket)
+
+
+@pytest.mark.timeout(60)
+def test_gc_runs_and_says_what_the_server_cannot_do(s3server, bucket):
+    """s3rver cannot list multipart uploads: gc does the rest, says so
+    and exits 0."""
+    s3server.put(bucket, "run/ckpt-1/model.pt", b"m")
+    p = run([helpers.CKPTFS_BIN, "gc", f"s3://{bucket}", "--endpoint", s3server.endpoint,
+             "--region", s3server.region], env=s3server.env_for_ckptfs(), check=False)
+    assert p.returncode == 0, p.stderr
+    said = "cannot list multipart uploads" in p.stderr
+    assert said == (s3server.kind == "s3rver"), p.stderr
+    assert s3server.keys(bucket) == ["run/ckpt-1/model.pt"]
