@@ -169,6 +169,18 @@ def pytest_configure(config):
         "markers", "timeout(seconds): watchdog for this test (default "
         f"{DEFAULT_TIMEOUT:.0f}s); on expiry the test's ckptfs processes are "
         "killed so that a hung FUSE call fails instead of hanging the suite")
+    config.addinivalue_line(
+        "markers", "rgw_only: needs what only Ceph RGW offers among the test "
+        "servers (bucket policies, STS, ...); skipped when CKPTFS_S3_SERVER=s3rver")
+
+
+def pytest_collection_modifyitems(config, items):
+    if S3_SERVER == "rgw":
+        return
+    skip = pytest.mark.skip(reason=f"needs Ceph RGW (CKPTFS_S3_SERVER={S3_SERVER})")
+    for item in items:
+        if item.get_closest_marker("rgw_only"):
+            item.add_marker(skip)
 
 
 # --------------------------------------------------------------------------

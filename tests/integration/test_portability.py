@@ -249,3 +249,32 @@ def test_gc_runs_and_says_what_the_server_cannot_do(s3server, bucket):
     said = "cannot list multipart uploads" in p.stderr
     assert said == (s3server.kind == "s3rver"), p.stderr
     assert s3server.keys(bucket) == ["run/ckpt-1/model.pt"]
+
+
+@pytest.mark.rgw_only  # bucket policies
+@pytest.mark.timeout(90)
+def test_a_refused_listing_probe_leaves_the_mount_working(s3server, bucket, mount, tmp_path):
+    """The store refuses the probe's write (a bucket policy): the mount
+    decides by listing instead, works, and leaves nothing behind.  A probe
+    object left by a mount killed mid-probe stays hidden."""
+    import json
+    s3 = s3server.client()
+    s3server.put(bucket, "deep/a/b/x.bin", b"x" * 100)
+    s3server.put(bucket, ".ckptfs-probe/dead-writer/d/e/f", b"")   # a killed probe's
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+                       "Resource": f"arn:aws:s3:::{bucket}/.ckptfs-probe/*"}]}))
+    try:
+        w = mount(bucket, options=writer_options(tmp_path))
+        assert sorted(os.listdir(w.path)) == ["deep"]
+        assert os.listdir(w / "deep/a/b") == ["x.bin"]
+        save(w / "ckpt-1", {"m.pt": b"model"})
+        ckptfs_sync(w)
+        assert s3_get(s3, bucket, "ckpt-1/m.pt") == b"model"
+        assert sorted(os.listdir(w.path)) == ["ckpt-1", "deep"]
+    finally:
+        s3.delete_bucket_policy(Bucket=bucket)
+    assert [k for k in s3server.keys(bucket) if k.startswith(".ckptfs-probe/")] == \
+        [".ckptfs-probe/dead-writer/d/e/f"]
+    assert LISTING_WARNING not in w.log_text()
