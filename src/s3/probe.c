@@ -3,11 +3,14 @@
  */
 #include "s3/probe.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "s3/listfold.h"
-#include "s3/upload.h"
+#include "s3/uri.h"
+#include "s3/xml.h"
 #include "util/buf.h"
 #include "util/log.h"
 
@@ -24,6 +27,79 @@ int s3_parse_listing_mode(const char *v, s3_listing_mode *out)
 	return 0;
 }
 
+/* The probe's requests are bounded like the bucket check's: a slow or
+ * failing server delays the mount by at most PROBE_BUDGET_MS per request,
+ * and then the mount goes on without a verdict. */
+#define PROBE_ATTEMPTS 3
+#define PROBE_TIMEOUT_MS 10000
+#define PROBE_BUDGET_MS 15000
+
+static int probe_request(s3_client *c, s3_request *r, http_xfer *x, s3_err *e)
+{
+	r->timeout_ms = PROBE_TIMEOUT_MS;
+	r->max_attempts = PROBE_ATTEMPTS;
+	r->budget_ms = PROBE_BUDGET_MS;
+	return s3_request_perform(c, r, x, NULL, e);
+}
+
+static void query_param(buf *q, const char *name, const char *value)
+{
+	if (q->len)
+		buf_putc(q, '&');
+	buf_printf(q, "%s=", name);
+	uri_encode(q, value, strlen(value), false);
+}
+
+/* One page of ListObjectsV2 of prefix (delim NULL: none), bounded. */
+static int probe_list(s3_client *c, const char *prefix, const char *delim,
+		      unsigned max_keys, s3_list_result *out, s3_err *e)
+{
+	buf q = BUF_INIT;
+	char mk[16];
+	snprintf(mk, sizeof mk, "%u", max_keys);
+	if (delim)
+		query_param(&q, "delimiter", delim);
+	query_param(&q, "encoding-type", "url");
+	query_param(&q, "list-type", "2");
+	query_param(&q, "max-keys", mk);
+	query_param(&q, "prefix", prefix);
+	s3_request r = {.op = "LIST", .method = "GET", .what = prefix,
+			.query = buf_cstr(&q)};
+	http_xfer x = {0};
+	int rc = probe_request(c, &r, &x, e);
+	if (rc == 0) {
+		char *perr = NULL;
+		if (s3xml_parse_list(x.resp_body.data, x.resp_body.len, false,
+				     out, &perr) < 0) {
+			memset(e, 0, sizeof *e);
+			e->err = EIO;
+			snprintf(e->msg, sizeof e->msg,
+				 "LIST %s: malformed reply: %s", prefix,
+				 perr ? perr : "?");
+			free(perr);
+			rc = -1;
+		}
+	}
+	http_xfer_free(&x);
+	buf_free(&q);
+	return rc;
+}
+
+static int probe_object(s3_client *c, const char *method, const char *key,
+			s3_err *e)
+{
+	s3_request r = {.op = method, .method = method, .key = key};
+	if (!strcmp(method, "PUT")) {
+		r.upload = http_upload_mem("", 0);
+		s3_request_header(&r, "content-type",
+				  "application/octet-stream");
+	}
+	http_xfer x = {0};
+	int rc = probe_request(c, &r, &x, e);
+	http_xfer_free(&x);
+	return rc;
+}
+
 /* 1: the server drops deep common prefixes, 0: it does not, -1: unknown. */
 static int probe_by_write(s3_client *c, const char *probe_dir)
 {
@@ -32,16 +108,14 @@ static int probe_by_write(s3_client *c, const char *probe_dir)
 	buf_printf(&k, "%sd/e/f", probe_dir);
 	buf_printf(&want, "%sd/", probe_dir);
 	s3_err e;
-	char etag[S3_ETAG_MAX];
-	http_upload body = http_upload_mem("", 0);
 	int verdict = -1;
-	if (s3_put_object(c, buf_cstr(&k), &body, NULL, etag, &e) < 0) {
-		log_debug("listing probe: PUT %s: %s", buf_cstr(&k), e.msg);
+	if (probe_object(c, "PUT", buf_cstr(&k), &e) < 0) {
+		log_debug("listing probe: %s", e.msg);
 		goto out;
 	}
 	s3_list_result r = {0};
-	if (s3_list_page(c, probe_dir, "/", NULL, 10, &r, &e) < 0) {
-		log_debug("listing probe: LIST %s: %s", probe_dir, e.msg);
+	if (probe_list(c, probe_dir, "/", 10, &r, &e) < 0) {
+		log_debug("listing probe: %s", e.msg);
 	} else {
 		verdict = 1;
 		for (size_t i = 0; i < r.n_prefixes; i++)
@@ -49,9 +123,10 @@ static int probe_by_write(s3_client *c, const char *probe_dir)
 				verdict = 0;
 		s3_list_result_free(&r);
 	}
-	if (s3_delete_object(c, buf_cstr(&k), &e) < 0)
-		log_warn("listing probe: cannot delete %s: %s", buf_cstr(&k),
-			 e.msg);
+	if (probe_object(c, "DELETE", buf_cstr(&k), &e) < 0)
+		log_warn("listing probe: cannot delete %s: %s (a hidden name; "
+			 "remove it by hand)",
+			 buf_cstr(&k), e.msg);
 out:
 	buf_free(&k);
 	buf_free(&want);
@@ -63,9 +138,9 @@ static int probe_by_reading(s3_client *c, const char *prefix)
 	s3_list_result flat = {0}, delim = {0};
 	s3_err e;
 	int verdict = -1;
-	if (s3_list_page(c, prefix, NULL, NULL, 1000, &flat, &e) < 0 ||
-	    s3_list_page(c, prefix, "/", NULL, 1000, &delim, &e) < 0) {
-		log_debug("listing probe: LIST %s: %s", prefix, e.msg);
+	if (probe_list(c, prefix, NULL, 1000, &flat, &e) < 0 ||
+	    probe_list(c, prefix, "/", 1000, &delim, &e) < 0) {
+		log_debug("listing probe: %s", e.msg);
 	} else {
 		char *ex = NULL;
 		verdict = s3_fold_check(prefix, "/", &flat, &delim, &ex);

@@ -19,7 +19,8 @@
  *     is right on every server, and the first listing that meets a key
  *     two levels down settles the question with one more request
  *     (S3_QUIRK_LISTING_UNSURE, s3_list_all).
- * The mount goes on whatever the probe meets.
+ * The mount goes on whatever the probe meets; each of its requests has at
+ * most 3 attempts within 15 s, as the bucket check.
  */
 #ifndef CKPTFS_S3_PROBE_H
 #define CKPTFS_S3_PROBE_H
