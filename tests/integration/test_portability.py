@@ -278,3 +278,37 @@ def test_a_refused_listing_probe_leaves_the_mount_working(s3server, bucket, moun
     assert [k for k in s3server.keys(bucket) if k.startswith(".ckptfs-probe/")] == \
         [".ckptfs-probe/dead-writer/d/e/f"]
     assert LISTING_WARNING not in w.log_text()
+
+
+@pytest.mark.timeout(120)
+def test_listing_probe_under_faults(s3server, bucket, mount, tmp_path):
+    """The probe's write reset every time: the mount gives up on it after
+    three attempts (a 503 SlowDown would be retried for at most 15 s),
+    comes up and lists right all the same.  Its delete's reply lost once:
+    retried, nothing left behind."""
+    import time
+    from faultproxy import FaultProxy
+    s3server.put(bucket, "deep/a/b/x.bin", b"x" * 10)
+    with FaultProxy(s3server.endpoint, seed=14) as fp:
+        fp.rule("reset_before", method="PUT", path_re=r"/\.ckptfs-probe/", count=50)
+        mp = tmp_path / "m1"
+        mp.mkdir()
+        argv = mount.argv(bucket, "", mp, writer_options(tmp_path, "a"), endpoint=False)
+        argv += ["--endpoint", fp.endpoint, "--region", s3server.region]
+        t0 = time.monotonic()
+        m = mount(bucket, argv=argv, mountpoint=mp)
+        assert time.monotonic() - t0 < 20
+        assert os.listdir(m / "deep/a/b") == ["x.bin"]
+        assert sorted(os.listdir(m.path)) == ["deep"]
+        expect_listing_warning(s3server, m)
+        m.unmount()
+    with FaultProxy(s3server.endpoint, seed=15) as fp:
+        fp.rule("reset_after", method="DELETE", path_re=r"/\.ckptfs-probe/")
+        mp2 = tmp_path / "m2"
+        mp2.mkdir()
+        argv = mount.argv(bucket, "", mp2, writer_options(tmp_path, "b"), endpoint=False)
+        argv += ["--endpoint", fp.endpoint, "--region", s3server.region]
+        m2 = mount(bucket, argv=argv, mountpoint=mp2)
+        assert sorted(os.listdir(m2.path)) == ["deep"]
+        assert any(e.action == "reset_after" for e in fp.events), fp.events
+    assert s3server.keys(bucket) == ["deep/a/b/x.bin"]
