@@ -14,7 +14,8 @@ Environment:
 One throwaway S3 server serves the whole session: Ceph RGW
 (tests/s3server/rgw.sh) unless CKPTFS_S3_SERVER says s3rver.  A test that
 needs what only RGW has (bucket policies, STS, a capacity, UploadPartCopy,
-multipart listings) carries @pytest.mark.rgw_only and is skipped on s3rver.
+multipart listings, an object replaced atomically under a running GET)
+carries @pytest.mark.rgw_only and is skipped on s3rver.
 Tests see it through the `s3server` fixture; `bucket` gives a fresh bucket;
 `mount` mounts ckptfs in the foreground and checks at teardown that it
 unmounts cleanly and did not crash.
@@ -171,7 +172,8 @@ def pytest_configure(config):
         "killed so that a hung FUSE call fails instead of hanging the suite")
     config.addinivalue_line(
         "markers", "rgw_only: needs what only Ceph RGW offers among the test "
-        "servers (bucket policies, STS, ...); skipped when CKPTFS_S3_SERVER=s3rver")
+        "servers (bucket policies, STS, objects replaced atomically under a "
+        "running GET, ...); skipped when CKPTFS_S3_SERVER=s3rver")
 
 
 def pytest_collection_modifyitems(config, items):

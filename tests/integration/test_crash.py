@@ -149,6 +149,10 @@ def test_sigkill_during_a_save_then_remount_completes_it(
 
 
 @pytest.mark.timeout(120)
+# s3rver rewrites an object's file in place: a GET (boto3's or the
+# observer's) running while the new model.pt lands reads a cut or mixed
+# body, which is s3rver's doing (doc/portability.md)
+@pytest.mark.rgw_only
 def test_sigkill_during_a_single_file_upload(s3server, bucket, mount, tmp_path):
     """A 24 MiB file outside any new directory, closed (its commit trigger),
     ckptfs killed with part of it uploaded: after the restart it completes
