@@ -90,7 +90,6 @@ ASAN_SUITES=(test_read.py test_namespace.py test_errors.py test_readonly.py
 # of a checkpoint's life (read, save, rename-commit, rotation, crash
 # resume); the README's portability table lists what passed where.
 PORTABILITY_SUITES=(test_portability.py test_read.py test_crash.py
-	test_commit.py::test_commit_trigger
 	test_commit.py::test_deleting_the_previous_checkpoint_never_leaves_none)
 
 # The crash loop's CI length: 10 kills (bench/crashloop.py runs the long one)
