@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 S3_SERVER = os.environ.get("CKPTFS_S3_SERVER", "rgw")
 if S3_SERVER not in ("rgw", "s3rver"):
     sys.exit(f"CKPTFS_S3_SERVER={S3_SERVER!r}: expected rgw or s3rver")
-RGW_SH = HERE.parent / "s3server" / f"{S3_SERVER}.sh"
+SERVER_SH = HERE.parent / "s3server" / f"{S3_SERVER}.sh"
 CKPTFS_BIN = helpers.CKPTFS_BIN  # replaced by a private copy at session start
 AWS_CLI = "/usr/bin/aws" if os.path.exists("/usr/bin/aws") else (shutil.which("aws") or "aws")
 REGION = "us-east-1"
@@ -104,8 +104,10 @@ def _emergency_cleanup():
             _force_unmount(mp)
             _LIVE_MOUNTS.pop(mp, None)
         for d in list(_RGW_DIRS):
-            subprocess.run([str(RGW_SH), "stop", str(d)], env=clean_env(),
-                           capture_output=True, timeout=60)
+            # the session's server or the STS RGW: a Ceph dir has ceph.conf
+            sh = "rgw.sh" if (Path(d) / "ceph.conf").exists() else SERVER_SH.name
+            subprocess.run([str(HERE.parent / "s3server" / sh), "stop", str(d)],
+                           env=clean_env(), capture_output=True, timeout=60)
             _RGW_DIRS.remove(d)
         shutil.rmtree(_SESSION_TMP, ignore_errors=True)
 
@@ -387,10 +389,10 @@ def s3server():
     _RGW_DIRS.append(d)
     try:
         t0 = time.monotonic()
-        p = subprocess.run([str(RGW_SH), "start", str(d)], env=clean_env(),
+        p = subprocess.run([str(SERVER_SH), "start", str(d)], env=clean_env(),
                            capture_output=True, text=True, timeout=180)
         if p.returncode != 0:
-            pytest.exit(f"{RGW_SH.name} start failed (exit {p.returncode}):\n"
+            pytest.exit(f"{SERVER_SH.name} start failed (exit {p.returncode}):\n"
                         f"{p.stdout}\n{p.stderr}", returncode=3)
         env = dict(line.split("=", 1) for line in p.stdout.splitlines()
                    if "=" in line)
@@ -401,7 +403,7 @@ def s3server():
         yield srv
     finally:
         if d in _RGW_DIRS:
-            subprocess.run([str(RGW_SH), "stop", str(d)], env=clean_env(),
+            subprocess.run([str(SERVER_SH), "stop", str(d)], env=clean_env(),
                            capture_output=True, timeout=60)
             _RGW_DIRS.remove(d)
 
