@@ -59,9 +59,12 @@ else
   $SUDO mkdir -p "$S3RVER_DIR"
   $SUDO rm -rf "$S3RVER_DIR/node_modules"
   $SUDO cp "$top/tests/s3server/s3rver/package.json" "$lock" "$S3RVER_DIR/"
+  # an npm too old for the lock file gets the pinned version without it
   (cd "$S3RVER_DIR" &&
-   $SUDO npm ci --no-audit --no-fund --omit=dev --loglevel=error) || {
-    echo "install-deps: npm ci of s3rver failed" >&2
+   { $SUDO npm ci --no-audit --no-fund --omit=dev --loglevel=error ||
+     $SUDO npm install --no-audit --no-fund --omit=dev --loglevel=error \
+       "s3rver@$(sed -n 's/.*"s3rver": *"[^0-9]*\([0-9.]*\)".*/\1/p' package.json | head -n 1)"; }) || {
+    echo "install-deps: npm could not install s3rver" >&2
     exit 1
   }
 fi
