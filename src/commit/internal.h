@@ -79,6 +79,7 @@ typedef struct efile {
 	unsigned jobs;   /* upload jobs queued or running */
 	char *key;       /* key of the upload (multipart: fixed at create) */
 	char *upload_id; /* multipart */
+	bool lost_creates; /* its create needed retries (s3_mpu_abort_lost) */
 	uint64_t part_size;
 	unsigned n_parts, parts_done;
 	uint8_t *pst;

@@ -551,7 +551,7 @@ static int copy_one(eng *e, const char *src, const char *dst, uint64_t size,
 							    : NULL};
 	char *id = NULL;
 	if (!rc)
-		rc = s3_mpu_create(e->s3, dst, &po, &id, x);
+		rc = s3_mpu_create(e->s3, dst, &po, &id, NULL, x);
 	s3_head_ext_result_free(&h);
 	uint64_t ps = s3_part_size(size, 512 * S3_MIB);
 	size_t n = (size_t)s3_part_count(size, ps);

@@ -368,12 +368,17 @@ static void run_create(eng *e, job *j)
 	char *id = NULL;
 	s3_err x = {0};
 	int rc = -1;
+	unsigned tries = 0;
 	if (!ps)
 		local_err(&x, EFBIG, "file over 5 TiB:", key);
 	else
-		rc = s3_mpu_create(e->s3, key, &po, &id, &x);
+		rc = s3_mpu_create(e->s3, key, &po, &id, &tries, &x);
 	buf_free(&store);
 	pthread_mutex_lock(&e->mu);
+	if (rc == 0)
+		/* an earlier attempt may have started an upload we will
+		 * never hear of: look again before completing */
+		f->lost_creates = tries > 1 || j->attempt > 0;
 	if (rc == 0 && stale(j)) {
 		eng_push_abort(e, key, id);
 	} else if (rc == 0) {
@@ -522,9 +527,12 @@ static void run_complete(eng *e, job *j)
 	char *blocks = eng_parts_blocks(f);
 	struct eng_busy b;
 	eng_key_claim(e, &b, key);
+	bool lost = f->lost_creates;
 	pthread_mutex_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	s3_err x = {0};
+	if (lost && id) /* create attempts the server carried out late */
+		s3_mpu_abort_lost(e->s3, key, id);
 	int rc = parts ? eng_complete_mpu(e, key, id, parts, n, etag, &x) : -1;
 	free(parts);
 	free(id);

@@ -153,27 +153,18 @@ static int parse_initiate(void *arg, struct wreq *w, http_xfer *x,
 				    perr);
 }
 
-/*
- * A CreateMultipartUpload that needed retries may have created uploads
- * whose replies were lost (a reset after the server acted): nobody knows
- * their ids, so they would hold their parts until gc.  Aborts the other
- * uploads of exactly key that the server started at most LOST_CREATE_WINDOW
- * seconds before the one kept (server clock: the times come from one
- * listing).  Best effort: a failure here costs only the orphan.  Another
- * writer's upload of the same key in that window is aborted too; it then
- * starts again (NoSuchUpload on its next part) — two writers of one key
- * conflict anyway (doc/commit.md, lost replies).
- */
+/* How far, in the server's clock, an upload a lost create reply started
+ * may be from the kept one: before it (a reset reply), or after it (an
+ * attempt abandoned for silence that the server carried out late). */
 #define LOST_CREATE_WINDOW 300
 
-static void abort_lost_creates(s3_client *c, const char *key,
-			       const char *keep)
+void s3_mpu_abort_lost(s3_client *c, const char *key, const char *keep)
 {
 	s3_uploads_result r = {0};
 	s3_err e;
 	if (s3_list_multipart_uploads(c, key, NULL, NULL, 1000, &r, &e) < 0) {
-		log_debug("CREATE MULTIPART UPLOAD %s: cannot list uploads "
-			  "after retries: %s", key, e.msg);
+		log_debug("multipart upload of %s: cannot list its uploads: %s",
+			  key, e.msg);
 		return;
 	}
 	size_t klen = strlen(key);
@@ -184,10 +175,9 @@ static void abort_lost_creates(s3_client *c, const char *key,
 	unsigned n = 0;
 	for (size_t i = 0; kept && i < r.n_uploads; i++) {
 		const s3_upload *u = &r.uploads[i];
+		time_t a = u->initiated.tv_sec, k = kept->initiated.tv_sec;
 		if (u == kept || u->key_len != klen || memcmp(u->key, key, klen) ||
-		    u->initiated.tv_sec > kept->initiated.tv_sec ||
-		    u->initiated.tv_sec + LOST_CREATE_WINDOW <
-			    kept->initiated.tv_sec)
+		    (a < k ? k - a : a - k) > LOST_CREATE_WINDOW)
 			continue;
 		if (s3_mpu_abort(c, key, u->upload_id, &e) == 0 ||
 		    e.err == ENOENT)
@@ -201,7 +191,7 @@ static void abort_lost_creates(s3_client *c, const char *key,
 }
 
 int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
-		  char **upload_id, s3_err *e)
+		  char **upload_id, unsigned *attempts_out, s3_err *e)
 {
 	static const s3_put_opts none = {0};
 	if (!o)
@@ -217,7 +207,9 @@ int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
 	unsigned attempts = 0;
 	rc = perform_parsed(c, &w, rc, parse_initiate, upload_id, &attempts, e);
 	if (rc == 0 && attempts > 1)
-		abort_lost_creates(c, key, *upload_id);
+		s3_mpu_abort_lost(c, key, *upload_id);
+	if (attempts_out)
+		*attempts_out = attempts;
 	return rc;
 }
 

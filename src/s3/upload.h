@@ -199,10 +199,27 @@ int s3_delete_objects(s3_client *c, const char *const *keys, size_t n,
 
 /* ---- multipart uploads -------------------------------------------------- */
 
-/* CreateMultipartUpload; *upload_id is malloc'd.  o->if_none_match is
- * ignored (S3 checks that at completion, where Ceph does not). */
+/*
+ * CreateMultipartUpload; *upload_id is malloc'd.  o->if_none_match is
+ * ignored (S3 checks that at completion, where Ceph does not).  attempts
+ * (NULL: not wanted) receives how many requests it took: after more than
+ * one, uploads that attempts whose replies were lost may have started are
+ * aborted at once (s3_mpu_abort_lost), and a caller should do so again
+ * before completing, for attempts the server carried out late.
+ */
 int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
-		  char **upload_id, s3_err *e);
+		  char **upload_id, unsigned *attempts, s3_err *e);
+
+/*
+ * Aborts the uploads of exactly key, other than keep (still open), that
+ * the server started within 5 minutes of keep: nobody knows their ids
+ * (their create replies were lost), so they would hold their parts until
+ * gc.  Best effort: a failure costs only the orphan.  Another writer's
+ * upload of the same key in that window is aborted too; it then starts
+ * again (NoSuchUpload on its next part), as two writers of one key
+ * conflict anyway (doc/commit.md, lost replies).
+ */
+void s3_mpu_abort_lost(s3_client *c, const char *key, const char *keep);
 
 /*
  * UploadPart number part (1..10000) of body; etag receives its ETag.

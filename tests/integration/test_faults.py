@@ -524,6 +524,8 @@ LOST_REPLIES = {
     "complete-mpu-stall": ("stall_after", dict(method="POST", query_has="uploadId="),
                            "save", False),
     "create-mpu": ("reset_after", dict(method="POST", query_has="uploads"), "save", False),
+    "create-mpu-stall": ("stall_after", dict(method="POST", query_has="uploads"), "save",
+                         False),
     "upload-part": ("reset_after", dict(method="PUT", query_has="partNumber="), "save", False),
     "marker-put": ("reset_after", dict(method="PUT", path_re=PENDING), "save", False),
     "manifest-intent": ("reset_after", dict(method="PUT", path_re=MANIFEST), "save", False),

@@ -465,7 +465,7 @@ static int cmd_mpu_upload(struct opts *o)
 			  .n_meta = o->n_meta};
 	char *id = NULL;
 	s3_err e;
-	if (s3_mpu_create(C, key, &po, &id, &e) < 0)
+	if (s3_mpu_create(C, key, &po, &id, NULL, &e) < 0)
 		return fail(&e);
 	unsigned n;
 	struct part_job *jobs = plan_parts(o->offset, o->length, ps, &n);
@@ -510,7 +510,7 @@ static int cmd_part_copy(struct opts *o)
 			  .meta = h.meta, .n_meta = h.n_meta};
 	uint64_t ps = s3_part_size(h.size, o->part_size);
 	char *id = NULL;
-	if (s3_mpu_create(C, dst, &po, &id, &e) < 0) {
+	if (s3_mpu_create(C, dst, &po, &id, NULL, &e) < 0) {
 		s3_head_ext_result_free(&h);
 		return fail(&e);
 	}
@@ -555,7 +555,7 @@ static int cmd_mpu_create(struct opts *o)
 			  .n_meta = o->n_meta};
 	char *id = NULL;
 	s3_err e;
-	if (s3_mpu_create(C, o->args[0], &po, &id, &e) < 0)
+	if (s3_mpu_create(C, o->args[0], &po, &id, NULL, &e) < 0)
 		return fail(&e);
 	emit(json_pack("{s:o}", "upload_id", jstr(id)));
 	free(id);
