@@ -20,6 +20,7 @@
 #include "cli/options.h"
 #include "daemon/exporter.h"
 #include "daemon/mount.h"
+#include "proto/complete.h"
 #include "s3/retry.h"
 
 static const char *const ignored_opts[] = {
@@ -59,6 +60,9 @@ static void mount_usage(FILE *f)
 		"      directory commits, 5) lease=S (pending-marker lease, 60)\n"
 		"      temp_patterns=P:P... (names uploaded only once renamed,\n"
 		"      default *tmp*:*.tempstate*:*_temp:_checkpoint:*.__lock)\n"
+		"      complete=TRIGGER/REQUIRED:... (a directory holding a file\n"
+		"      matching TRIGGER shows empty until one matching REQUIRED\n"
+		"      is there, default *.distcp/.metadata; none = no rule)\n"
 		"      max_staged=SIZE (staged bytes not yet uploaded before\n"
 		"      writers wait; 0 = no limit) upload_hold=S (longest a\n"
 		"      closed file waits to upload while the application still\n"
@@ -278,6 +282,22 @@ static int apply_opt(void *arg, const char *k, const char *v)
 			if (*c == ':')
 				*c = ',';
 		a->eng.temp_patterns = a->temp_patterns;
+		return 0;
+	} else if (!strcmp(k, "complete")) {
+		/* rules TRIGGER/REQUIRED separated by ':' (proto/complete.h) */
+		vis_rules r = {0};
+		char *err = NULL;
+		int rc = vis_rules_parse(&r, v, &err);
+		vis_rules_free(&r);
+		if (rc < 0) {
+			fprintf(stderr, "ckptfs: complete=%s: %s\n", v,
+				err ? err : "out of memory");
+			free(err);
+			return -1;
+		}
+		if (cli_set_str(&a->complete, v) < 0)
+			return -1;
+		a->fs.complete = a->complete;
 		return 0;
 	} else if (!strcmp(k, "upload_hold")) {
 		return parse_num(k, v, 0, &a->eng.upload_hold_s, NULL);

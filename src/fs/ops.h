@@ -40,6 +40,9 @@ typedef struct fs_opts {
 	mode_t umask;
 	size_t readahead_max; /* per-handle read window, bytes */
 	bool passthrough;     /* serve fully cached files by FUSE passthrough */
+	/* completion rules (proto/complete.h), NULL for VIS_RULES_DEFAULT;
+	 * checked by the caller (vis_rules_parse) */
+	const char *complete;
 } fs_opts;
 
 typedef struct fs_ctx fs_ctx;
