@@ -341,3 +341,30 @@ def test_completion_rule_option(s3server, bucket, mount, tmp_path):
     r = helpers.run([helpers.CKPTFS_BIN, "mount", f"s3://{bucket}", str(tmp_path),
                      "-o", "complete=*.distcp"], check=False, timeout=30)
     assert r.returncode != 0 and "bad completion rule" in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_metadata_seals_without_waiting_for_commit_delay(s3server, bucket, mount, tmp_path):
+    """Rank 0 writes its shard and .metadata with no barrier (its directory
+    transaction is still open): .metadata says the checkpoint is done, so
+    the transaction commits once the application is quiet, not after
+    commit_delay (600 s here); host 1 committed with `ckptfs sync`."""
+    s3server.put(bucket, "job/")
+    h0 = host(mount, s3server, bucket, tmp_path, "h0", None, "commit_delay=600")
+    h1 = host(mount, s3server, bucket, tmp_path, "h1", None, "commit_delay=600")
+    obs = mount(bucket, options=observer_options(tmp_path / "cache-obs"))
+    per_rank = shards(2, per_host=1)
+    files = {**per_rank[0], **per_rank[1], ".metadata": b"x" * 999}
+    watch = DcpWatch(obs / "job", "step-9", files)
+    for h in (h0, h1):
+        os.makedirs(h / "job/step-9", exist_ok=True)
+    for n, b in per_rank[1].items():
+        write_fsync(h1 / "job/step-9" / n, b)
+    helpers.ckptfs_sync(h1)
+    for n, b in per_rank[0].items():
+        write_fsync(h0 / "job/step-9" / n, b)
+    time.sleep(2)
+    assert watch.complete_at is None, "visible before .metadata"
+    write_metadata(h0 / "job/step-9", files[".metadata"])
+    watch.wait_complete(30)
+    watch.poller.assert_clean()
