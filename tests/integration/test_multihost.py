@@ -368,3 +368,23 @@ def test_metadata_seals_without_waiting_for_commit_delay(s3server, bucket, mount
     write_metadata(h0 / "job/step-9", files[".metadata"])
     watch.wait_complete(30)
     watch.poller.assert_clean()
+
+
+@pytest.mark.timeout(120)
+def test_upload_part_size_and_conns_options(s3server, bucket, mount, tmp_path, proxies):
+    """upload_part_size sets the multipart part (fewer, larger requests per
+    file at scale, doc/scale.md): a 17 MiB file in 5 MiB parts is 4
+    UploadParts; out-of-range values are refused."""
+    proxy = proxies()
+    w = host(mount, s3server, bucket, tmp_path, "w", proxy, "upload_part_size=5M",
+             "upload_conns=4")
+    body = det_bytes(77, 17 << 20)
+    write_fsync(w / "big.bin", body)
+    helpers.ckptfs_sync(w)
+    n = proxy.acct.n
+    assert (n["CreateMPU"], n["UploadPart"], n["Complete"]) == (1, 4, 1), fmt_counts(n)
+    assert helpers.s3_get(s3server.client(), bucket, "big.bin") == body
+    for bad in ("upload_part_size=1M", "upload_part_size=6G", "upload_conns=0"):
+        r = helpers.run([helpers.CKPTFS_BIN, "mount", f"s3://{bucket}", str(tmp_path),
+                         "-o", bad], check=False, timeout=30)
+        assert r.returncode != 0 and "must be" in r.stderr, (bad, r.stderr)
