@@ -202,14 +202,21 @@ class Bench:
         t_last = time.monotonic()
         visible = [None] * a.hosts
         deadline = t_last + a.timeout
-        while time.monotonic() < deadline and (None in visible or seen["complete"] is None):
-            for r, w in enumerate(self.writers):
-                if visible[r] is None:
-                    try:
-                        if sorted(os.listdir(w / "ckpt/step-1")) == sorted(want):
-                            visible[r] = time.monotonic()
-                    except FileNotFoundError:
-                        pass
+
+        def until_visible(r):
+            """One poller per mount: each host finds out on its own."""
+            while time.monotonic() < deadline:
+                try:
+                    if sorted(os.listdir(self.writers[r] / "ckpt/step-1")) == sorted(want):
+                        visible[r] = time.monotonic()
+                        return
+                except FileNotFoundError:
+                    pass
+                time.sleep(0.05)
+
+        with cf.ThreadPoolExecutor(a.hosts) as ex:
+            list(ex.map(until_visible, range(a.hosts)))
+        while time.monotonic() < deadline and seen["complete"] is None:
             time.sleep(0.05)
         stop.set()
         wt.join(10)
@@ -243,9 +250,13 @@ class Bench:
         self.row("save", "requests (all writers, save + until visible)", total(tot),
                  json.dumps(ty))
         self.row("save", "by key kind", "", json.dumps(kinds))
-        beyond = (total(tot) - n_files - n_parts) / a.hosts
-        self.row("save", "files + parts", f"{n_files} + {n_parts}",
-                 f"parts of {a.part_mib} MiB; beyond them: {beyond:.1f} requests per host")
+        n_mpu = tot["CreateMPU"] + tot["Complete"]
+        data_req = tot["PUT", "data"] + n_mpu + tot["UploadPart"]
+        beyond = (total(tot) - data_req) / a.hosts
+        self.row("save", "files + parts + Create/Complete", f"{n_files} + {n_parts} + {n_mpu}",
+                 f"parts of {a.part_mib} MiB; beyond the data requests: {beyond:.1f} "
+                 f"per host (of which GET manifest {tot['GET', 'manifest'] / a.hosts:.1f}, "
+                 f"LIST {tot['LIST'] / a.hosts:.1f})")
         self.row("save", "GET manifest (all writers)", tot["GET", "manifest"],
                  f"hosts x (manifests) = {a.hosts} x {a.hosts + 1}: every host reads "
                  f"every host's manifest")
