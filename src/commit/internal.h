@@ -19,6 +19,7 @@
  *               delete, rename) on snapshots
  *   transfer.c  the upload workers and the blocking upload helpers
  *   marker.c    pending markers: announce, hold, delete, renewal thread
+ *   mindex.c    the manifest index of a directory many writers committed
  *   order.c     the queue rules: parked steps, failed steps and what they
  *               hold back, when an upload may start (eng_sched_file),
  *               settled, seal/requeue/drop of parked steps
@@ -289,6 +290,12 @@ void eng_hold_marker(eng *e, const char *root);
  * and deletes it (mu not held). */
 int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x);
 void *eng_renew_main(void *arg);
+
+/* ---- mindex.c ----------------------------------------------------------- */
+/* After root's commit point: the manifest index (proto/mindex.h) when no
+ * other writer's marker of root is live and it has enough manifests.  Best
+ * effort (mu not held). */
+void eng_write_index(eng *e, const char *root);
 
 /* ---- transfer.c --------------------------------------------------------- */
 void *eng_worker_main(void *arg);

@@ -255,6 +255,19 @@ def test_hosts_save_with_barrier_longer_than_commit_delay(s3server, bucket, moun
     again = proxy.acct.since(snap)
     assert again["n"]["GET", "data"] == 0, fmt_counts(again["n"])
 
+    # a host that comes later reads the manifest index (written by the
+    # last host to commit its shards) and the .metadata addendum, not
+    # one manifest per host (doc/scale.md)
+    keys = s3_sizes(s3, bucket, "job/step-100/.ckptfs/")
+    assert [k for k in keys if "/index." in k], f"no manifest index: {sorted(keys)}"
+    late = host(mount, s3server, bucket, tmp_path, "late", proxy)
+    snap = proxy.acct.snapshot()
+    assert sorted(os.listdir(late / "job/step-100")) == sorted(files)
+    seen = proxy.acct.since(snap)["n"]
+    print(f"a later host's first look: {fmt_counts(seen)}")
+    assert seen["GET", "manifest"] <= 2, fmt_counts(seen)
+    restore(late, "job/step-100", files)
+
 
 def small_job(mount, s3server, bucket, tmp_path, proxy0, *opts0):
     """Two hosts (host 0 through proxy0) with commit_delay=1 saving their
