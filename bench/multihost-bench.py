@@ -258,8 +258,9 @@ class Bench:
                  f"per host (of which GET manifest {tot['GET', 'manifest'] / a.hosts:.1f}, "
                  f"LIST {tot['LIST'] / a.hosts:.1f})")
         self.row("save", "GET manifest (all writers)", tot["GET", "manifest"],
-                 f"hosts x (manifests) = {a.hosts} x {a.hosts + 1}: every host reads "
-                 f"every host's manifest")
+                 f"with the manifest index: hosts by the last committer + about 2 per "
+                 f"host = {a.hosts + 2 * a.hosts}; without: hosts x (hosts + 1) = "
+                 f"{a.hosts * (a.hosts + 1)}")
         up = sum(sum(h["up"].values()) for h in hosts)
         self.row("save", "bytes up / data", f"{up / self.data_bytes():.4f}")
         o = cnt[-1]["n"]
