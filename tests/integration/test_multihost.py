@@ -401,3 +401,24 @@ def test_upload_part_size_and_conns_options(s3server, bucket, mount, tmp_path, p
         r = helpers.run([helpers.CKPTFS_BIN, "mount", f"s3://{bucket}", str(tmp_path),
                          "-o", bad], check=False, timeout=30)
         assert r.returncode != 0 and "must be" in r.stderr, (bad, r.stderr)
+
+
+@pytest.mark.timeout(120)
+def test_incomplete_checkpoint_can_be_removed(s3server, bucket, mount, tmp_path):
+    """A rotation removing a checkpoint that never got its .metadata (the
+    job died at the barrier): `rm -r` of the empty-looking directory
+    removes its hidden shards too, and the name goes."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    h0 = host(mount, s3server, bucket, tmp_path, "h0", None, "commit_delay=1")
+    os.makedirs(h0 / "run/step-3")
+    for n, b in shards(1, per_host=2)[0].items():
+        write_fsync(h0 / "run/step-3" / n, b)
+    wait_for(lambda: all_committed(s3, bucket, "run/", ["run/step-3/__0_0.distcp"]), 60,
+             "the shards committed")
+    wait_for(lambda: os.listdir(h0 / "run/step-3") == [], 10, "the shards hidden")
+    helpers.run(["rm", "-r", str(h0 / "run/step-3")])
+    helpers.ckptfs_sync(h0)
+    left = [k for k in s3_sizes(s3, bucket, "run/") if k != "run/"]
+    assert not left, left
+    assert "step-3" not in os.listdir(h0 / "run")
