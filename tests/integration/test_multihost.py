@@ -422,3 +422,57 @@ def test_incomplete_checkpoint_can_be_removed(s3server, bucket, mount, tmp_path)
     left = [k for k in s3_sizes(s3, bucket, "run/") if k != "run/"]
     assert not left, left
     assert "step-3" not in os.listdir(h0 / "run")
+
+
+@pytest.mark.timeout(150)
+def test_manifest_index_is_checked(s3server, bucket, mount, tmp_path, proxies):
+    """The manifest index is only a copy: a body in it that is not the
+    listed manifest (MD5 against the listed ETag) is ignored and that
+    manifest read from the store, so a damaged or stale index never
+    changes what a reader sees; a lost reply of the index PUT is retried."""
+    s3 = s3server.client()
+    s3server.put(bucket, "job/")
+    proxy = proxies()
+    proxy.rule("reset_after", method="PUT", path_re=r"/\.ckptfs/index\.", count=1)
+    per_rank = shards(4, per_host=1)
+    hosts = [host(mount, s3server, bucket, tmp_path, f"h{r}", proxy, "commit_delay=1")
+             for r in range(4)]
+    for h in hosts:
+        os.makedirs(h / "job/step-5", exist_ok=True)
+    for r, h in enumerate(hosts):
+        for n, b in per_rank[r].items():
+            write_fsync(h / "job/step-5" / n, b)
+    write_metadata(hosts[0] / "job/step-5", b"meta")
+    files = {n: b for r in per_rank.values() for n, b in r.items()}
+    files[".metadata"] = b"meta"
+
+    def index_keys():
+        return [k for k in s3_sizes(s3, bucket, "job/step-5/.ckptfs/") if "/index." in k]
+    wait_for(index_keys, 60, "a manifest index")
+    assert any(e.action == "reset_after" for e in proxy.events), proxy.describe()
+    key = index_keys()[0]
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    # every manifest body in it now names one more file (a well-formed
+    # index whose bodies are not the manifests the listing shows)
+    magic = b"ckptfs-manifest-index 1\n"
+    assert body.startswith(magic)
+    i, bad, n = len(magic), magic, 0
+    while i < len(body):
+        nl = body.index(b"\n", i)
+        name, etag, ln = body[i:nl].split(b" ")
+        rec = body[nl + 1:nl + 1 + int(ln)]
+        i = nl + 1 + int(ln) + 1
+        rec = rec.replace(b'"files":[', b'"files":[{"path":"evil.distcp","size":1},')
+        bad += b"%s %s %d\n%s\n" % (name, etag, len(rec), rec)
+        n += 1
+    assert n >= 4 and bad != body
+    s3.put_object(Bucket=bucket, Key=key, Body=bad)
+    s3server.put(bucket, "job/step-5/evil.distcp", b"x")
+    obs = host(mount, s3server, bucket, tmp_path, "obs", proxy)
+    snap = proxy.acct.snapshot()
+    assert sorted(os.listdir(obs / "job/step-5")) == sorted(files)
+    seen = proxy.acct.since(snap)["n"]
+    # the index was read, and every manifest again (none matched)
+    assert seen["GET", "manifest"] == 1 + 4, fmt_counts(seen)
+    for n, b in files.items():
+        assert (obs / "job/step-5" / n).read_bytes() == b
