@@ -240,6 +240,9 @@ class Bench:
             self.row("save", ".metadata close -> visible on every writer mount",
                      f"{max(visible) - t_last:.2f} s",
                      f"first {min(visible) - t_last:.2f} s")
+            self.row("save", "last shard close -> visible on every writer mount",
+                     f"{max(visible) - t_shards:.2f} s",
+                     f"barrier {a.barrier_s:g} s, commit_delay {a.commit_delay:g} s")
         else:
             self.row("save", "visible on every writer mount", "NOT within timeout",
                      f"{visible.count(None)} mounts never saw it")
@@ -456,6 +459,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--ckptfs", default=str(HERE.parent / "build" / "ckptfs"))
     ap.add_argument("--workdir", default=os.environ.get("TMPDIR", "/var/tmp"))
+    ap.add_argument("--save-only", action="store_true",
+                    help="only the save phase (e.g. to compare --barrier-s 0 and "
+                         "--commit-delay values)")
     ap.add_argument("--json")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
@@ -463,9 +469,10 @@ def main():
     try:
         b.start()
         b.save()
-        b.idle_and_poll()
-        b.marker()
-        b.restore()
+        if not a.save_only:
+            b.idle_and_poll()
+            b.marker()
+            b.restore()
     finally:
         b.print_table()
         b.stop()
