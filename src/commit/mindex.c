@@ -4,8 +4,10 @@
  * writer's marker of the directory live reads its manifests once and PUTs
  * their bodies as one index, so each reader's first look costs one GET
  * instead of one per host.  Best effort: any failure is logged at debug
- * level and leaves readers GETting the manifests as before.  Runs on the
- * visibility thread after the step (mu not held); calls s3 only.
+ * level and leaves readers GETting the manifests as before.  Runs on its
+ * own thread (eng_index_main), fed by the visibility thread after a
+ * directory's commit point, so its H GETs never hold back the next step;
+ * calls s3 only.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -119,7 +121,15 @@ static int others_live(eng *e, const char *root, bool *live, s3_err *x)
 	return rc;
 }
 
-void eng_write_index(eng *e, const char *root)
+static bool stopping(eng *e)
+{
+	pthread_mutex_lock(&e->mu);
+	bool s = e->stopping;
+	pthread_mutex_unlock(&e->mu);
+	return s;
+}
+
+static void write_index(eng *e, const char *root)
 {
 	s3_err x = {0};
 	bool live = false;
@@ -147,7 +157,7 @@ void eng_write_index(eng *e, const char *root)
 		goto out;
 	for (size_t i = 0; i < l.n; i++) {
 		size_t got = 0;
-		if (l.size[i] > INDEX_MAX || idx.len > INDEX_MAX)
+		if (l.size[i] > INDEX_MAX || idx.len > INDEX_MAX || stopping(e))
 			goto out;
 		char *nb = realloc(body, l.size[i] ? l.size[i] : 1);
 		if (!nb)
@@ -183,4 +193,45 @@ out:
 	buf_free(&idx);
 	mlist_free(&l);
 	buf_free(&p);
+}
+
+void eng_index_later(eng *e, const char *root)
+{
+	char *r = strdup(root);
+	pthread_mutex_lock(&e->mu);
+	char **q = r ? realloc(e->ix_q, (e->ix_n + 1) * sizeof *q) : NULL;
+	if (q) {
+		e->ix_q = q;
+		e->ix_q[e->ix_n++] = r;
+		r = NULL;
+		pthread_cond_broadcast(&e->cv);
+	}
+	pthread_mutex_unlock(&e->mu);
+	free(r);
+}
+
+void *eng_index_main(void *arg)
+{
+	eng *e = arg;
+	pthread_mutex_lock(&e->mu);
+	while (!e->stopping) {
+		if (!e->ix_n) {
+			pthread_cond_wait(&e->cv, &e->mu);
+			continue;
+		}
+		char *root = e->ix_q[0];
+		memmove(e->ix_q, e->ix_q + 1, --e->ix_n * sizeof *e->ix_q);
+		pthread_mutex_unlock(&e->mu);
+		write_index(e, root);
+		free(root);
+		pthread_mutex_lock(&e->mu);
+	}
+	/* what is left is only an accelerator: dropped */
+	for (size_t i = 0; i < e->ix_n; i++)
+		free(e->ix_q[i]);
+	free(e->ix_q);
+	e->ix_q = NULL;
+	e->ix_n = 0;
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
 }

@@ -448,7 +448,7 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 	if (!rc)
 		rc = delete_garbage(e, sn, x);
 	if (!rc)
-		eng_write_index(e, sn->root);
+		eng_index_later(e, sn->root);
 	return rc;
 }
 
