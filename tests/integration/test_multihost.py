@@ -210,6 +210,9 @@ def test_hosts_save_with_barrier_longer_than_commit_delay(s3server, bucket, moun
     t_meta = time.monotonic()
     watch.wait_complete(60)
     t_obs = watch.complete_at
+    # the save's requests: until the observer saw it whole (what follows
+    # is the hosts' own polling, which costs by the second)
+    save = proxy.acct.since(snap)
 
     # every host sees it complete (its listing cache: dir_timeout, 1 s)
     def everywhere():
@@ -218,7 +221,6 @@ def test_hosts_save_with_barrier_longer_than_commit_delay(s3server, bucket, moun
     t_all = time.monotonic()
     watch.poller.assert_clean()
     assert seen_empty > 0, "the observer never looked while the shards were hidden"
-    save = proxy.acct.since(snap)
 
     # restore: every host reads every file at once
     snap = proxy.acct.snapshot()
