@@ -122,6 +122,11 @@ void fs_ctx_set_session(fs_ctx *fs, struct fuse_session *se)
 	fs->se = se;
 }
 
+const struct vis_rules *fs_ctx_complete(fs_ctx *fs)
+{
+	return &fs->complete;
+}
+
 fs_pt *fs_ctx_pt(fs_ctx *fs)
 {
 	return &fs->pt;

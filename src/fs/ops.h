@@ -65,6 +65,11 @@ void fs_ctx_set_session(fs_ctx *fs, struct fuse_session *se);
 /* The passthrough state of this mount (fs/passthrough.h). */
 fs_pt *fs_ctx_pt(fs_ctx *fs);
 
+/* The mount's completion rules (proto/complete.h), for listings made
+ * outside the fs (ctl's prefetch). */
+struct vis_rules;
+const struct vis_rules *fs_ctx_complete(fs_ctx *fs);
+
 /* ---- writes (fs/write*.c) --------------------------------------------- */
 
 typedef struct eng eng;

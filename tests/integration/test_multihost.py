@@ -343,7 +343,8 @@ def test_metadata_commit_through_faults(s3server, bucket, mount, tmp_path, proxi
 def test_completion_rule_option(s3server, bucket, mount, tmp_path):
     """complete=none shows the shards at once (the old behaviour, for jobs
     whose loaders do not need .metadata); a custom rule hides a TensorFlow
-    checkpoint until its index is there; a bad rule is refused."""
+    checkpoint until its index is there; `ckptfs prefetch` follows the
+    rules; a bad rule is refused."""
     s3server.put(bucket, "a/x.distcp", b"1")
     s3server.put(bucket, "b/ckpt-1.data-00000-of-00001", b"2")
     plain = mount(bucket, options=observer_options(tmp_path / "c1", "complete=none"))
@@ -351,6 +352,13 @@ def test_completion_rule_option(s3server, bucket, mount, tmp_path):
     tf = mount(bucket, options=observer_options(
         tmp_path / "c2", "complete=*.distcp/.metadata:*.data-*-of-*/*.index"))
     assert os.listdir(tf / "a") == [] and os.listdir(tf / "b") == []
+    # prefetch sees what the mount shows: nothing of an incomplete one
+    # (a directory with no file to fetch is "No such file or directory")
+    r = helpers.run([helpers.CKPTFS_BIN, "prefetch", str(tf / "a")], check=False)
+    assert r.returncode != 0 and "No such file" in r.stderr, r.stderr
+    assert helpers.ckptfs_status(tf)["cache"]["entries"] == 0
+    helpers.run([helpers.CKPTFS_BIN, "prefetch", str(plain / "a")])
+    assert helpers.ckptfs_status(plain)["cache"]["entries"] == 1
     s3server.put(bucket, "b/ckpt-1.index", b"3")
     wait_for(lambda: len(os.listdir(tf / "b")) == 2, 10, "TF checkpoint with its index")
     r = helpers.run([helpers.CKPTFS_BIN, "mount", f"s3://{bucket}", str(tmp_path),
