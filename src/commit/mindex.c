@@ -18,6 +18,7 @@
 #include "proto/mindex.h"
 #include "proto/visibility.h"
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #define INDEX_MAX (64u << 20)
@@ -50,6 +51,7 @@ typedef struct mlist {
 	size_t *size;
 	size_t n;
 	bool indexed; /* an index is there already */
+	char *first_claim; /* the claim name that sorts first */
 } mlist;
 
 static int page_manifests(void *arg, const char *prefix,
@@ -64,6 +66,11 @@ static int page_manifests(void *arg, const char *prefix,
 		const char *name = o->key + plen;
 		if (proto_is_index_name(name))
 			l->indexed = true;
+		if (proto_is_claim_name(name) &&
+		    (!l->first_claim || strcmp(name, l->first_claim) < 0)) {
+			free(l->first_claim);
+			l->first_claim = strdup(name);
+		}
 		if (!proto_is_manifest_name(name) || !o->etag)
 			continue;
 		char **k = realloc(l->key, (l->n + 1) * sizeof *k);
@@ -99,6 +106,7 @@ static void mlist_free(mlist *l)
 	free(l->key);
 	free(l->etag);
 	free(l->size);
+	free(l->first_claim);
 }
 
 /* Whether a marker of root other than this writer's is live. */
@@ -129,6 +137,20 @@ static bool stopping(eng *e)
 	return s;
 }
 
+/* Waits until every writer that found no marker live at about the same
+ * time has PUT its claim: they all PUT it before listing, and a second is
+ * far longer than a LIST. */
+#define CLAIM_SETTLE_S 1.0
+
+static void settle(eng *e)
+{
+	double end = clock_mono() + CLAIM_SETTLE_S;
+	pthread_mutex_lock(&e->mu);
+	for (double now; !e->stopping && (now = clock_mono()) < end;)
+		eng_sleep(e, end - now);
+	pthread_mutex_unlock(&e->mu);
+}
+
 static void write_index(eng *e, const char *root)
 {
 	s3_err x = {0};
@@ -140,20 +162,35 @@ static void write_index(eng *e, const char *root)
 	int rc = s3_list_all(e->s3, buf_cstr(&p), NULL, page_manifests, &l, &x);
 	size_t plen = p.len;
 	buf idx = BUF_INIT;
-	char *body = NULL;
+	char *body = NULL, *claim = NULL;
 	/* one LIST for a directory of few writers (the common case); the
 	 * markers only when an index would pay */
 	if (rc < 0 || l.indexed || l.n < PROTO_INDEX_MIN)
 		goto out;
 	if (others_live(e, root, &live, &x) < 0 || live)
 		goto out;
+	/* others may have found no marker live either: claim, and go on
+	 * only if ours is the first claim (proto/mindex.h) */
+	claim = proto_claim_key(e->prefix, root, e->writer);
+	if (!claim)
+		goto out;
+	s3_put_opts cpo = {0};
+	http_upload cb = http_upload_mem("", 0);
+	if (s3_put_object(e->s3, claim, &cb, &cpo, NULL, &x) < 0) {
+		free(claim);
+		claim = NULL;
+		goto out;
+	}
+	settle(e);
 	/* listed again now that no marker is live: every writer PUT its
 	 * committed manifest before deleting its marker, so these are the
-	 * final versions (the first listing may hold an intent) */
+	 * final versions (the first listing may hold an intent); every
+	 * racer's claim is there too, and all agree on the first */
 	mlist_free(&l);
 	memset(&l, 0, sizeof l);
 	if (s3_list_all(e->s3, buf_cstr(&p), NULL, page_manifests, &l, &x) < 0 ||
-	    l.indexed)
+	    l.indexed || !l.first_claim ||
+	    strcmp(l.first_claim, claim + plen))
 		goto out;
 	for (size_t i = 0; i < l.n; i++) {
 		size_t got = 0;
@@ -189,6 +226,12 @@ static void write_index(eng *e, const char *root)
 out:
 	if (x.msg[0])
 		log_debug("commit: no manifest index for %s: %s", root, x.msg);
+	if (claim) {
+		s3_err dx;
+		if (s3_delete_object(e->s3, claim, &dx) < 0)
+			log_debug("commit: %s: %s", claim, dx.msg);
+		free(claim);
+	}
 	free(body);
 	buf_free(&idx);
 	mlist_free(&l);

@@ -25,6 +25,20 @@ char *proto_index_key(const char *prefix, const char *root,
 	return buf_steal(&b);
 }
 
+bool proto_is_claim_name(const char *name)
+{
+	return !strchr(name, '/') && strlen(name) > 6 && !strncmp(name, "claim.", 6);
+}
+
+char *proto_claim_key(const char *prefix, const char *root,
+		      const char *writer)
+{
+	buf b = BUF_INIT;
+	buf_printf(&b, "%s%s%s" PROTO_META_DIR "/claim.%s", prefix, root,
+		   root[0] ? "/" : "", writer);
+	return buf_steal(&b);
+}
+
 static bool token_ok(const char *s)
 {
 	return *s && !strpbrk(s, " \n\r\t");

@@ -8,7 +8,8 @@
  * the manifests once and PUTs C/.ckptfs/index.<writer>.txt holding their
  * bodies; a reader GETs it (it lists before the manifests) and takes from
  * it every manifest whose listed ETag is the MD5 of the body it holds, so
- * it GETs only the manifests committed after the index.
+ * it GETs only the manifests committed after the index (the claims below
+ * keep the writers of one index to about one).
  *
  * The document (text, not JSON: bodies are copied byte for byte):
  *   "ckptfs-manifest-index 1\n", then per manifest
@@ -36,6 +37,19 @@ bool proto_is_index_name(const char *name);
 
 /* prefix + root + "/.ckptfs/index.<writer>.txt" (malloc'd). */
 char *proto_index_key(const char *prefix, const char *root,
+		      const char *writer);
+
+/*
+ * Claims: several writers whose commits land together can each find no
+ * other marker live.  Each PUTs an empty claim.<writer>, waits a second
+ * (every racer has PUT its claim by then) and lists the claims; only the
+ * writer whose claim sorts first goes on to read the manifests (a racer
+ * arriving more than a second late may go on too: it only costs GETs).
+ * A claim is deleted once its writer is done; the directory's delete
+ * removes any left.
+ */
+bool proto_is_claim_name(const char *name);
+char *proto_claim_key(const char *prefix, const char *root,
 		      const char *writer);
 
 /* Appends one manifest's record to b (the magic first when b is empty).

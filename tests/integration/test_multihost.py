@@ -460,6 +460,9 @@ def test_manifest_index_is_checked(s3server, bucket, mount, tmp_path, proxies):
         return [k for k in s3_sizes(s3, bucket, "job/step-5/.ckptfs/") if "/index." in k]
     wait_for(index_keys, 60, "a manifest index")
     assert any(e.action == "reset_after" for e in proxy.events), proxy.describe()
+    assert len(index_keys()) == 1, index_keys()
+    wait_for(lambda: not [k for k in s3_sizes(s3, bucket, "job/") if "/claim." in k], 30,
+             "the index writer's claim deleted")
     key = index_keys()[0]
     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     # every manifest body in it now names one more file (a well-formed

@@ -35,6 +35,16 @@ Test(mindex, names_and_keys)
 	char *k = proto_index_key("p/", "run/step-1", "w1");
 	cr_assert_str_eq(k, "p/run/step-1/.ckptfs/index.w1.txt");
 	free(k);
+	k = proto_claim_key("", "step-1", "host-9");
+	cr_assert_str_eq(k, "step-1/.ckptfs/claim.host-9");
+	free(k);
+	cr_assert(proto_is_claim_name("claim.host-9"));
+	cr_assert_not(proto_is_claim_name("claim."));
+	cr_assert_not(proto_is_claim_name("index.w.txt"));
+	/* claims and indexes list before manifests, readers see the index
+	 * before the manifests it holds */
+	cr_assert(strcmp("claim.z", "index.a.txt") < 0);
+	cr_assert(strcmp("index.z.txt", "manifest.a.json") < 0);
 }
 
 Test(mindex, round_trip)
