@@ -397,7 +397,9 @@ def test_metadata_seals_without_waiting_for_commit_delay(s3server, bucket, mount
 def test_upload_part_size_and_conns_options(s3server, bucket, mount, tmp_path, proxies):
     """upload_part_size sets the multipart part (fewer, larger requests per
     file at scale, doc/scale.md): a 17 MiB file in 5 MiB parts is 4
-    UploadParts; out-of-range values are refused."""
+    UploadParts; out-of-range values are refused.  `ckptfs status --json`
+    (its metrics) counts the requests the mount sent as the proxy in front
+    of the server counted them."""
     proxy = proxies()
     w = host(mount, s3server, bucket, tmp_path, "w", proxy, "upload_part_size=5M",
              "upload_conns=4")
@@ -407,6 +409,14 @@ def test_upload_part_size_and_conns_options(s3server, bucket, mount, tmp_path, p
     n = proxy.acct.n
     assert (n["CreateMPU"], n["UploadPart"], n["Complete"]) == (1, 4, 1), fmt_counts(n)
     assert helpers.s3_get(s3server.client(), bucket, "big.bin") == body
+    # `ckptfs status --json` (its metrics) counts what the proxy saw
+    s3m = helpers.ckptfs_status(w)["metrics"]["s3"]
+    for kind, op in (("PUT", "put"), ("CreateMPU", "create_multipart_upload"),
+                     ("UploadPart", "upload_part"), ("Complete", "complete_multipart_upload"),
+                     ("LIST", "list"), ("GET", "get"), ("HEAD", "head"),
+                     ("DELETE", "delete")):
+        got = sum(s3m.get(op, {}).get("requests", {}).values())
+        assert got == proxy.acct.n[kind], (kind, op, s3m.get(op), fmt_counts(proxy.acct.n))
     for bad in ("upload_part_size=1M", "upload_part_size=6G", "upload_conns=0"):
         r = helpers.run([helpers.CKPTFS_BIN, "mount", f"s3://{bucket}", str(tmp_path),
                          "-o", bad], check=False, timeout=30)
