@@ -20,6 +20,7 @@
 #include "cli/options.h"
 #include "daemon/exporter.h"
 #include "daemon/mount.h"
+#include "proto/complete.h"
 #include "s3/retry.h"
 
 static const char *const ignored_opts[] = {
@@ -59,6 +60,11 @@ static void mount_usage(FILE *f)
 		"      directory commits, 5) lease=S (pending-marker lease, 60)\n"
 		"      temp_patterns=P:P... (names uploaded only once renamed,\n"
 		"      default *tmp*:*.tempstate*:*_temp:_checkpoint:*.__lock)\n"
+		"      upload_part_size=SIZE (multipart part, 8M; files from\n"
+		"      16M go multipart) upload_conns=N (parallel uploads, 16)\n"
+		"      complete=TRIGGER/REQUIRED:... (a directory holding a file\n"
+		"      matching TRIGGER shows empty until one matching REQUIRED\n"
+		"      is there, default *.distcp/.metadata; none = no rule)\n"
 		"      max_staged=SIZE (staged bytes not yet uploaded before\n"
 		"      writers wait; 0 = no limit) upload_hold=S (longest a\n"
 		"      closed file waits to upload while the application still\n"
@@ -279,6 +285,36 @@ static int apply_opt(void *arg, const char *k, const char *v)
 				*c = ',';
 		a->eng.temp_patterns = a->temp_patterns;
 		return 0;
+	} else if (!strcmp(k, "complete")) {
+		/* rules TRIGGER/REQUIRED separated by ':' (proto/complete.h) */
+		vis_rules r = {0};
+		char *err = NULL;
+		int rc = vis_rules_parse(&r, v, &err);
+		vis_rules_free(&r);
+		if (rc < 0) {
+			fprintf(stderr, "ckptfs: complete=%s: %s\n", v,
+				err ? err : "out of memory");
+			free(err);
+			return -1;
+		}
+		if (cli_set_str(&a->complete, v) < 0)
+			return -1;
+		a->fs.complete = a->complete;
+		return 0;
+	} else if (!strcmp(k, "upload_part_size")) {
+		/* S3: parts of 5 MiB to 5 GiB (doc/scale.md: the per-prefix
+		 * request rate caps a save at rate x part size) */
+		uint64_t n;
+		if (parse_size(k, v, &n) == 0 && n >= (5u << 20) &&
+		    n <= (5ull << 30))
+			return a->eng.part_size = n, 0;
+		fprintf(stderr, "ckptfs: upload_part_size must be 5M to 5G\n");
+		return -1;
+	} else if (!strcmp(k, "upload_conns")) {
+		if (parse_num(k, v, 10, NULL, &ul) == 0 && ul >= 1 && ul <= 1024)
+			return a->eng.conns = (unsigned)ul, 0;
+		fprintf(stderr, "ckptfs: upload_conns must be 1 to 1024\n");
+		return -1;
 	} else if (!strcmp(k, "upload_hold")) {
 		return parse_num(k, v, 0, &a->eng.upload_hold_s, NULL);
 	} else if (!strcmp(k, "max_staged")) {

@@ -13,7 +13,9 @@
  *     steps in steps.c): commits, single-file PUTs/completions, remote
  *     deletes and renames, aborts;
  *   - one renewal thread re-PUTting pending markers every lease/3
- *     (marker.c).
+ *     (marker.c);
+ *   - one index thread writing the manifest index of directories many
+ *     writers committed (mindex.c).
  * Every fact is journaled under the mutex before the call returns; the
  * in-memory model (core.c) is rebuilt from the journal by eng_open.
  */
@@ -227,6 +229,9 @@ static int start_threads(eng *e)
 	if (pthread_create(&e->renew_thr, NULL, eng_renew_main, e))
 		return -EAGAIN;
 	e->renew_started = true;
+	if (pthread_create(&e->ix_thr, NULL, eng_index_main, e))
+		return -EAGAIN;
+	e->ix_started = true;
 	return 0;
 }
 
@@ -242,12 +247,17 @@ static void stop_threads(eng *e)
 		pthread_join(e->vis_thr, NULL);
 	if (e->renew_started)
 		pthread_join(e->renew_thr, NULL);
+	if (e->ix_started)
+		pthread_join(e->ix_thr, NULL);
 	e->n_workers = 0;
-	e->vis_started = e->renew_started = false;
+	e->vis_started = e->renew_started = e->ix_started = false;
 }
 
 static void eng_free(eng *e)
 {
+	for (size_t i = 0; i < e->ix_n; i++) /* index thread never ran */
+		free(e->ix_q[i]);
+	free(e->ix_q);
 	while (e->txns)
 		eng_free_txn(e, e->txns);
 	while (e->jobs) {

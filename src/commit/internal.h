@@ -19,6 +19,7 @@
  *               delete, rename) on snapshots
  *   transfer.c  the upload workers and the blocking upload helpers
  *   marker.c    pending markers: announce, hold, delete, renewal thread
+ *   mindex.c    the manifest index of a directory many writers committed
  *   order.c     the queue rules: parked steps, failed steps and what they
  *               hold back, when an upload may start (eng_sched_file),
  *               settled, seal/requeue/drop of parked steps
@@ -185,6 +186,11 @@ struct eng {
 	unsigned n_workers;
 	pthread_t vis_thr, renew_thr;
 	bool vis_started, renew_started;
+	/* the manifest index thread (mindex.c) and its queue of roots [mu] */
+	pthread_t ix_thr;
+	bool ix_started;
+	char **ix_q;
+	size_t ix_n;
 };
 
 /*
@@ -290,6 +296,14 @@ void eng_hold_marker(eng *e, const char *root);
  * and deletes it (mu not held). */
 int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x);
 void *eng_renew_main(void *arg);
+
+/* ---- mindex.c ----------------------------------------------------------- */
+/* After root's commit point: queues root for the index thread, which
+ * writes the manifest index (proto/mindex.h) when no other writer's marker
+ * of root is live and it has enough manifests.  Best effort, off the
+ * visibility thread: its GETs never delay the next step (mu not held). */
+void eng_index_later(eng *e, const char *root);
+void *eng_index_main(void *arg);
 
 /* ---- transfer.c --------------------------------------------------------- */
 void *eng_worker_main(void *arg);

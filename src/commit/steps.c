@@ -447,6 +447,8 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 		rc = eng_delete_marker(e, sn->root, sn->id, x); /* commit point */
 	if (!rc)
 		rc = delete_garbage(e, sn, x);
+	if (!rc)
+		eng_index_later(e, sn->root);
 	return rc;
 }
 

@@ -35,6 +35,7 @@
 #include "fs/listing.h"
 #include "fs/ops.h"
 #include "proto/keys.h"
+#include "proto/complete.h"
 #include "proto/namespace.h"
 #include "proto/visibility.h"
 #include "util/buf.h"
@@ -242,6 +243,10 @@ static int pf_list(ctl_server *s, const char *rel, pf_scope *sc, ns_dir *out,
 			in_root++;
 		vis_filter_listing(out, sc->m, in_root);
 	}
+	/* a checkpoint without its last file is empty here too */
+	fs_ctx *fs = s->t.fs ? *s->t.fs : NULL;
+	if (fs)
+		vis_rules_apply(out, fs_ctx_complete(fs));
 	return 0;
 }
 

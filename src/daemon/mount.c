@@ -71,6 +71,7 @@ void mount_args_free(mount_args *a)
 	free(a->cache_dir);
 	free(a->temp_patterns);
 	free(a->metrics);
+	free(a->complete);
 }
 
 static int check_mountpoint(const mount_args *a)

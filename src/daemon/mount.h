@@ -58,6 +58,7 @@ typedef struct mount_args {
 	char *temp_patterns; /* owned; eng.temp_patterns points here */
 	/* the metrics endpoint, "HOST:PORT" (daemon/exporter.h); NULL: off */
 	char *metrics;
+	char *complete;      /* owned; fs.complete points here */
 } mount_args;
 
 void mount_args_init(mount_args *a);

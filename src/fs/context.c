@@ -15,6 +15,7 @@
 
 #include "fs/ops-internal.h"
 #include "fs/write-internal.h"
+#include "util/log.h"
 
 /* The kernel forgot an inode: its passthrough backing can go. */
 static void inode_freed(void *arg, fs_inode *n)
@@ -59,6 +60,16 @@ fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 	fs->o = *o;
 	if (!fs->o.readahead_max)
 		fs->o.readahead_max = 8u << 20;
+	char *err = NULL;
+	if (vis_rules_parse(&fs->complete,
+			    o->complete ? o->complete : VIS_RULES_DEFAULT,
+			    &err) < 0) {
+		log_error("%s", err ? err : "out of memory");
+		free(err);
+		fs_ctx_free(fs);
+		return NULL;
+	}
+	fs->o.complete = NULL; /* the caller's string: parsed above */
 	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
 	pthread_mutex_init(&fs->log_mu, NULL);
 	if (!fs->prefix || !fs->it || !fs->mcache) {
@@ -78,6 +89,7 @@ void fs_ctx_free(fs_ctx *fs)
 	writes_destroy(fs);
 	fs_itable_free(fs->it);
 	fs_mcache_free(fs->mcache);
+	vis_rules_free(&fs->complete);
 	pthread_mutex_destroy(&fs->log_mu);
 	free(fs->prefix);
 	free(fs);
@@ -108,6 +120,11 @@ void fs_ctx_close_handles(fs_ctx *fs)
 void fs_ctx_set_session(fs_ctx *fs, struct fuse_session *se)
 {
 	fs->se = se;
+}
+
+const struct vis_rules *fs_ctx_complete(fs_ctx *fs)
+{
+	return &fs->complete;
 }
 
 fs_pt *fs_ctx_pt(fs_ctx *fs)

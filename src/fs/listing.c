@@ -12,6 +12,8 @@
 #include <time.h>
 
 #include "proto/keys.h"
+#include "proto/mindex.h"
+#include "s3/upload.h"
 #include "util/buf.h"
 #include "util/log.h"
 
@@ -153,6 +155,7 @@ struct manifests {
 	vis_manifest *m;
 	s3_err *e;
 	int rc;
+	bool indexed; /* an index was read (two writers may both write one) */
 };
 
 static void read_manifest(struct manifests *ms, const s3_object *o)
@@ -196,6 +199,60 @@ static void read_manifest(struct manifests *ms, const s3_object *o)
 	free(body);
 }
 
+/* ---- the manifest index (proto/mindex.h) ------------------------------ */
+
+struct index_fill {
+	fs_mcache *mc;
+	const char *prefix;
+};
+
+static int index_record(void *arg, const char *name, const char *etag,
+			const char *body, size_t len)
+{
+	struct index_fill *f = arg;
+	/* only a body whose MD5 is the ETag the listing will show */
+	if (!proto_is_manifest_name(name) || !s3_etag_matches(etag, body, len))
+		return 0;
+	buf k = BUF_INIT;
+	buf_printf(&k, "%s%s", f->prefix, name);
+	if (k.data)
+		fs_mcache_put(f->mc, k.data, etag, body, len);
+	buf_free(&k);
+	return 0;
+}
+
+/*
+ * An index lists before the manifests ("index." < "manifest."): one GET
+ * puts the bodies of the manifests it holds into the manifest cache, so
+ * read_manifest finds them there.  Once read, the index's own key and
+ * ETag stay in the cache (one byte), so later looks do not GET it again.
+ * Any failure just leaves the manifests to be read one by one.
+ */
+static void read_index(struct manifests *ms, const char *prefix,
+		       const s3_object *o)
+{
+	size_t got = 0;
+	if (!ms->mc || !o->etag || !o->etag[0] || o->size > MANIFEST_MAX)
+		return;
+	char *seen = fs_mcache_get(ms->mc, o->key, o->etag, &got);
+	if (seen) {
+		free(seen);
+		return;
+	}
+	char *body = malloc(o->size ? o->size : 1);
+	s3_err e;
+	if (!body || s3_get_range(ms->s3, o->key, 0, o->size, o->etag, body,
+				  &got, &e) < 0) {
+		free(body);
+		return;
+	}
+	struct index_fill f = {ms->mc, prefix};
+	if (proto_index_parse(body, got, index_record, &f) < 0)
+		log_warn("ignoring manifest index %s: malformed", o->key);
+	free(body);
+	fs_mcache_put(ms->mc, o->key, o->etag, "i", 1);
+}
+
 static int page_manifests(void *arg, const char *prefix,
 			  const s3_list_result *p)
 {
@@ -203,8 +260,14 @@ static int page_manifests(void *arg, const char *prefix,
 	size_t plen = strlen(prefix);
 	for (size_t i = 0; i < p->n_objects && ms->rc == 0; i++) {
 		const s3_object *o = &p->objects[i];
-		if (o->key_len > plen && o->key_len == strlen(o->key) &&
-		    proto_is_manifest_name(o->key + plen))
+		if (o->key_len <= plen || o->key_len != strlen(o->key))
+			continue;
+		if (proto_is_index_name(o->key + plen)) {
+			if (!ms->indexed)
+				read_index(ms, prefix, o);
+			ms->indexed = true;
+		}
+		else if (proto_is_manifest_name(o->key + plen))
 			read_manifest(ms, o);
 	}
 	return 0;
@@ -220,7 +283,7 @@ static int load_manifests(s3_client *s3, fs_mcache *mc,
 	vis_manifest_init(m);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", dir_prefix, PROTO_META_DIR);
-	struct manifests ms = {s3, mc, m, e, 0};
+	struct manifests ms = {s3, mc, m, e, 0, false};
 	int rc = list_all(s3, buf_cstr(&p), NULL, page_manifests, &ms, e);
 	buf_free(&p);
 	if (rc == 0)

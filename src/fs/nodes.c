@@ -202,6 +202,8 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 		}
 		set_manifest(d, man);
 		apply_manifest(d, nd);
+		/* a checkpoint whose last file has not come (rule) */
+		vis_rules_apply(nd, &fs->complete);
 		d->listing = nd;
 		d->listing_time = fs_now();
 		d->listing_gen = gen;

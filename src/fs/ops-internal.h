@@ -26,6 +26,7 @@
 #include "fs/mcache.h"
 #include "fs/ops.h"
 #include "fs/overlay.h"
+#include "proto/complete.h"
 #include "proto/namespace.h"
 
 #define LOGGED_MAX 4096
@@ -43,6 +44,7 @@ struct fs_ctx {
 	 * stalled request), so held deletes are not sent yet */
 	unsigned fetching;
 	fs_opts o;
+	vis_rules complete; /* parsed o.complete */
 	struct timespec mount_time;
 	pthread_mutex_t log_mu;
 	/* handles closed by the application (flush) whose asynchronous

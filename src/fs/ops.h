@@ -40,6 +40,9 @@ typedef struct fs_opts {
 	mode_t umask;
 	size_t readahead_max; /* per-handle read window, bytes */
 	bool passthrough;     /* serve fully cached files by FUSE passthrough */
+	/* completion rules (proto/complete.h), NULL for VIS_RULES_DEFAULT;
+	 * checked by the caller (vis_rules_parse) */
+	const char *complete;
 } fs_opts;
 
 typedef struct fs_ctx fs_ctx;
@@ -61,6 +64,11 @@ void fs_ctx_set_session(fs_ctx *fs, struct fuse_session *se);
 
 /* The passthrough state of this mount (fs/passthrough.h). */
 fs_pt *fs_ctx_pt(fs_ctx *fs);
+
+/* The mount's completion rules (proto/complete.h), for listings made
+ * outside the fs (ctl's prefetch). */
+struct vis_rules;
+const struct vis_rules *fs_ctx_complete(fs_ctx *fs);
 
 /* ---- writes (fs/write*.c) --------------------------------------------- */
 

@@ -3,11 +3,13 @@
  * overview): the idle-commit thread, started with the engine
  * (fs_ctx_set_engine), wakes every 250 ms to send held deletes after a
  * second of quiet, seal directory transactions idle for commit_delay
- * seconds, and drop the local nodes of what the engine made visible
+ * seconds (half a second once it holds a checkpoint's last file by the
+ * completion rules), and drop the local nodes of what the engine made visible
  * (reap); and the upload hold (eng_hold_uploads) while writable handles
  * are open.
  */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -121,12 +123,63 @@ static bool txn_has_files(fs_ctx *fs, ov_txn *x)
 	return f.any;
 }
 
+/* ---- completion rules (proto/complete.h) ------------------------------ */
+
+typedef struct rule_ctx {
+	ov_txn *x;
+	const vis_rules *r;
+	unsigned char *seen; /* per rule: 1 trigger, 2 required */
+} rule_ctx;
+
+static void rule_one(void *arg, ov_node *o)
+{
+	rule_ctx *c = arg;
+	if (o->txn != c->x || o->kind != OV_FILE)
+		return;
+	const char *slash = strrchr(o->path, '/');
+	const char *name = slash ? slash + 1 : o->path;
+	for (size_t i = 0; i < c->r->n; i++) {
+		if (fnmatch(c->r->v[i].trigger, name, 0) == 0)
+			c->seen[i] |= 1;
+		if (fnmatch(c->r->v[i].required, name, 0) == 0)
+			c->seen[i] |= 2;
+	}
+}
+
+/*
+ * Whether directory transaction x holds a checkpoint's last file: a file
+ * matching a rule's required pattern beside one matching its trigger
+ * (.metadata beside the .distcp shards).  The framework has said the
+ * checkpoint is done, so x seals once the application is quiet instead of
+ * after commit_delay.  Table locked.
+ */
+static bool txn_completed(fs_ctx *fs, ov_txn *x)
+{
+	if (!x->is_dir || !fs->complete.n)
+		return false;
+	unsigned char seen[16] = {0};
+	rule_ctx c = {x, &fs->complete, seen};
+	vis_rules r = fs->complete;
+	if (r.n > sizeof seen)
+		r.n = sizeof seen;
+	c.r = &r;
+	ov_each(&fs->ov, rule_one, &c);
+	for (size_t i = 0; i < r.n; i++)
+		if (seen[i] == 3)
+			return true;
+	return false;
+}
+
 /* ---- the upload hold (eng_hold_uploads) -------------------------------- */
 
 /* Seconds without a writable handle after which the application counts as
  * done writing: a checkpoint's files are written one after another, and
  * the instant between one close and the next open is not the end. */
 #define WRITE_QUIET_S 0.3
+
+/* Seconds of quiet after which a transaction holding a checkpoint's last
+ * file (txn_completed) seals, whatever commit_delay says. */
+#define COMPLETE_QUIET_S 0.5
 
 /* A writable handle was opened.  Table locked. */
 void wr_writer_opened(fs_ctx *fs)
@@ -190,9 +243,11 @@ static void *idle_main(void *arg)
 		    !fs->fetching)
 			wr_flush_deletes(fs);
 		for (ov_txn *x = fs->ov.txns; x; x = x->next) {
-			if (!x->sealed && !x->done && x->open == 0 &&
-			    t - x->last_change >= fs->commit_delay &&
-			    txn_has_files(fs, x))
+			if (x->sealed || x->done || x->open != 0)
+				continue;
+			double idle = t - x->last_change;
+			if (idle >= fs->commit_delay ? txn_has_files(fs, x)
+			    : idle >= COMPLETE_QUIET_S && txn_completed(fs, x))
 				wr_seal(fs, x);
 		}
 		bool any_sealed = false;

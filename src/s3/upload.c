@@ -279,6 +279,16 @@ static int etag_md5(const char *etag, unsigned char md[16])
 	return 0;
 }
 
+bool s3_etag_matches(const char *etag, const void *data, size_t n)
+{
+	unsigned char want[16], md[EVP_MAX_MD_SIZE];
+	unsigned len = 0;
+	if (!etag || etag_md5(etag, want) < 0)
+		return false;
+	EVP_Digest(data, n, md, &len, EVP_md5(), NULL);
+	return len == 16 && !memcmp(md, want, 16);
+}
+
 int s3_multipart_etag(const s3_part *parts, size_t n, char out[S3_ETAG_MAX])
 {
 	if (n == 0)

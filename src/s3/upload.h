@@ -112,6 +112,11 @@ int s3_meta_headers(s3_request *r, const s3_meta *meta, size_t n, buf *store,
 /* Base64 of the MD5 of data[0..n), as Content-MD5 wants (24 chars + NUL). */
 void s3_content_md5(const void *data, size_t n, char out[25]);
 
+/* Whether etag is a plain MD5 ETag ("hex", as a single PUT gets) of
+ * data[0..n): what a copy of an object's bytes kept elsewhere is checked
+ * with (proto/mindex.h). */
+bool s3_etag_matches(const char *etag, const void *data, size_t n);
+
 typedef struct s3_part {
 	unsigned number; /* 1..10000, ascending in a complete request */
 	char etag[S3_ETAG_MAX];

@@ -44,6 +44,13 @@ Faults come from one-shot rules (rule(): the next `count` requests matching
 get the action) and, when no rule matches, from per-request probabilities
 (set()) drawn from random.Random(seed).  down(seconds) resets every open
 connection and refuses (accepts and resets) new ones for that long.
+Request accounting: `acct` (Accounting) counts every request the server
+answered by type (classify(): PUT, CreateMPU, UploadPart, Complete, Abort,
+LIST, ListUploads, HEAD, GET, DELETE, DeleteObjects, COPY, PartCopy) and
+key kind (data, marker, manifest), with request and response body bytes;
+acct.snapshot() / acct.since(snap) measure one phase.  With no fault set
+the proxy is a plain counting proxy (tests/integration/test_multihost.py,
+bench/multihost-bench.py).
 Every fault injected is logged in `events` (FaultEvent: method, path,
 action, how, t); `stats` counts "requests", "connections" and each action
 taken ("down" counts connections refused or reset by down()).
@@ -229,6 +236,78 @@ def _close(sock, *files):
         pass
 
 
+REQUEST_TYPES = ("PUT", "CreateMPU", "UploadPart", "Complete", "Abort", "LIST",
+                 "ListUploads", "HEAD", "GET", "DELETE", "DeleteObjects", "COPY",
+                 "PartCopy", "other")
+
+
+def classify(method, path, query, copy=False):
+    """(request type, key kind) of one S3 request, path-style: the type is
+    one of REQUEST_TYPES; the kind says whose key it is: "marker" (under
+    .ckptfs-pending/), "manifest" (under .ckptfs/), "bucket" (no key: LIST,
+    DeleteObjects) or "data"."""
+    q = set(k.split("=", 1)[0] for k in query.split("&") if k)
+    key = path.lstrip("/").partition("/")[2]
+    kind = ("bucket" if not key else
+            "marker" if ".ckptfs-pending/" in key else
+            "manifest" if "/.ckptfs/" in "/" + key else "data")
+    if method == "PUT":
+        if "partNumber" in q:
+            t = "PartCopy" if copy else "UploadPart"
+        else:
+            t = "COPY" if copy else "PUT"
+    elif method == "POST":
+        t = ("CreateMPU" if "uploads" in q else "Complete" if "uploadId" in q
+             else "DeleteObjects" if "delete" in q else "other")
+    elif method == "GET":
+        t = ("ListUploads" if "uploads" in q else
+             "LIST" if not key or "list-type" in q else "GET")
+    elif method == "HEAD":
+        t = "HEAD"
+    elif method == "DELETE":
+        t = "Abort" if "uploadId" in q else "DELETE"
+    else:
+        t = "other"
+    return t, kind
+
+
+class Accounting:
+    """Requests and bytes by type (classify()), thread-safe: `n[type]`,
+    `n[type, kind]`, `up[type]` (request body bytes), `down[type]`
+    (response body bytes)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.n = collections.Counter()
+        self.up = collections.Counter()
+        self.down = collections.Counter()
+
+    def add(self, t, kind, up=0, down=0):
+        with self._lock:
+            self.n[t] += 1
+            self.n[t, kind] += 1
+            self.up[t] += up
+            self.down[t] += down
+
+    def snapshot(self):
+        """A copy ({"n": Counter, "up": ..., "down": ...}) to subtract."""
+        with self._lock:
+            return {"n": collections.Counter(self.n),
+                    "up": collections.Counter(self.up),
+                    "down": collections.Counter(self.down)}
+
+    def since(self, snap):
+        """What was counted after snapshot snap, same shape."""
+        now = self.snapshot()
+        return {k: now[k] - snap[k] for k in now}
+
+    def reset(self):
+        with self._lock:
+            self.n.clear()
+            self.up.clear()
+            self.down.clear()
+
+
 class _Rule:
     def __init__(self, action, method, query_has, path_re, count):
         self.action = action
@@ -342,6 +421,13 @@ class _Conn:
             match_q += "&x-amz-copy-source"
         refusal = self.p.inspect(method, path, query, hdrs) if self.p.inspect else None
         action = "refuse" if refusal else self.p._decide(method, path, match_q)
+        rtype, rkind = classify(method, path, query,
+                                any(k == "x-amz-copy-source" for k, _ in hdrs))
+        try:
+            up_bytes = int(_hget(hdrs, "x-amz-decoded-content-length", "") or
+                           _hget(hdrs, "content-length", "0") or 0)
+        except ValueError:
+            up_bytes = 0
         expect = _has_token(hdrs, "expect", "100-continue")
         chunked_req = "chunked" in _hget(hdrs, "transfer-encoding").lower()
         has_body = chunked_req or int(_hget(hdrs, "content-length", "0") or 0) > 0
@@ -410,6 +496,11 @@ class _Conn:
                 raise _Killed()
         no_body = method == "HEAD" or status in (204, 304) or 100 <= status < 200
         server_close = _has_token(shdrs, "connection", "close")
+        try:
+            down_bytes = 0 if no_body else int(_hget(shdrs, "content-length", "0") or 0)
+        except ValueError:
+            down_bytes = 0
+        self.p.acct.add(rtype, rkind, up_bytes, down_bytes)
 
         if action is None:
             self.c.sendall(sraw)
@@ -507,6 +598,8 @@ class FaultProxy:
         self._closed = False
         self.stats = collections.Counter()
         self.stats["requests"] = 0
+        # requests the server answered, by type and kind (classify())
+        self.acct = Accounting()
         self.events = []
         self.errors = []  # unexpected exceptions in connection threads (bugs)
         self._ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
