@@ -97,6 +97,7 @@ static int load_file(void *arg, const jr_file_row *r)
 	f->m.uid = r->uid;
 	f->m.gid = r->gid;
 	f->m.mtime_ns = r->mtime_ns;
+	f->m.rdev = r->rdev;
 	if (r->xattrs_len && (f->m.xattrs = malloc(r->xattrs_len))) {
 		memcpy(f->m.xattrs, r->xattrs, r->xattrs_len);
 		f->m.xattrs_len = r->xattrs_len;

@@ -81,9 +81,12 @@ typedef struct eng_opts {
 
 /* File attributes kept remotely (object metadata and the manifest). */
 typedef struct eng_meta {
-	uint32_t mode;  /* permission bits, 07777 */
+	/* permission bits, 07777; a special file's also carry its type
+	 * (S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK: proto/meta.h) */
+	uint32_t mode;
 	uint32_t uid, gid;
 	struct timespec mtime;
+	uint64_t rdev; /* device nodes */
 	/* user.* extended attributes, may be NULL: records of the name, a
 	 * NUL, the value's length as 4 bytes little-endian, then the value's
 	 * bytes (values may hold NULs); proto_xattr_append in

@@ -95,6 +95,7 @@ static int journal_file(eng *e, efile *f)
 	    .uid = f->m.uid,
 	    .gid = f->m.gid,
 	    .mtime_ns = f->m.mtime_ns,
+	    .rdev = f->m.rdev,
 	    .xattrs = f->m.xattrs,
 	    .xattrs_len = f->m.xattrs_len,
 	    .symlink = f->m.symlink,

@@ -27,8 +27,10 @@
  * checksums for the files it had already uploaded).
  * 3: txns.seq, the queue position when it is not the id (a temp-named
  * root takes its place at its rename, doc/commit.md "Ordering"); NULL in
- * older rows, which keep their id as position. */
-#define JR_VERSION "3"
+ * older rows, which keep their id as position.
+ * 4: files.rdev, the device number of a device node (doc/posix.md); NULL
+ * (0) in older rows. */
+#define JR_VERSION "4"
 
 struct jr {
 	sqlite3 *db;
@@ -47,7 +49,7 @@ static const char schema_sql[] =
     " size INTEGER NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
     " mtime_ns INTEGER, xattrs BLOB, symlink TEXT, state INTEGER NOT NULL, "
     " key TEXT, upload_id TEXT, part_size INTEGER, etag TEXT, "
-    " crc32c INTEGER, blocks TEXT);"
+    " crc32c INTEGER, blocks TEXT, rdev INTEGER);"
     "CREATE INDEX IF NOT EXISTS files_txn ON files(txn);"
     "CREATE TABLE IF NOT EXISTS parts(file INTEGER NOT NULL, "
     " n INTEGER NOT NULL, etag TEXT NOT NULL, crc32c INTEGER NOT NULL, "
@@ -161,6 +163,8 @@ int jr_open(const char *dir, jr **out, char **err)
 		    "ALTER TABLE parts ADD COLUMN segs TEXT;",
 		    /* 2 -> 3 */
 		    "ALTER TABLE txns ADD COLUMN seq INTEGER;",
+		    /* 3 -> 4 */
+		    "ALTER TABLE files ADD COLUMN rdev INTEGER;",
 		};
 		/* a journal older than its txns table gets the new one,
 		 * seq included, from schema_sql */
@@ -168,6 +172,11 @@ int jr_open(const char *dir, jr **out, char **err)
 		bool has_seq = sqlite3_prepare_v2(j->db,
 						  "SELECT seq FROM txns", -1,
 						  &probe, NULL) == SQLITE_OK;
+		sqlite3_finalize(probe);
+		probe = NULL;
+		bool has_rdev = sqlite3_prepare_v2(j->db,
+						   "SELECT rdev FROM files", -1,
+						   &probe, NULL) == SQLITE_OK;
 		sqlite3_finalize(probe);
 		for (;;) {
 			int from = v ? atoi(v) : 0;
@@ -177,7 +186,10 @@ int jr_open(const char *dir, jr **out, char **err)
 			buf_printf(&q,
 				   "BEGIN IMMEDIATE;%sUPDATE meta SET v = '%d' "
 				   "WHERE k = 'version';COMMIT;",
-				   from == 2 && has_seq ? "" : up[from - 1],
+				   (from == 2 && has_seq) ||
+					   (from == 3 && has_rdev)
+				       ? ""
+				       : up[from - 1],
 				   from + 1);
 			int src = sqlite3_exec(j->db, buf_cstr(&q), NULL, NULL,
 					       NULL);
@@ -411,6 +423,7 @@ static int file_row(void *arg, sqlite3_stmt *s)
 	    .etag = col_text(s, 15),
 	    .crc = (uint32_t)sqlite3_column_int64(s, 16),
 	    .blocks = col_text(s, 17),
+	    .rdev = (uint64_t)sqlite3_column_int64(s, 18),
 	};
 	int xl = sqlite3_column_bytes(s, 9);
 	r.xattrs_len = xl > 0 ? (size_t)xl : 0;
@@ -444,7 +457,7 @@ int jr_load(jr *j, const jr_loader *l)
 		rc = jr_exec(j, file_row, (void *)l,
 			     "SELECT id, txn, path, sid, size, mode, uid, gid, "
 			     "mtime_ns, xattrs, symlink, state, key, upload_id, "
-			     "part_size, etag, crc32c, blocks FROM files "
+			     "part_size, etag, crc32c, blocks, rdev FROM files "
 			     "ORDER BY id",
 			     "");
 	if (!rc)
@@ -563,14 +576,14 @@ int jr_file_update(jr *j, const jr_file_row *r)
 		       "UPDATE files SET txn = ?, path = ?, sid = ?, size = ?, "
 		       "mode = ?, uid = ?, gid = ?, mtime_ns = ?, xattrs = ?, "
 		       "symlink = ?, state = ?, key = ?, upload_id = ?, "
-		       "part_size = ?, etag = ?, crc32c = ?, blocks = ? "
-		       "WHERE id = ?",
-		       "itiiiiiibtittititi", r->txn, r->path, (int64_t)r->sid,
+		       "part_size = ?, etag = ?, crc32c = ?, blocks = ?, "
+		       "rdev = ? WHERE id = ?",
+		       "itiiiiiibtittititii", r->txn, r->path, (int64_t)r->sid,
 		       (int64_t)r->size, (int64_t)r->mode, (int64_t)r->uid,
 		       (int64_t)r->gid, r->mtime_ns, r->xattrs, r->xattrs_len,
 		       r->symlink, (int64_t)r->state, r->key, r->upload_id,
 		       (int64_t)r->part_size, r->etag, (int64_t)r->crc,
-		       r->blocks, r->id);
+		       r->blocks, (int64_t)r->rdev, r->id);
 }
 
 int jr_file_delete(jr *j, int64_t id)

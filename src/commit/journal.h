@@ -87,6 +87,7 @@ typedef struct jr_file_row {
 	const char *etag; /* NULL: none */
 	uint32_t crc;
 	const char *blocks;
+	uint64_t rdev;
 } jr_file_row;
 
 /* A parts row: one uploaded part of a multipart upload. */

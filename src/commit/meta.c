@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commit/internal.h"
 
@@ -17,7 +18,10 @@ void eng_meta_from(proto_meta *d, const eng_meta *m)
 		d->mode = 0644;
 		return;
 	}
-	d->mode = m->mode & 07777;
+	d->mode = m->mode & (S_IFMT | 07777);
+	if (proto_mode_type(d->mode) == S_IFREG)
+		d->mode &= 07777; /* a regular file records no type */
+	d->rdev = m->rdev;
 	d->uid = m->uid;
 	d->gid = m->gid;
 	d->mtime_ns = (int64_t)m->mtime.tv_sec * 1000000000LL + m->mtime.tv_nsec;
@@ -39,6 +43,7 @@ void eng_meta_to(const proto_meta *s, eng_meta *m)
 	m->gid = s->gid;
 	m->mtime.tv_sec = (time_t)(s->mtime_ns / 1000000000LL);
 	m->mtime.tv_nsec = (long)(s->mtime_ns % 1000000000LL);
+	m->rdev = s->rdev;
 	m->xattrs = s->xattrs;
 	m->xattrs_len = s->xattrs_len;
 	m->symlink = s->symlink;

@@ -20,9 +20,10 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fs_ctx *fs = fs_req_ctx(req);
 	fs_itable_lock(fs->it);
 	fs_inode *p = fs_itable_get(fs->it, parent);
-	if (!p || !p->is_dir) {
+	if (!p || !p->is_dir || strlen(name) > 255) {
 		fs_itable_unlock(fs->it);
-		fuse_reply_err(req, p ? ENOTDIR : ENOENT);
+		fuse_reply_err(req, !p ? ENOENT : p->is_dir ? ENAMETOOLONG
+						      : ENOTDIR);
 		return;
 	}
 	fs_inode *local = NULL;

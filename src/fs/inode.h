@@ -49,7 +49,8 @@ struct fs_inode {
 
 	/* attributes a committed manifest recorded (fs/nodes.c remote_attrs) */
 	bool has_attrs;
-	uint32_t mode, uid, gid;
+	uint32_t mode, uid, gid; /* mode: as proto_meta's (proto/meta.h) */
+	uint64_t rdev;
 	char *symlink;     /* the object is a symlink to this */
 	char *xattrs_json; /* {"user.k":"base64"} or NULL */
 	char *meta_etag;   /* version whose object metadata was read */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "fs/write-internal.h"
+#include "proto/meta.h"
 
 ov_node *wr_local_of(fs_ctx *fs, const fs_inode *n)
 {
@@ -44,13 +45,18 @@ bool wr_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 		st->st_size = (off_t)strlen(o->target);
 		break;
 	default:
-		st->st_mode = S_IFREG | (o->mode & 07777);
+		st->st_mode = proto_file_mode(o->mode);
 		st->st_nlink = 1;
-		st->st_size = (off_t)o->size;
-		st->st_blocks = (blkcnt_t)((o->size + 511) / 512);
+		if (S_ISREG(st->st_mode)) {
+			st->st_size = (off_t)o->size;
+			st->st_blocks = (blkcnt_t)((o->size + 511) / 512);
+		}
+		st->st_rdev = (dev_t)o->rdev;
 	}
 	st->st_blksize = 1 << 20;
 	st->st_mtim = st->st_atim = o->mtime;
+	if (o->atime.tv_sec || o->atime.tv_nsec)
+		st->st_atim = o->atime;
 	st->st_ctim = o->ctime;
 	return true;
 }
@@ -165,7 +171,7 @@ void wr_pt_absorb(ov_node *o)
 		return;
 	o->pt_ctime = st.st_ctim;
 	o->pt_size = o->size = (uint64_t)st.st_size;
-	o->mtime = st.st_mtim;
+	o->mtime = o->ctime = st.st_mtim;
 	o->dirty = true;
 	wr_touch(o->txn);
 }
@@ -198,7 +204,8 @@ double wr_now_s(void)
 void wr_meta_of(const ov_node *o, eng_meta *m, buf *xa)
 {
 	memset(m, 0, sizeof *m);
-	m->mode = o->mode & 07777;
+	m->mode = o->mode;
+	m->rdev = o->rdev;
 	m->uid = o->uid;
 	m->gid = o->gid;
 	m->mtime = o->mtime;
@@ -211,11 +218,45 @@ void wr_meta_of(const ov_node *o, eng_meta *m, buf *xa)
 	m->symlink = o->kind == OV_LINK ? o->target : NULL;
 }
 
-void wr_kill_suid(ov_node *o)
+void wr_kill_suid(ov_node *o, bool in_group)
 {
+	if (o->kind != OV_FILE)
+		return; /* a directory keeps them (chown) */
 	o->mode &= ~(mode_t)S_ISUID;
-	if (o->mode & S_IXGRP)
+	/* set-group-ID without group execute marks mandatory locking: it
+	 * goes only for a caller outside the file's group (Linux 6.2+) */
+	if ((o->mode & S_IXGRP) || !in_group)
 		o->mode &= ~(mode_t)S_ISGID;
+}
+
+void wr_caller_of(fuse_req_t req, wr_caller *c)
+{
+	const struct fuse_ctx *fc = fuse_req_ctx(req);
+	c->uid = fc ? fc->uid : 0;
+	c->gid = fc ? fc->gid : 0;
+	c->n = fuse_req_getgroups(req, WR_CALLER_GROUPS, c->g);
+	if (c->n > WR_CALLER_GROUPS)
+		c->n = WR_CALLER_GROUPS;
+}
+
+bool wr_caller_in(const wr_caller *c, gid_t gid)
+{
+	if (c->n < 0 || c->uid == 0 || c->gid == gid)
+		return true; /* unknown: keep the bit, as root's call would */
+	for (int i = 0; i < c->n; i++)
+		if (c->g[i] == gid)
+			return true;
+	return false;
+}
+
+void wr_dir_changed(fs_ctx *fs, fs_inode *d)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	d->mtime = now;
+	ov_node *o = wr_local_of(fs, d);
+	if (o)
+		o->mtime = o->ctime = now;
 }
 
 bool wr_require_engine(fuse_req_t req)

@@ -89,12 +89,16 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 	}
 	if (n->has_attrs && !n->is_dir) {
 		/* what the writer recorded in the manifest */
-		st->st_mode = (n->symlink ? S_IFLNK : S_IFREG) |
-			      (n->symlink ? 0777 : (n->mode & 07777));
+		st->st_mode = n->symlink ? S_IFLNK | 0777
+					 : proto_file_mode(n->mode);
 		st->st_uid = n->uid;
 		st->st_gid = n->gid;
 		if (n->symlink)
 			st->st_size = (off_t)strlen(n->symlink);
+		if (!n->symlink && !S_ISREG(st->st_mode)) {
+			st->st_size = st->st_blocks = 0;
+			st->st_rdev = (dev_t)n->rdev;
+		}
 	}
 	st->st_blksize = 1 << 20;
 	struct timespec t = n->mtime;
@@ -254,6 +258,7 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
 	c->meta_etag = NULL; /* the manifest speaks for it */
 	c->has_attrs = true;
 	c->mode = v->mode;
+	c->rdev = v->rdev;
 	c->uid = v->uid;
 	c->gid = v->gid;
 	if (v->mtime_ns > 0) {
@@ -347,6 +352,7 @@ void fs_check_meta(fs_ctx *fs, fs_inode *n)
 		    proto_object_meta_parse(hr.meta, hr.n_meta, &m, &xattrs);
 		if (has & PROTO_HAS_MODE)
 			n->mode = m.mode;
+		n->rdev = m.rdev;
 		if (has & PROTO_HAS_UID)
 			n->uid = m.uid;
 		if (has & PROTO_HAS_GID)

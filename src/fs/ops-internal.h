@@ -229,9 +229,9 @@ void rd_read(fuse_req_t req, size_t size, off_t off,
 bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 bool wr_read(fuse_req_t req, fs_handle *h, size_t size, off_t off);
 /* flush of a handle with h->ov.
- * uid: the closing process's; a writer other than root loses the file's
- * set-user-ID bit (and set-group-ID with group exec), as on a local disk */
-void wr_flush(fs_ctx *fs, fs_handle *h, uid_t uid);
+ * req: the closing process's; a writer other than root loses the file's
+ * set-user-ID bit (and set-group-ID, as on a local disk: wr_kill_suid) */
+void wr_flush(fs_ctx *fs, fs_handle *h, fuse_req_t req);
 /* Frees a handle with h->ov (counted: as for fs_handle_free); the file is
  * handed to the engine if it was its last writer. */
 void wr_handle_free(fs_ctx *fs, fs_handle *h, bool counted);

@@ -54,7 +54,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 	}
 	fs_itable_unlock(fs->it);
 	if (h->ov)
-		wr_flush(fs, h, fuse_req_ctx(req)->uid);
+		wr_flush(fs, h, req);
 	fuse_reply_err(req, 0);
 }
 

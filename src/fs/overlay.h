@@ -3,7 +3,9 @@
  *
  * What this mount wrote and the bucket does not show yet: per path, a local
  * node (a file with its staging file, a directory created through the
- * mount, a symlink) or a whiteout (a remote name removed here whose delete
+ * mount, a symlink) or a whiteout.  A special file (FIFO, socket, device
+ * node) is an OV_FILE whose mode carries its type bits (S_IFIFO...) and
+ * whose staging file stays empty (doc/posix.md) (a remote name removed here whose delete
  * has not reached the bucket).  Lookups and listings consult the overlay
  * before the remote listing.  Nodes belong to transactions (ov_txn); when
  * a transaction is visible remotely its nodes go and the remote listing
@@ -53,8 +55,11 @@ typedef struct ov_node {
 	bool put;      /* handed to the engine at least once */
 	bool linked;   /* in the table */
 	unsigned refs; /* handles */
-	uint32_t mode, uid, gid;
+	uint32_t mode, uid, gid; /* mode: 07777, plus a special file's type */
+	uint64_t rdev;           /* device nodes */
 	struct timespec mtime, ctime;
+	struct timespec atime;   /* set by utimensat only; 0: mtime's.  Not
+	                          * stored in the bucket */
 	buf xattrs;    /* "name\0value-len(4 bytes LE)value" records */
 	char *target;  /* symlinks */
 	double wo_time; /* whiteouts: when made */

@@ -21,6 +21,11 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		int to_set, struct fuse_file_info *fi)
 {
 	fs_ctx *fs = fs_req_ctx(req);
+	wr_caller who; /* before the lock: it reads /proc */
+	if (to_set & FUSE_SET_ATTR_KILL_SUID)
+		wr_caller_of(req, &who);
+	else
+		who.n = -1;
 	fs_inode *n = fs_lock_inode(req, fs, ino);
 	if (!n)
 		return;
@@ -47,7 +52,10 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fs_fill_stat(fs, n, &cur);
 		rc = wr_make_local_file(fs, n, truncating, &o);
 		if (rc == 0) {
-			o->mode = cur.st_mode & 07777;
+			o->mode = S_ISREG(cur.st_mode)
+					  ? cur.st_mode & 07777
+					  : cur.st_mode & (S_IFMT | 07777);
+			o->rdev = cur.st_rdev;
 			o->uid = cur.st_uid;
 			o->gid = cur.st_gid;
 			o->mtime = cur.st_mtim;
@@ -82,12 +90,12 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		if (to_set & FUSE_SET_ATTR_MODE)
-			o->mode = attr->st_mode & 07777;
+			o->mode = (o->mode & S_IFMT) | (attr->st_mode & 07777);
 		/* truncate or chown by an unprivileged caller, under
 		 * FUSE_HANDLE_KILLPRIV_V2 */
 		if ((to_set & FUSE_SET_ATTR_KILL_SUID) &&
 		    (o->mode & (S_ISUID | S_ISGID))) {
-			wr_kill_suid(o);
+			wr_kill_suid(o, wr_caller_in(&who, o->gid));
 			to_set |= FUSE_SET_ATTR_MODE;
 		}
 		if (to_set & FUSE_SET_ATTR_UID)
@@ -98,6 +106,10 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			o->mtime = attr->st_mtim;
 		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
 			o->mtime = now;
+		if (to_set & FUSE_SET_ATTR_ATIME)
+			o->atime = attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			o->atime = now;
 		o->ctime = now;
 		wr_touch(o->txn);
 		bool meta = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
@@ -132,12 +144,14 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct stat st;
 	fs_fill_stat(fs, n, &st);
 	if (!o && (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_MTIME |
-			     FUSE_SET_ATTR_MTIME_NOW))) {
+			     FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_ATIME))) {
 		if (to_set & FUSE_SET_ATTR_MODE)
 			st.st_mode = (st.st_mode & S_IFMT) |
 				     (attr->st_mode & 07777);
 		if (to_set & FUSE_SET_ATTR_MTIME)
 			st.st_mtim = attr->st_mtim;
+		if (to_set & FUSE_SET_ATTR_ATIME)
+			st.st_atim = attr->st_atim;
 	}
 	fs_itable_unref(fs->it, n);
 	fs_itable_unlock(fs->it);
@@ -210,6 +224,7 @@ void wr_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void xattr_changed(fs_ctx *fs, ov_node *o)
 {
 	wr_touch(o->txn);
+	clock_gettime(CLOCK_REALTIME, &o->ctime);
 	if (o->txn && o->st && o->st->handed && !o->dirty) {
 		wr_ordered(fs);
 		eng_meta m;

@@ -114,13 +114,18 @@ int wr_make_local_file(fs_ctx *fs, fs_inode *n, bool truncate,
 	}
 	if (o)
 		ov_remove(&fs->ov, o);
+	/* the copy keeps what the file showed: type, mode, owner */
+	struct stat cur;
+	fs_fill_stat(fs, n, &cur);
 	o = ov_add(&fs->ov, n->path, OV_FILE, x);
 	if (!o)
 		return -ENOMEM;
 	o->shadows = true;
-	o->mode = 0644;
-	o->uid = getuid();
-	o->gid = getgid();
+	o->mode = S_ISREG(cur.st_mode) ? cur.st_mode & 07777
+				       : cur.st_mode & (S_IFMT | 07777);
+	o->rdev = cur.st_rdev;
+	o->uid = cur.st_uid;
+	o->gid = cur.st_gid;
 	o->mtime = o->ctime = n->mtime;
 	rc = wr_new_stage(fs, o);
 	if (rc == 0 && !truncate) {

@@ -78,6 +78,7 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 			/* what was committed, until a listing says more */
 			n->has_attrs = o->kind != OV_DIR;
 			n->mode = o->mode;
+			n->rdev = o->rdev;
 			n->uid = o->uid;
 			n->gid = o->gid;
 			n->mtime = o->mtime;

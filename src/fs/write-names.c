@@ -95,6 +95,15 @@ static int new_node(fuse_req_t req, fs_ctx *fs, fs_inode *p, const char *name,
 		o->mode = mode & 07777;
 		o->uid = fc ? fc->uid : 0;
 		o->gid = fc ? fc->gid : 0;
+		/* a set-group-ID directory hands down its group, and to
+		 * directories the bit itself */
+		struct stat pst;
+		fs_fill_stat(fs, p, &pst);
+		if (pst.st_mode & S_ISGID) {
+			o->gid = pst.st_gid;
+			if (kind == OV_DIR)
+				o->mode |= S_ISGID;
+		}
 		wr_touch(x);
 		/* a directory created inside a transaction was not told yet */
 		if (kind == OV_DIR && strcmp(x->root, path)) {
@@ -117,8 +126,8 @@ static int new_node(fuse_req_t req, fs_ctx *fs, fs_inode *p, const char *name,
 			rc = -ENOMEM;
 		}
 	}
-	/* the parent's listing no longer says everything */
-	p->mtime = o && rc == 0 ? o->mtime : p->mtime;
+	if (rc == 0)
+		wr_dir_changed(fs, p);
 	fs_itable_unref(fs->it, p);
 	*out = rc == 0 ? o : NULL;
 	*nout = c;
@@ -203,13 +212,22 @@ void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		wr_handle_free(fs, h, true);
 }
 
+/*
+ * A regular file, or a special one: FIFOs, sockets (bind(2) makes one) and
+ * device nodes are files whose mode carries the type, with an empty
+ * staging file, committed as empty objects (doc/posix.md).  The kernel
+ * never sends their opens here: a FIFO opened on this host is a FIFO of
+ * this host's kernel, a device node opens the device (unless the mount
+ * is nodev, as FUSE mounts are by default).
+ */
 void wr_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	      mode_t mode, dev_t rdev)
 {
 	if (!wr_require_engine(req))
 		return;
-	if (!S_ISREG(mode)) {
-		fuse_reply_err(req, EPERM);
+	if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode) &&
+	    !S_ISCHR(mode) && !S_ISBLK(mode)) {
+		fuse_reply_err(req, EINVAL);
 		return;
 	}
 	fs_ctx *fs = fs_req_ctx(req);
@@ -219,6 +237,10 @@ void wr_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc = make_file(req, fs, parent, name, mode, &o, &c);
 	fs_inode *counted = rc == 0 ? c : NULL;
 	if (rc == 0) {
+		if (!S_ISREG(mode)) {
+			o->mode |= mode & S_IFMT;
+			o->rdev = S_ISCHR(mode) || S_ISBLK(mode) ? rdev : 0;
+		}
 		o->dirty = true;
 		rc = wr_put_file(fs, o);
 	}
@@ -430,10 +452,7 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 	}
 	if (rc == 0) {
-		clock_gettime(CLOCK_REALTIME, &p->mtime);
-		ov_node *po = wr_local_of(fs, p);
-		if (po)
-			po->mtime = p->mtime;
+		wr_dir_changed(fs, p);
 		fs_inode *c = fs_itable_find(fs->it, path);
 		if (c)
 			fs_itable_detach(fs->it, c);
@@ -692,9 +711,11 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_inode *c = fs_itable_find(fs->it, from);
 		if (c)
 			fs_itable_move(fs->it, c, np, newname);
-		struct timespec t;
-		clock_gettime(CLOCK_REALTIME, &t);
-		p->mtime = np->mtime = t;
+		wr_dir_changed(fs, p);
+		wr_dir_changed(fs, np);
+		ov_node *moved = ov_get(&fs->ov, to);
+		if (moved && moved->kind != OV_WHITEOUT)
+			clock_gettime(CLOCK_REALTIME, &moved->ctime);
 	}
 out:
 	free(from);

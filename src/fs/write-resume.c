@@ -127,6 +127,7 @@ static void restore_one(void *arg, uint64_t txn, const char *path,
 	restore_parents(fs, x, path);
 	if (m) {
 		o->mode = m->mode;
+		o->rdev = m->rdev;
 		o->uid = m->uid;
 		o->gid = m->gid;
 		o->mtime = o->ctime = m->mtime;

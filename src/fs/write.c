@@ -114,6 +114,7 @@ bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (rc == 0 && trunc) {
 			o->dirty = true;
 			clock_gettime(CLOCK_REALTIME, &o->mtime);
+			o->ctime = o->mtime;
 			wr_touch(o->txn);
 		}
 		ov_node_unref(o);
@@ -237,6 +238,7 @@ void wr_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		o->dirty = true;
 		h->wrote = true;
 		clock_gettime(CLOCK_REALTIME, &o->mtime);
+		o->ctime = o->mtime;
 		wr_touch(o->txn);
 	}
 	if (s)
@@ -254,16 +256,22 @@ void wr_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 
 /* What a change of a file's bytes or owner does to its set-id bits. */
 
-void wr_flush(fs_ctx *fs, fs_handle *h, uid_t uid)
+void wr_flush(fs_ctx *fs, fs_handle *h, fuse_req_t req)
 {
 	if (!h->writable)
 		return;
+	uid_t uid = fuse_req_ctx(req)->uid;
 	fs_itable_lock(fs->it);
-	ov_node *o = h->ov;
+	ov_node *o = h->ov; /* the handle holds it */
 	wr_pt_absorb(o);
 	/* FUSE_HANDLE_KILLPRIV_V2 (fs/passthrough.c) leaves this to us */
-	if (o->dirty && uid != 0 && (o->mode & (S_ISUID | S_ISGID)))
-		wr_kill_suid(o);
+	if (o->dirty && uid != 0 && (o->mode & (S_ISUID | S_ISGID))) {
+		wr_caller who;
+		fs_itable_unlock(fs->it); /* it reads /proc */
+		wr_caller_of(req, &who);
+		fs_itable_lock(fs->it);
+		wr_kill_suid(o, wr_caller_in(&who, o->gid));
+	}
 	/* the last writer's close: the bytes are final, and journaled before
 	 * close returns (with passthrough the kernel may still write through
 	 * a dup or a mapping: release finds that and stores a copy) */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "proto/crc.h"
 #include "util/buf.h"
@@ -26,6 +27,10 @@ static int put_attrs(json_t *o, const proto_meta *m)
 		 json_object_set_new(o, "uid", json_integer(m->uid)) |
 		 json_object_set_new(o, "gid", json_integer(m->gid)) |
 		 json_object_set_new(o, "mtime", json_integer(m->mtime_ns));
+	uint32_t t = proto_mode_type(m->mode);
+	if (t == S_IFCHR || t == S_IFBLK)
+		rc |= json_object_set_new(o, "rdev",
+					  json_integer((json_int_t)m->rdev));
 	if (m->symlink) {
 		json_t *s = json_string(m->symlink);
 		if (!s)
@@ -169,6 +174,10 @@ static void attrs_of(vis_file *v, json_t *f)
 		       json_is_integer(mt);
 	if (v->has_attrs)
 		v->mtime_ns = (int64_t)json_integer_value(mt);
+	json_t *rd = json_object_get(f, "rdev");
+	v->rdev = json_is_integer(rd) && json_integer_value(rd) >= 0
+			  ? (uint64_t)json_integer_value(rd)
+			  : 0;
 	const char *sl = json_string_value(json_object_get(f, "symlink"));
 	v->symlink = sl ? strdup(sl) : NULL;
 	json_t *x = json_object_get(f, "xattrs");
@@ -449,6 +458,7 @@ void vis_file_meta(const vis_file *v, proto_meta *m)
 	m->uid = v->uid;
 	m->gid = v->gid;
 	m->mtime_ns = v->mtime_ns;
+	m->rdev = v->rdev;
 	m->symlink = v->symlink ? strdup(v->symlink) : NULL;
 	buf b = BUF_INIT;
 	proto_xattrs_decode(v->xattrs_json, &b);

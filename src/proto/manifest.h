@@ -12,7 +12,7 @@
  *              "crc32c":"hex", "block":8388608, "blocks":"hex...",
  *              "mode":420, "uid":0, "gid":0,
  *              "mtime":NS, "xattrs":{"user.k":"base64"},
- *              "symlink":"target"}, ...],
+ *              "symlink":"target", "rdev":N}, ...],
  *    "dirs":[{"path":"sub/empty","mode":493,"uid":0,"gid":0,
  *             "mtime":NS}, ...]}
  * Paths are relative to C.  Only "state", and "path" and "size" of files,
@@ -21,7 +21,8 @@
  * proto/visibility.h; absent = 0).  crc32c is the standard CRC-32C of the
  * object, 8 hex digits; "blocks" holds the standard CRC-32C of each
  * "block"-byte block of it (proto/crc.h).  Attributes and xattrs are as
- * in proto/meta.h.
+ * in proto/meta.h: a special file's "mode" carries its type bits
+ * (S_IFIFO...), a device node's "rdev" its device number (doc/posix.md).
  *
  * Writer side (proto_*): proto_manifest_json and proto_intent_json.
  * Reader side (vis_*, what the manifests make visible): vis_manifest is
@@ -88,8 +89,9 @@ typedef struct vis_file {
 	char *blocks;
 	/* attributes, when the manifest has them (has_attrs) */
 	bool has_attrs;
-	uint32_t mode, uid, gid;
+	uint32_t mode, uid, gid; /* mode: as proto_meta's (proto/meta.h) */
 	int64_t mtime_ns;
+	uint64_t rdev;           /* device nodes: "rdev" */
 	char *symlink;     /* NULL: not a symlink */
 	char *xattrs_json; /* the "xattrs" object as compact JSON, or NULL */
 	int64_t time;      /* "time" of the manifest it came from */

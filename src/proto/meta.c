@@ -10,12 +10,31 @@
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void proto_meta_free(proto_meta *m)
 {
 	free(m->xattrs);
 	free(m->symlink);
 	memset(m, 0, sizeof *m);
+}
+
+uint32_t proto_mode_type(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFIFO:
+	case S_IFSOCK:
+	case S_IFCHR:
+	case S_IFBLK:
+		return mode & S_IFMT;
+	default:
+		return S_IFREG;
+	}
+}
+
+uint32_t proto_file_mode(uint32_t mode)
+{
+	return proto_mode_type(mode) | (mode & 07777);
 }
 
 /* ---- xattrs ------------------------------------------------------------ */
@@ -159,6 +178,13 @@ size_t proto_object_meta(const proto_meta *m, s3_meta out[PROTO_META_N],
 	off[n++] = store->len;
 	buf_printf(store, "%" PRId64, m->mtime_ns);
 	buf_putc(store, '\0');
+	uint32_t t = proto_mode_type(m->mode);
+	if (t == S_IFCHR || t == S_IFBLK) {
+		names[n] = "rdev";
+		off[n++] = store->len;
+		buf_printf(store, "%" PRIu64, m->rdev);
+		buf_putc(store, '\0');
+	}
 	if (m->symlink) {
 		names[n] = "symlink";
 		off[n++] = store->len;
@@ -225,6 +251,9 @@ unsigned proto_object_meta_parse(const s3_meta *kv, size_t n, proto_meta *m,
 		} else if (!strcmp(k, "mtime")) {
 			m->mtime_ns = (int64_t)strtoll(v, NULL, 10);
 			has |= PROTO_HAS_MTIME;
+		} else if (!strcmp(k, "rdev")) {
+			m->rdev = (uint64_t)strtoull(v, NULL, 10);
+			has |= PROTO_HAS_RDEV;
 		} else if (!strcmp(k, "xattrs")) {
 			free(*xattrs_json);
 			*xattrs_json = strdup(v);

@@ -2,13 +2,17 @@
  * proto/meta: file attributes in the bucket format (doc/commit.md,
  * "Remote protocol"), both ways.
  *
- * proto_meta is the format's view of a file's attributes: mode (07777),
- * owner, mtime in ns, user xattrs, symlink target.  The commit engine
+ * proto_meta is the format's view of a file's attributes: mode (07777,
+ * plus the file type bits of a special file: S_IFIFO, S_IFSOCK, S_IFCHR,
+ * S_IFBLK; none for a regular file), owner, mtime in ns, device number,
+ * user xattrs, symlink target.  The commit engine
  * keeps its public eng_meta and converts (commit/internal.h); proto knows
  * nothing of the engine.
  *
  * Object metadata: every object a ckptfs writer PUTs carries
- *   x-amz-meta-mode     octal, e.g. "640"
+ *   x-amz-meta-mode     octal, e.g. "640"; a special file's carries its
+ *                       type: "10640" is a FIFO (doc/posix.md)
+ *   x-amz-meta-rdev     decimal, device nodes only (glibc's dev_t)
  *   x-amz-meta-uid      decimal
  *   x-amz-meta-gid      decimal
  *   x-amz-meta-mtime    ns since the epoch, decimal
@@ -43,12 +47,22 @@ struct json_t;
 typedef struct proto_meta {
 	uint32_t mode, uid, gid;
 	int64_t mtime_ns;
+	uint64_t rdev; /* device nodes */
 	char *xattrs; /* the blob, or NULL */
 	size_t xattrs_len;
 	char *symlink;
 } proto_meta;
 
 void proto_meta_free(proto_meta *m);
+
+/* The file type a recorded mode stands for: S_IFIFO, S_IFSOCK, S_IFCHR or
+ * S_IFBLK when its type bits say so, else S_IFREG (no bits, or bits that
+ * name no special file: a regular file, as readers before special files
+ * took it). */
+uint32_t proto_mode_type(uint32_t mode);
+/* The mode as a recorded special or regular file shows it: its type (as
+ * above) with its permission bits. */
+uint32_t proto_file_mode(uint32_t mode);
 
 /* ---- xattrs ------------------------------------------------------------ */
 
@@ -71,7 +85,7 @@ int proto_xattrs_decode(const char *json, buf *blob);
 
 /* ---- object metadata ---------------------------------------------------- */
 
-#define PROTO_META_N 6
+#define PROTO_META_N 7
 #define PROTO_META_XATTRS_MAX 1024 /* larger xattrs: manifest only */
 
 /*
@@ -88,6 +102,7 @@ size_t proto_object_meta(const proto_meta *m, s3_meta out[PROTO_META_N],
 #define PROTO_HAS_MTIME 0x08u
 #define PROTO_HAS_SYMLINK 0x10u
 #define PROTO_HAS_XATTRS 0x20u
+#define PROTO_HAS_RDEV 0x40u
 
 /*
  * Reads an object's metadata pairs (names without the x-amz-meta- prefix,
