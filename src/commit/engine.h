@@ -13,7 +13,8 @@
  *   - eng_file_put         a file of a transaction was closed after writes
  *                          (its bytes are final until the next put)
  *   - eng_file_drop        a file of a transaction was removed
- *   - eng_dir_put          an empty directory inside a transaction
+ *   - eng_dir_put          a directory inside a transaction (made, or its
+ *                          attributes changed)
  *   - eng_file_move        a file or directory of a transaction, or its
  *                          root, was renamed
  *   - eng_txn_seal         a commit trigger fired: make it visible
@@ -222,7 +223,9 @@ int eng_file_drop(eng *e, uint64_t txn, const char *path);
 int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 		  uint64_t txn_to, const char *to);
 
-/* An (empty) directory inside transaction txn. */
+/* A directory inside transaction txn (not its root) with its attributes,
+ * recorded in the manifest's "dirs"; a later put of the same path replaces
+ * them (chmod, chown, utimensat). */
 int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m);
 
 /*

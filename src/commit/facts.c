@@ -262,7 +262,18 @@ int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
 	if (d) {
 		d->path = strdup(path);
 		eng_meta_from(&d->m, m);
-		drop_dirs(e, t, path); /* replaces an earlier put */
+		/* replaces an earlier put of path (new attributes), not the
+		 * directories under it */
+		for (edir **pp = &t->dirs; *pp; pp = &(*pp)->next) {
+			edir *o = *pp;
+			if (strcmp(o->path, path))
+				continue;
+			*pp = o->next;
+			free(o->path);
+			proto_meta_free(&o->m);
+			free(o);
+			break;
+		}
 		d->next = t->dirs;
 		t->dirs = d;
 		jr_dir_row r = dir_row(t->id, path, &d->m);

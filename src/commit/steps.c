@@ -660,6 +660,7 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	if (!rc) {
 		proto_mfile *mf = calloc(n + 1, sizeof *mf);
 		proto_mdir *md = calloc(vm.n_dirs + 1, sizeof *md);
+		proto_meta *dm = calloc(vm.n_dirs + 1, sizeof *dm);
 		for (size_t i = 0; mf && i < n; i++) {
 			const vis_file *v = governed ? vis_manifest_find(&vm, nf[i].path)
 						     : NULL;
@@ -668,9 +669,14 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 					      v && v->has_crc, &nf[i].m,
 					      PROTO_BLOCK, nf[i].blocks};
 		}
-		for (size_t i = 0; md && i < vm.n_dirs; i++)
-			md[i] = (proto_mdir){vm.dirs[i], NULL};
-		char *json = mf && md ? proto_manifest_json(
+		/* directories keep the attributes they recorded */
+		for (size_t i = 0; md && dm && i < vm.n_dirs; i++) {
+			const vis_file *v = vis_manifest_dir(&vm, vm.dirs[i]);
+			if (v)
+				vis_file_meta(v, &dm[i]);
+			md[i] = (proto_mdir){vm.dirs[i], v ? &dm[i] : NULL};
+		}
+		char *json = mf && md && dm ? proto_manifest_json(
 						e->writer, (uint64_t)sn->id,
 						eng_wall_ns(), mf, n, md,
 						vm.n_dirs)
@@ -682,6 +688,9 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		free(key);
 		free(mf);
 		free(md);
+		for (size_t i = 0; dm && i < vm.n_dirs; i++)
+			proto_meta_free(&dm[i]);
+		free(dm);
 	}
 	if (!rc) {
 		/* the addendum lists the new name's files */
@@ -716,16 +725,32 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	return rc;
 }
 
+/* The attributes an object's metadata records (its writer's, which the
+ * copy keeps), into *m: mode 0644 and no owner when it has none. */
+static void object_attrs(const s3_head_ext_result *h, proto_meta *m)
+{
+	char *xj = NULL;
+	unsigned has = proto_object_meta_parse(h->meta, h->n_meta, m, &xj);
+	if (!(has & PROTO_HAS_MODE))
+		m->mode = 0644;
+	buf b = BUF_INIT;
+	proto_xattrs_decode(xj, &b);
+	m->xattrs_len = b.len;
+	m->xattrs = buf_steal(&b);
+	free(xj);
+}
+
 static int rename_file(eng *e, eng_snap *sn, s3_err *x)
 {
 	char *src = proto_key(e->prefix, sn->root);
 	char *dst = proto_key(e->prefix, sn->dest);
-	s3_head_result h;
+	s3_head_ext_result h;
 	char etag[S3_ETAG_MAX] = "";
-	int rc = s3_head(e->s3, src, &h, x);
+	int rc = s3_head_ext(e->s3, src, &h, x);
 	if (rc && x->err == ENOENT) {
 		/* a resumed rename whose copy already happened */
-		rc = s3_head(e->s3, dst, &h, x);
+		s3_head_ext_result_free(&h);
+		rc = s3_head_ext(e->s3, dst, &h, x);
 		if (!rc)
 			snprintf(etag, sizeof etag, "%s", h.etag);
 	} else if (!rc) {
@@ -733,14 +758,18 @@ static int rename_file(eng *e, eng_snap *sn, s3_err *x)
 	}
 	if (!rc && sn->mroot) {
 		eng_snap tmp = *sn;
-		eng_snap_file f = {.path = sn->dest, .etag = etag, .size = h.size,
-			       .m = {.mode = 0644}};
+		/* the new name keeps the type, mode, owner, times, device
+		 * number, symlink target and xattrs the object recorded */
+		eng_snap_file f = {.path = sn->dest, .etag = etag, .size = h.size};
+		object_attrs(&h, &f.m);
 		tmp.f = &f;
 		tmp.nf = 1;
 		tmp.nd = 0;
 		tmp.is_dir = false;
 		rc = put_addendum(e, &tmp, sn->dest, x);
+		proto_meta_free(&f.m);
 	}
+	s3_head_ext_result_free(&h);
 	if (!rc)
 		rc = s3_delete_object(e->s3, src, x);
 	free(src);

@@ -87,6 +87,12 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 		st->st_size = (off_t)n->size;
 		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
 	}
+	if (n->has_attrs && n->is_dir) {
+		/* what the manifest's "dirs" entry recorded */
+		st->st_mode = S_IFDIR | (n->mode & 07777);
+		st->st_uid = n->uid;
+		st->st_gid = n->gid;
+	}
 	if (n->has_attrs && !n->is_dir) {
 		/* what the writer recorded in the manifest */
 		st->st_mode = n->symlink ? S_IFLNK | 0777
@@ -277,6 +283,29 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
 	}
 }
 
+/* Attributes of directory c from the "dirs" entry of the manifests of the
+ * transaction it was made in, when they recorded some (mode, owner).
+ * Table locked. */
+static void remote_dir_attrs(fs_inode *parent, fs_inode *c)
+{
+	fs_inode *r = parent;
+	while (r && !r->manifest)
+		r = r->parent;
+	const vis_file *v = NULL;
+	if (r) {
+		const char *rel = c->path + strlen(r->path);
+		if (*rel == '/')
+			rel++;
+		v = vis_manifest_dir(r->manifest, rel);
+	}
+	c->has_attrs = v != NULL;
+	if (v) {
+		c->mode = v->mode;
+		c->uid = v->uid;
+		c->gid = v->gid;
+	}
+}
+
 /* ETags as S3 sends them, quoted or not. */
 static bool etag_same(const char *a, const char *b)
 {
@@ -397,8 +426,11 @@ fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 	if (!e->is_dir) {
 		set_file_attrs(c, e);
 		remote_attrs(parent, c);
-	} else if (!c->listing && (e->mtime.tv_sec || e->mtime.tv_nsec))
-		c->mtime = e->mtime;
+	} else {
+		if (!c->listing && (e->mtime.tv_sec || e->mtime.tv_nsec))
+			c->mtime = e->mtime;
+		remote_dir_attrs(parent, c);
+	}
 	return c;
 }
 

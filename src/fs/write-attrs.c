@@ -129,6 +129,15 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		} else if (meta && o->kind == OV_FILE && o->dirty &&
 			   o->writers == 0 && o->st && !o->st->handed) {
 			rc = wr_put_file(fs, o);
+		} else if (meta && o->kind == OV_DIR && o->txn &&
+			   !o->txn->done && strcmp(o->txn->root, o->path)) {
+			/* the manifest's "dirs" entry takes the new ones */
+			wr_ordered(fs);
+			eng_meta m;
+			buf xa = BUF_INIT;
+			wr_meta_of(o, &m, &xa);
+			rc = eng_dir_put(fs->eng, o->txn->id, o->path, &m);
+			buf_free(&xa);
 		} else if (meta && o->txn && o->st && o->st->handed && !o->dirty) {
 			wr_ordered(fs);
 			eng_meta m;
@@ -250,11 +259,25 @@ void wr_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	fs_itable_lock(fs->it);
 	fs_inode *n = fs_itable_get(fs->it, ino);
 	ov_node *o = n ? wr_local_of(fs, n) : NULL;
-	/* attributes of objects this mount did not write cannot be stored
-	 * without copying the object */
-	int rc = !o ? -ENOTSUP : ov_xattr_set(o, name, value, size, flags);
+	int rc = 0;
+	if (n && !o && !n->is_dir) {
+		/* a remote file's xattrs live in its manifest or metadata:
+		 * it is copied in and stored again with them, as chmod does */
+		fs_inode_ref(n);
+		fs_check_meta(fs, n);
+		rc = wr_make_local_file(fs, n, false, &o);
+		if (rc == 0)
+			o->dirty = true;
+		fs_itable_unref(fs->it, n);
+	}
+	/* a remote directory's cannot be stored (it is no object) */
+	if (rc == 0)
+		rc = !o ? -ENOTSUP : ov_xattr_set(o, name, value, size, flags);
 	if (rc == 0)
 		xattr_changed(fs, o);
+	if (rc == 0 && o->kind == OV_FILE && o->dirty && o->writers == 0 &&
+	    o->st && !o->st->handed)
+		rc = wr_put_file(fs, o);
 	fs_itable_unlock(fs->it);
 	fuse_reply_err(req, -rc);
 }

@@ -12,6 +12,7 @@
 
 #include "fs/write-internal.h"
 #include "proto/crc.h"
+#include "proto/meta.h"
 #include "util/log.h"
 
 /* Downloads [off, off+want) into b; with an expected block CRC (check),
@@ -127,6 +128,17 @@ int wr_make_local_file(fs_ctx *fs, fs_inode *n, bool truncate,
 	o->uid = cur.st_uid;
 	o->gid = cur.st_gid;
 	o->mtime = o->ctime = n->mtime;
+	if (n->xattrs_json) { /* and its xattrs */
+		buf blob = BUF_INIT;
+		proto_xattrs_decode(n->xattrs_json, &blob);
+		size_t pos = 0;
+		const char *name, *val;
+		uint32_t vlen;
+		while (proto_xattr_next(blob.data, blob.len, &pos, &name, &val,
+					&vlen))
+			ov_xattr_set(o, name, val, vlen, 0);
+		buf_free(&blob);
+	}
 	rc = wr_new_stage(fs, o);
 	if (rc == 0 && !truncate) {
 		char *key = fs_object_key(fs, n);

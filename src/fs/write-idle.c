@@ -76,7 +76,7 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 			n->etag = NULL;
 			n->attr_time = 0;
 			/* what was committed, until a listing says more */
-			n->has_attrs = o->kind != OV_DIR;
+			n->has_attrs = true;
 			n->mode = o->mode;
 			n->rdev = o->rdev;
 			n->uid = o->uid;

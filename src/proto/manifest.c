@@ -126,6 +126,9 @@ void vis_manifest_free(vis_manifest *m)
 	for (size_t i = 0; i < m->n_dirs; i++)
 		free(m->dirs[i]);
 	free(m->dirs);
+	for (size_t i = 0; i < m->n_dattrs; i++)
+		file_free(&m->dattrs[i]);
+	free(m->dattrs);
 	vis_manifest_init(m);
 }
 
@@ -244,11 +247,37 @@ static int push_file(vis_manifest *m, json_t *f, int64_t time,
 	return 0;
 }
 
-static int push_dir(vis_manifest *m, json_t *d)
+static int push_dir(vis_manifest *m, json_t *d, int64_t time)
 {
 	const char *path = json_string_value(json_object_get(d, "path"));
 	if (!path || !path_ok(path))
 		return -1;
+	vis_file a;
+	memset(&a, 0, sizeof a);
+	attrs_of(&a, d);
+	free(a.symlink);
+	free(a.xattrs_json);
+	if (a.has_attrs) {
+		if (m->n_dattrs == m->cap_dattrs) {
+			vis_file *nv = vec_grow(m->dattrs, &m->cap_dattrs,
+						sizeof *nv, 8);
+			if (!nv)
+				return -1;
+			m->dattrs = nv;
+		}
+		vis_file *v = &m->dattrs[m->n_dattrs];
+		*v = (vis_file){.path = strdup(path),
+				.has_attrs = true,
+				.mode = a.mode,
+				.uid = a.uid,
+				.gid = a.gid,
+				.mtime_ns = a.mtime_ns,
+				.time = time,
+				.order = m->added++};
+		if (!v->path)
+			return -1;
+		m->n_dattrs++;
+	}
 	if (m->n_dirs == m->cap_dirs) {
 		size_t nc = m->cap_dirs ? m->cap_dirs * 2 : 8;
 		char **nv = realloc(m->dirs, nc * sizeof *nv);
@@ -288,7 +317,7 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 			*err = errmsg("committed without \"files\"", NULL);
 		rc = -1;
 	} else {
-		size_t before = m->n, dbefore = m->n_dirs;
+		size_t before = m->n, dbefore = m->n_dirs, abefore = m->n_dattrs;
 		size_t i;
 		json_t *f;
 		json_t *tm = json_object_get(root, "time");
@@ -315,7 +344,7 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 		if (rc == 0 && json_is_array(dirs)) {
 			json_array_foreach(dirs, i, f)
 			{
-				if (push_dir(m, f) < 0) {
+				if (push_dir(m, f, time) < 0) {
 					rc = -1;
 					break;
 				}
@@ -326,6 +355,8 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 				file_free(&m->files[--m->n]);
 			while (m->n_dirs > dbefore)
 				free(m->dirs[--m->n_dirs]);
+			while (m->n_dattrs > abefore)
+				file_free(&m->dattrs[--m->n_dattrs]);
 			if (err)
 				*err = errmsg("bad entry in \"files\" or "
 					      "\"dirs\"",
@@ -380,6 +411,33 @@ void vis_manifest_finish(vis_manifest *m)
 		m->dirs[w++] = m->dirs[i];
 	}
 	m->n_dirs = w;
+	if (m->n_dattrs)
+		qsort(m->dattrs, m->n_dattrs, sizeof *m->dattrs, file_cmp);
+	w = 0;
+	for (size_t i = 0; i < m->n_dattrs; i++) {
+		if (w && !strcmp(m->dattrs[w - 1].path, m->dattrs[i].path)) {
+			file_free(&m->dattrs[i]);
+			continue;
+		}
+		m->dattrs[w++] = m->dattrs[i];
+	}
+	m->n_dattrs = w;
+}
+
+const vis_file *vis_manifest_dir(const vis_manifest *m, const char *path)
+{
+	size_t lo = 0, hi = m->n_dattrs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(m->dattrs[mid].path, path);
+		if (!c)
+			return &m->dattrs[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
 }
 
 /* First index whose path is >= key. */

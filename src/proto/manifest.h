@@ -105,6 +105,10 @@ typedef struct vis_manifest {
 	size_t committed, pending; /* manifests seen of each state */
 	char **dirs; /* "dirs" paths of committed manifests, sorted, unique */
 	size_t n_dirs, cap_dirs;
+	/* the "dirs" entries that carry attributes (path, has_attrs, mode,
+	 * uid, gid, mtime_ns, time, order), sorted, unique by the time rule */
+	vis_file *dattrs;
+	size_t n_dattrs, cap_dattrs;
 	size_t added; /* files ever added (vis_file.order) */
 } vis_manifest;
 
@@ -119,6 +123,8 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 void vis_manifest_finish(vis_manifest *m);
 
 const vis_file *vis_manifest_find(const vis_manifest *m, const char *path);
+/* The attributes a "dirs" entry recorded for directory path, or NULL. */
+const vis_file *vis_manifest_dir(const vis_manifest *m, const char *path);
 /* Whether some file or listed directory lies under directory rel ("" = the
  * root itself), or rel is a listed directory. */
 bool vis_manifest_has_dir(const vis_manifest *m, const char *rel);

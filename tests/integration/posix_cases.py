@@ -2,7 +2,8 @@
 """The case table of the POSIX differential test (test_posix.py) and the
 program that runs it on one directory tree.
 
-    posix_cases.py ROOT USERS_JSON   ->  JSON {case name: observation}
+    posix_cases.py [setup|run|all] ROOT USERS_JSON
+        ->  (run, all) JSON {case name: observation}
 
 ROOT is an empty directory (on the mount, or on a local tmpfs).  USERS_JSON
 maps the roles "owner", "group", "other" to {"uid", "gid", "groups"}; root
@@ -15,6 +16,7 @@ is root.  The program runs as root and:
 3. runs the cases, one child process per role (setgroups, setresgid,
    setresuid, then every case of that role in order): the call's result
    (its return value or errno name) goes back through a pipe;
+("setup" stops after 1, "run" starts at 2 on a tree "setup" built.)
 4. takes the lstat again and reports, per case, the result and the fields
    a user sees: type, permission bits, owner, group, size, link count,
    device number, and whether mtime and ctime changed (exact times where
@@ -384,12 +386,15 @@ def as_role(role, ids, work):
 
 
 def main():
-    root, ids = sys.argv[1], json.loads(sys.argv[2])
+    phase, root, ids = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     ids["root"] = {"uid": 0, "gid": 0, "groups": []}
     for g in ("g_owner", "g_other", "g_shared"):
         ids[g] = ids["groups"][g]
     cs = cases()
-    setup(root, cs, ids)
+    if phase in ("setup", "all"):
+        setup(root, cs, ids)
+    if phase == "setup":
+        return
     names = {"uids": {ids[r]["uid"]: r for r in ROLES},
              "gids": {v: k for k, v in ids["groups"].items()}}
     names["gids"][0] = "root"
@@ -401,7 +406,7 @@ def main():
         d = os.path.join(root, f"c{i}")
         before[k["name"]] = {w: snap(os.path.join(d, w), names)
                              for w in k["watch"]}
-    results = {}
+    results, took = {}, {}
     for role in ROLES:
         mine = [(i, k) for i, k in enumerate(cs) if k["user"] == role]
 
@@ -409,12 +414,22 @@ def main():
             out = {}
             for i, k in mine:
                 os.chdir(os.path.join(root, f"c{i}"))
+                t = time.monotonic()
                 try:
                     out[k["name"]] = run_op(k["op"], ids)
                 except OSError as e:
                     out[k["name"]] = errno.errorcode.get(e.errno, str(e.errno))
-            return out
-        results.update(as_role(role, ids, work))
+                took[k["name"]] = time.monotonic() - t
+            return [out, took]
+        out, t = as_role(role, ids, work)
+        results.update(out)
+        took.update(t)
+    per = {}
+    for k, v in took.items():
+        per[k.split("/")[0]] = per.get(k.split("/")[0], 0.0) + v
+    slow = sorted(per.items(), key=lambda kv: -kv[1])[:6]
+    sys.stderr.write("slowest calls: " + ", ".join(
+        f"{k} {v:.1f}s" for k, v in slow) + "\n")
     report = {}
     for i, k in enumerate(cs):
         d = os.path.join(root, f"c{i}")
