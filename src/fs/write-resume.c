@@ -133,6 +133,9 @@ static void restore_one(void *arg, uint64_t txn, const char *path,
 		o->mtime = o->ctime = m->mtime;
 		if (m->symlink)
 			o->target = strdup(m->symlink);
+		/* the journal keeps them in the overlay's record format */
+		if (m->xattrs_len)
+			buf_append(&o->xattrs, m->xattrs, m->xattrs_len);
 	}
 	if (fd >= 0) {
 		o->st = ov_stage_new(fd, 0);

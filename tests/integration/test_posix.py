@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers
 from helpers import ckptfs_commit, ckptfs_sync, run
 
 HERE = Path(__file__).resolve().parent
@@ -304,5 +305,40 @@ def test_metadata_of_a_file_open_across_its_commit(bucket, mount, tmp_path):
     want = _meta(top)
     ckptfs_sync(m, timeout=20)
     other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
+                                   "ro"))
+    assert _meta(other / "ckpt-1") == want
+
+
+# --------------------------------------------------------------------------
+# Special files through a crash: their type and device number are journaled
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("point", ["pending", "committing"])
+def test_sigkill_keeps_special_files(public_dir, ids, s3server, bucket, mount,
+                                     tmp_path, point):
+    """pending: the directory was written, no commit trigger yet;
+    committing: its rename (the trigger) was issued just before the kill.
+    The restarted mount shows the FIFO, socket and device nodes with their
+    mode, owner and device number, and commits them; another mount then
+    sees the same."""
+    cdir = tmp_path / "cache-w"
+    mp = public_dir / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}", "commit_delay=600")
+    w = mount(bucket, mountpoint=mp, options=opts)
+    d = w / "tmp-ckpt"
+    _make_tree(d, ids)
+    want = _meta(d)
+    name = "tmp-ckpt"
+    if point == "committing":
+        os.rename(d, w / "ckpt-1")
+        name = "ckpt-1"
+    helpers.kill_ckptfs(w)
+    w2 = mount(bucket, mountpoint=mp, options=opts)
+    assert _meta(w2 / name) == want
+    if name == "tmp-ckpt":
+        os.rename(w2 / name, w2 / "ckpt-1")
+    ckptfs_sync(w2)
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-o'}",
                                    "ro"))
     assert _meta(other / "ckpt-1") == want
