@@ -257,7 +257,7 @@ Test(journal, version_1_upgraded_with_rows_kept)
 	char *err = NULL;
 	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
 	char *v = jr_meta_get(j, "version");
-	cr_assert_str_eq(v, "3");
+	cr_assert_str_eq(v, "4");
 	free(v);
 	cr_assert_eq(count(j, "SELECT count(*) FROM files WHERE blocks IS NULL"),
 		     1);
@@ -297,10 +297,42 @@ Test(journal, version_2_upgraded_to_3)
 	char *err = NULL;
 	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
 	char *v = jr_meta_get(j, "version");
-	cr_assert_str_eq(v, "3");
+	cr_assert_str_eq(v, "4");
 	free(v);
 	cr_assert_eq(count(j, "SELECT count(*) FROM txns WHERE seq IS NULL "
 			      "AND root = 'c'"),
+		     1);
+	jr_close(j);
+}
+
+/* Version 3 (no files.rdev) gets the column; its rows read rdev 0. */
+Test(journal, version_3_upgraded_to_4)
+{
+	char path[300];
+	snprintf(path, sizeof path, "%s/journal.db", dir);
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	const char *v3 =
+	    "CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);"
+	    "INSERT INTO meta VALUES('version', '3');"
+	    "CREATE TABLE files(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+	    " txn INTEGER NOT NULL, path TEXT NOT NULL, sid INTEGER NOT NULL, "
+	    " size INTEGER NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
+	    " mtime_ns INTEGER, xattrs BLOB, symlink TEXT, state INTEGER NOT "
+	    " NULL, key TEXT, upload_id TEXT, part_size INTEGER, etag TEXT, "
+	    " crc32c INTEGER, blocks TEXT);"
+	    "INSERT INTO files(txn, path, sid, size, mode, state) "
+	    " VALUES(1, 'c/x', 3, 0, 420, 0);";
+	cr_assert_eq(sqlite3_exec(db, v3, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	jr *j;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
+	char *v = jr_meta_get(j, "version");
+	cr_assert_str_eq(v, "4");
+	free(v);
+	cr_assert_eq(count(j, "SELECT count(*) FROM files WHERE rdev IS NULL "
+			      "AND path = 'c/x'"),
 		     1);
 	jr_close(j);
 }
@@ -446,6 +478,7 @@ struct rows {
 	char root[32], dest[32], path[32], key[32], etag[32], blocks[32];
 	char symlink[32], dpath[32], pseg[32];
 	uint32_t mode, dmode, crc;
+	uint64_t rdev;
 	size_t xattrs_len;
 	int state, fstate;
 	uint64_t size, part_size, plen;
@@ -478,6 +511,7 @@ static int row_file(void *arg, const jr_file_row *r)
 	s->fstate = r->state;
 	s->size = r->size;
 	s->mode = r->mode;
+	s->rdev = r->rdev;
 	s->crc = r->crc;
 	s->part_size = r->part_size;
 	s->xattrs_len = r->xattrs_len;
@@ -525,7 +559,8 @@ Test(journal, row_functions_round_trip)
 	cr_assert_gt(t2, t);
 	cr_assert_eq(jr_file_insert(j, t, "ckpt/x", 7, 100, &f), 0);
 	jr_file_row fr = {.id = f, .txn = t, .path = "ckpt/y", .sid = 7,
-			  .size = 100, .mode = 0600, .xattrs = "a\0b",
+			  .size = 100, .mode = 020600, .rdev = 0x10304,
+			  .xattrs = "a\0b",
 			  .xattrs_len = 3, .symlink = "tgt", .state = 0};
 	cr_assert_eq(jr_file_update(j, &fr), 0);
 	cr_assert_eq(jr_file_set_upload(j, f, "k", "up-1", 64), 0);
@@ -558,7 +593,8 @@ Test(journal, row_functions_round_trip)
 	cr_assert_str_eq(s.key, "k");
 	cr_assert_str_eq(s.symlink, "tgt");
 	cr_assert_eq(s.xattrs_len, 3);
-	cr_assert_eq(s.mode, 0600);
+	cr_assert_eq(s.mode, 020600, "a device node's type is kept");
+	cr_assert_eq(s.rdev, 0x10304);
 	cr_assert_eq(s.part_size, 64);
 	cr_assert_eq(s.dmode, 0700);
 	cr_assert_str_eq(s.dpath, "ckpt/d");

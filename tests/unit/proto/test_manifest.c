@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "proto/crc.h"
 #include "proto/manifest.h"
@@ -326,4 +327,46 @@ Test(vis, dirs_and_attributes)
 	cr_assert_eq(add("{\"state\":\"committed\",\"files\":[],\"dirs\":"
 			 "[{\"path\":\"../x\"}]}"),
 		     -1, "bad dir path rejects the manifest");
+}
+
+/* Device nodes keep type and number; directories keep their attributes,
+ * the newest manifest's winning. */
+Test(proto, manifest_special_files_and_dir_attrs)
+{
+	proto_meta mf = {.mode = S_IFBLK | 0600, .uid = 1, .gid = 2,
+			 .mtime_ns = 3, .rdev = 0x10301};
+	proto_meta mq = {.mode = S_IFIFO | 0620, .mtime_ns = 3};
+	proto_meta md = {.mode = 02750, .uid = 7, .gid = 8, .mtime_ns = 9};
+	proto_mfile f[2] = {{"sub/disk", 0, "\"e\"", 0, false, &mf, 0, NULL},
+			    {"pipe", 0, "\"e\"", 0, false, &mq, 0, NULL}};
+	proto_mdir d[2] = {{"sub", &md}, {"bare", NULL}};
+	char *json = proto_manifest_json("w", 1, 10, f, 2, d, 2);
+	cr_assert_not_null(json);
+	cr_assert_null(strstr(strstr(json, "\"pipe\""), "rdev"),
+		       "a FIFO has no device number");
+	md.mode = 0700;
+	char *newer = proto_manifest_json("w", 2, 20, NULL, 0, d, 1);
+	vis_manifest vm;
+	vis_manifest_init(&vm);
+	cr_assert_eq(vis_manifest_add_json(&vm, newer, strlen(newer), NULL), 0);
+	cr_assert_eq(vis_manifest_add_json(&vm, json, strlen(json), NULL), 0);
+	vis_manifest_finish(&vm);
+	const vis_file *v = vis_manifest_find(&vm, "sub/disk");
+	cr_assert_not_null(v);
+	cr_assert_eq(v->mode, S_IFBLK | 0600);
+	cr_assert_eq(v->rdev, 0x10301);
+	proto_meta back;
+	vis_file_meta(v, &back);
+	cr_assert_eq(back.rdev, 0x10301);
+	proto_meta_free(&back);
+	v = vis_manifest_dir(&vm, "sub");
+	cr_assert_not_null(v);
+	cr_assert_eq(v->mode, 0700, "the newer manifest's time wins");
+	cr_assert_eq(v->uid, 7);
+	cr_assert_null(vis_manifest_dir(&vm, "bare"), "no attributes");
+	cr_assert(vis_manifest_has_dir(&vm, "bare"));
+	cr_assert_null(vis_manifest_dir(&vm, "nowhere"));
+	vis_manifest_free(&vm);
+	free(json);
+	free(newer);
 }

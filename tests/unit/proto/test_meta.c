@@ -4,6 +4,8 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "proto/meta.h"
 #include "s3/upload.h"
@@ -171,4 +173,47 @@ Test(proto, xattrs_json_both_ways)
 	cr_assert_null(proto_xattrs_json(bad.data, bad.len));
 	buf_free(&bad);
 	buf_free(&blob);
+}
+
+/* A special file's mode carries its type; a device node's number goes in
+ * "rdev"; readers take unknown type bits for a regular file. */
+Test(meta, special_files_round_trip)
+{
+	cr_assert_eq(proto_mode_type(0644), S_IFREG);
+	cr_assert_eq(proto_mode_type(S_IFIFO | 0600), S_IFIFO);
+	cr_assert_eq(proto_mode_type(S_IFSOCK | 0755), S_IFSOCK);
+	cr_assert_eq(proto_mode_type(S_IFDIR | 0755), S_IFREG);
+	cr_assert_eq(proto_mode_type(S_IFLNK | 0777), S_IFREG);
+	cr_assert_eq(proto_file_mode(S_IFDIR | 04755), S_IFREG | 04755);
+	cr_assert_eq(proto_file_mode(S_IFBLK | 0640), S_IFBLK | 0640);
+	proto_meta m = {.mode = S_IFCHR | 0620, .uid = 5, .gid = 6,
+			.mtime_ns = 7, .rdev = makedev(4, 67)};
+	s3_meta kv[PROTO_META_N];
+	buf store = BUF_INIT;
+	size_t n = proto_object_meta(&m, kv, &store);
+	bool saw_rdev = false;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(kv[i].name, "mode"))
+			cr_assert_str_eq(kv[i].value, "20620");
+		if (!strcmp(kv[i].name, "rdev")) {
+			saw_rdev = true;
+			cr_assert_eq(strtoull(kv[i].value, NULL, 10),
+				     makedev(4, 67));
+		}
+	}
+	cr_assert(saw_rdev);
+	proto_meta back;
+	char *xj = NULL;
+	unsigned has = proto_object_meta_parse(kv, n, &back, &xj);
+	cr_assert(has & PROTO_HAS_RDEV);
+	cr_assert_eq(back.mode, S_IFCHR | 0620);
+	cr_assert_eq(back.rdev, makedev(4, 67));
+	proto_meta_free(&back);
+	free(xj);
+	/* a FIFO or a regular file records no device number */
+	m.mode = S_IFIFO | 0600;
+	n = proto_object_meta(&m, kv, &store);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_str_neq(kv[i].name, "rdev");
+	buf_free(&store);
 }
