@@ -230,11 +230,26 @@ void wr_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	xattr_query(req, ino, NULL, size);
 }
 
-static void xattr_changed(fs_ctx *fs, ov_node *o)
+/* The xattrs of local node o changed: the engine learns it.  0 or
+ * -errno.  Table locked. */
+static int xattr_changed(fs_ctx *fs, ov_node *o)
 {
 	wr_touch(o->txn);
 	clock_gettime(CLOCK_REALTIME, &o->ctime);
-	if (o->txn && o->st && o->st->handed && !o->dirty) {
+	int rc = 0;
+	if (o->kind == OV_FILE && o->writers == 0 && o->txn &&
+	    o->txn->sealed && !o->dirty) {
+		/* committing or committed: stored again with them, as for
+		 * chmod (a change of a transaction that became visible
+		 * meanwhile would be lost) */
+		ov_node_ref(o);
+		rc = wr_writable_stage(fs, o, o->size);
+		if (rc == 0) {
+			o->dirty = true;
+			rc = wr_put_file(fs, o);
+		}
+		ov_node_unref(o);
+	} else if (o->txn && o->st && o->st->handed && !o->dirty) {
 		wr_ordered(fs);
 		eng_meta m;
 		buf xa = BUF_INIT;
@@ -242,6 +257,7 @@ static void xattr_changed(fs_ctx *fs, ov_node *o)
 		eng_file_set_meta(fs->eng, o->txn->id, o->path, &m);
 		buf_free(&xa);
 	}
+	return rc;
 }
 
 void wr_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -274,7 +290,7 @@ void wr_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (rc == 0)
 		rc = !o ? -ENOTSUP : ov_xattr_set(o, name, value, size, flags);
 	if (rc == 0)
-		xattr_changed(fs, o);
+		rc = xattr_changed(fs, o);
 	if (rc == 0 && o->kind == OV_FILE && o->dirty && o->writers == 0 &&
 	    o->st && !o->st->handed)
 		rc = wr_put_file(fs, o);
@@ -292,7 +308,7 @@ void wr_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	ov_node *o = n ? wr_local_of(fs, n) : NULL;
 	int rc = !o ? -ENODATA : ov_xattr_remove(o, name);
 	if (rc == 0)
-		xattr_changed(fs, o);
+		rc = xattr_changed(fs, o);
 	fs_itable_unlock(fs->it);
 	fuse_reply_err(req, -rc);
 }

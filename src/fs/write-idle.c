@@ -14,7 +14,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "fs/write-internal.h"
+#include "proto/meta.h"
 #include "util/clock.h"
 
 typedef struct drop_ctx {
@@ -79,6 +82,16 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 			n->has_attrs = true;
 			n->mode = o->mode;
 			n->rdev = o->rdev;
+			/* and the xattrs it committed with */
+			json_t *xj = o->xattrs.len
+					 ? proto_xattrs_json(o->xattrs.data,
+							     o->xattrs.len)
+					 : NULL;
+			free(n->xattrs_json);
+			n->xattrs_json = xj && json_object_size(xj)
+						 ? json_dumps(xj, JSON_COMPACT)
+						 : NULL;
+			json_decref(xj);
 			n->uid = o->uid;
 			n->gid = o->gid;
 			n->mtime = o->mtime;
