@@ -384,8 +384,9 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 	buf store = BUF_INIT;
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
 		/* only empty directories need an object of their own: the
-		 * keys under the others make them exist */
-		bool holds = false;
+		 * keys under the others make them exist, the root's own
+		 * manifest makes it exist */
+		bool holds = !strcmp(sn->dpath[i], sn->root);
 		for (size_t j = 0; !holds && j < sn->nf; j++)
 			holds = proto_under(sn->f[j].path, sn->dpath[i], NULL) &&
 				strcmp(sn->f[j].path, sn->dpath[i]);
@@ -418,11 +419,7 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 		const char *r = rel_to(sn->dpath[i], sn->root);
 		md[i] = (proto_mdir){r ? r : sn->dpath[i], &sn->dm[i]};
 	}
-	size_t nd = sn->nd;
-	/* the root itself is not a "dirs" entry */
-	for (size_t i = 0; i < nd; i++)
-		if (!md[i].path[0])
-			md[i--] = md[--nd];
+	size_t nd = sn->nd; /* the root's own entry becomes "dir" */
 	char *json = rc ? NULL
 			: proto_manifest_json(e->writer, (uint64_t)sn->id,
 					      eng_wall_ns(), mf, sn->nf, md, nd);
@@ -659,8 +656,8 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	}
 	if (!rc) {
 		proto_mfile *mf = calloc(n + 1, sizeof *mf);
-		proto_mdir *md = calloc(vm.n_dirs + 1, sizeof *md);
-		proto_meta *dm = calloc(vm.n_dirs + 1, sizeof *dm);
+		proto_mdir *md = calloc(vm.n_dirs + 2, sizeof *md);
+		proto_meta *dm = calloc(vm.n_dirs + 2, sizeof *dm);
 		for (size_t i = 0; mf && i < n; i++) {
 			const vis_file *v = governed ? vis_manifest_find(&vm, nf[i].path)
 						     : NULL;
@@ -676,10 +673,16 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 				vis_file_meta(v, &dm[i]);
 			md[i] = (proto_mdir){vm.dirs[i], v ? &dm[i] : NULL};
 		}
+		size_t nd = vm.n_dirs;
+		const vis_file *rv = vis_manifest_dir(&vm, "");
+		if (md && dm && rv) { /* and the root's own ("dir") */
+			vis_file_meta(rv, &dm[nd]);
+			md[nd] = (proto_mdir){"", &dm[nd]};
+			nd++;
+		}
 		char *json = mf && md && dm ? proto_manifest_json(
 						e->writer, (uint64_t)sn->id,
-						eng_wall_ns(), mf, n, md,
-						vm.n_dirs)
+						eng_wall_ns(), mf, n, md, nd)
 				      : NULL;
 		char *key = proto_manifest_key(e->prefix, sn->dest, e->writer);
 		rc = json ? put_mem(e, key, json, "application/json", NULL, 0, x)
@@ -688,7 +691,7 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		free(key);
 		free(mf);
 		free(md);
-		for (size_t i = 0; dm && i < vm.n_dirs; i++)
+		for (size_t i = 0; dm && i < vm.n_dirs + 1; i++)
 			proto_meta_free(&dm[i]);
 		free(dm);
 	}

@@ -211,6 +211,14 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 			free(d->listing);
 		}
 		set_manifest(d, man);
+		/* a transaction root's own attributes ("dir") */
+		const vis_file *rv = man ? vis_manifest_dir(man, "") : NULL;
+		if (rv) {
+			d->has_attrs = true;
+			d->mode = rv->mode;
+			d->uid = rv->uid;
+			d->gid = rv->gid;
+		}
 		apply_manifest(d, nd);
 		/* a checkpoint whose last file has not come (rule) */
 		vis_rules_apply(nd, &fs->complete);
@@ -298,6 +306,8 @@ static void remote_dir_attrs(fs_inode *parent, fs_inode *c)
 			rel++;
 		v = vis_manifest_dir(r->manifest, rel);
 	}
+	if (!v && c->manifest) /* a transaction root: its own "dir" */
+		v = vis_manifest_dir(c->manifest, "");
 	c->has_attrs = v != NULL;
 	if (v) {
 		c->mode = v->mode;

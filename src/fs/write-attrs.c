@@ -130,7 +130,7 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			   o->writers == 0 && o->st && !o->st->handed) {
 			rc = wr_put_file(fs, o);
 		} else if (meta && o->kind == OV_DIR && o->txn &&
-			   !o->txn->done && strcmp(o->txn->root, o->path)) {
+			   !o->txn->done) {
 			/* the manifest's "dirs" entry takes the new ones */
 			wr_ordered(fs);
 			eng_meta m;

@@ -105,8 +105,9 @@ static int new_node(fuse_req_t req, fs_ctx *fs, fs_inode *p, const char *name,
 				o->mode |= S_ISGID;
 		}
 		wr_touch(x);
-		/* a directory created inside a transaction was not told yet */
-		if (kind == OV_DIR && strcmp(x->root, path)) {
+		/* the engine records every directory of a transaction with
+		 * its attributes, its root's too (doc/posix.md) */
+		if (kind == OV_DIR) {
 			wr_ordered(fs);
 			eng_meta m;
 			buf xa = BUF_INIT;

@@ -1,7 +1,7 @@
 /*
  * The restart from the journal (fs_ctx_restore): what a dead mount's
- * journal still holds — transactions, files, empty directories, deletes
- * and renames — shows in the overlay again, as it did before the restart,
+ * journal still holds — transactions, files, directories with their
+ * attributes, deletes and renames — shows in the overlay again, as it did before the restart,
  * until the engine, resuming on its own, has made it visible (doc/commit.md,
  * "Resume rules").
  */
@@ -94,6 +94,10 @@ static void restore_dir(void *arg, uint64_t txn, const char *path,
 		return;
 	restore_parents(fs, x, path);
 	ov_node *d = restore_dir_node(fs, x, path);
+	if (!d) { /* made already: the root, or a parent of an earlier row */
+		ov_node *e = ov_get(&fs->ov, path);
+		d = e && e->kind == OV_DIR && e->txn == x ? e : NULL;
+	}
 	if (d && m) {
 		d->mode = m->mode;
 		d->uid = m->uid;

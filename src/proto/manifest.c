@@ -78,6 +78,12 @@ char *proto_manifest_json(const char *writer, uint64_t txn, int64_t time_ns,
 		ok = o && !put_attrs(o, f[i].m) && !json_array_append_new(files, o);
 	}
 	for (size_t i = 0; ok && i < nd; i++) {
+		if (!d[i].path[0]) { /* the root's own attributes */
+			json_t *o = json_object();
+			ok = o && !put_attrs(o, d[i].m) &&
+			     !json_object_set_new(root, "dir", o);
+			continue;
+		}
 		json_t *p = json_string(d[i].path);
 		json_t *o = p ? json_pack("{s:o}", "path", p) : NULL;
 		ok = o && !put_attrs(o, d[i].m) && !json_array_append_new(dirs, o);
@@ -250,7 +256,10 @@ static int push_file(vis_manifest *m, json_t *f, int64_t time,
 static int push_dir(vis_manifest *m, json_t *d, int64_t time)
 {
 	const char *path = json_string_value(json_object_get(d, "path"));
-	if (!path || !path_ok(path))
+	bool root = !path && json_object_get(d, "path") == NULL;
+	if (root)
+		path = ""; /* "dir": the root's own attributes */
+	else if (!path || !path_ok(path))
 		return -1;
 	vis_file a;
 	memset(&a, 0, sizeof a);
@@ -278,6 +287,8 @@ static int push_dir(vis_manifest *m, json_t *d, int64_t time)
 			return -1;
 		m->n_dattrs++;
 	}
+	if (root)
+		return 0;
 	if (m->n_dirs == m->cap_dirs) {
 		size_t nc = m->cap_dirs ? m->cap_dirs * 2 : 8;
 		char **nv = realloc(m->dirs, nc * sizeof *nv);
@@ -341,6 +352,10 @@ int vis_manifest_add_json(vis_manifest *m, const char *json, size_t len,
 				 "the manifest",
 				 w ? w : "?", bad_blocks, first_bad);
 		}
+		json_t *rootdir = json_object_get(root, "dir");
+		if (rc == 0 && json_is_object(rootdir) &&
+		    push_dir(m, rootdir, time) < 0)
+			rc = -1;
 		if (rc == 0 && json_is_array(dirs)) {
 			json_array_foreach(dirs, i, f)
 			{

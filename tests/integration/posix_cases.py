@@ -401,11 +401,13 @@ def main():
     names = {"uids": {int(k): v for k, v in names["uids"].items()},
              "gids": {int(k): v for k, v in names["gids"].items()}}
     time.sleep(0.05)  # ctimes of the calls differ from the set-up's
+    t_before = time.monotonic()
     before = {}
     for i, k in enumerate(cs):
         d = os.path.join(root, f"c{i}")
         before[k["name"]] = {w: snap(os.path.join(d, w), names)
                              for w in k["watch"]}
+    t_run = time.monotonic()
     results, took = {}, {}
     for role in ROLES:
         mine = [(i, k) for i, k in enumerate(cs) if k["user"] == role]
@@ -430,6 +432,7 @@ def main():
     slow = sorted(per.items(), key=lambda kv: -kv[1])[:6]
     sys.stderr.write("slowest calls: " + ", ".join(
         f"{k} {v:.1f}s" for k, v in slow) + "\n")
+    t_after = time.monotonic()
     report = {}
     for i, k in enumerate(cs):
         d = os.path.join(root, f"c{i}")
@@ -449,6 +452,9 @@ def main():
                                       "changed" if ta[0] != tb[0] else "same")
             obs[w] = a
         report[k["name"]] = obs
+    sys.stderr.write(f"lstat before {t_run - t_before:.1f}s, calls "
+                     f"{t_after - t_run:.1f}s, lstat after "
+                     f"{time.monotonic() - t_after:.1f}s\n")
     json.dump(report, sys.stdout, indent=0, sort_keys=True)
 
 

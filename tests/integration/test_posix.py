@@ -202,6 +202,8 @@ def _make_tree(top, ids):
     target and user xattrs, inside a checkpoint-like directory (top: one
     transaction) with subdirectories of their own mode and owner."""
     top.mkdir()
+    os.chown(top, ids["group"]["uid"], ids["groups"]["g_other"])
+    os.chmod(top, 0o1775)
     sub = top / "sub"
     sub.mkdir(mode=0o750)
     os.chown(sub, ids["owner"]["uid"], ids["groups"]["g_shared"])
@@ -233,9 +235,10 @@ def _make_tree(top, ids):
 
 
 def _meta(top):
-    """What a user sees of every name under top (but top itself, whose
-    own attributes a transaction root does not record: doc/posix.md)."""
-    out = {}
+    """What a user sees of top and every name under it."""
+    st = os.lstat(top)
+    out = {".": {"mode": oct(st.st_mode), "uid": st.st_uid,
+                 "gid": st.st_gid}}
     for dirpath, dirnames, filenames in os.walk(top):
         for n in dirnames + filenames:
             p = os.path.join(dirpath, n)

@@ -339,8 +339,9 @@ Test(proto, manifest_special_files_and_dir_attrs)
 	proto_meta md = {.mode = 02750, .uid = 7, .gid = 8, .mtime_ns = 9};
 	proto_mfile f[2] = {{"sub/disk", 0, "\"e\"", 0, false, &mf, 0, NULL},
 			    {"pipe", 0, "\"e\"", 0, false, &mq, 0, NULL}};
-	proto_mdir d[2] = {{"sub", &md}, {"bare", NULL}};
-	char *json = proto_manifest_json("w", 1, 10, f, 2, d, 2);
+	proto_meta mr = {.mode = 01777, .uid = 3, .gid = 4, .mtime_ns = 9};
+	proto_mdir d[3] = {{"sub", &md}, {"bare", NULL}, {"", &mr}};
+	char *json = proto_manifest_json("w", 1, 10, f, 2, d, 3);
 	cr_assert_not_null(json);
 	cr_assert_null(strstr(strstr(json, "\"pipe\""), "rdev"),
 		       "a FIFO has no device number");
@@ -366,6 +367,11 @@ Test(proto, manifest_special_files_and_dir_attrs)
 	cr_assert_null(vis_manifest_dir(&vm, "bare"), "no attributes");
 	cr_assert(vis_manifest_has_dir(&vm, "bare"));
 	cr_assert_null(vis_manifest_dir(&vm, "nowhere"));
+	v = vis_manifest_dir(&vm, "");
+	cr_assert_not_null(v, "the root's own attributes (\"dir\")");
+	cr_assert_eq(v->mode, 01777);
+	cr_assert_eq(v->uid, 3);
+	cr_assert_not(vis_manifest_has_dir(&vm, "x"));
 	vis_manifest_free(&vm);
 	free(json);
 	free(newer);
