@@ -7,6 +7,7 @@
  * engine's view of a node's attributes).  Calls no operation file.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -247,6 +248,31 @@ bool wr_caller_in(const wr_caller *c, gid_t gid)
 		if (c->g[i] == gid)
 			return true;
 	return false;
+}
+
+/* The thread group of thread id t, or 0 when /proc does not say (gone). */
+static pid_t tgid_of(pid_t t)
+{
+	char p[64], line[128];
+	snprintf(p, sizeof p, "/proc/%d/status", (int)t);
+	FILE *f = fopen(p, "re");
+	pid_t g = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "Tgid:", 5)) {
+			g = (pid_t)atoi(line + 5);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return g;
+}
+
+bool wr_same_process(pid_t a, pid_t b)
+{
+	if (a == b || a <= 0 || b <= 0)
+		return true;
+	pid_t ga = tgid_of(a), gb = tgid_of(b);
+	return !ga || !gb || ga == gb;
 }
 
 void wr_dir_changed(fs_ctx *fs, fs_inode *d)

@@ -112,6 +112,7 @@ struct fs_handle {
 	/* local files (fs/write.c): reads and writes go to the staging file */
 	ov_node *ov;        /* holds a reference */
 	bool writable;
+	pid_t opener; /* the caller of the open (a thread id) */
 	bool wrote;
 	bool pt_write; /* writes pass through to the staging file */
 };
@@ -198,6 +199,9 @@ bool wr_is_local_dir(fs_ctx *fs, const fs_inode *n);
 bool wr_has_local_node(fs_ctx *fs, const fs_inode *n);
 /* Merges the overlay into a directory snapshot. */
 int wr_merge_listing(fs_ctx *fs, fs_inode *d, fs_dirhandle *dh);
+/* Whether thread ids a and b belong to one process (true when /proc no
+ * longer knows one of them).  No lock: it reads /proc. */
+bool wr_same_process(pid_t a, pid_t b);
 
 /* ---- fs/write-deletes.c ------------------------------------------------ */
 

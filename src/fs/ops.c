@@ -45,8 +45,11 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 {
 	fs_ctx *fs = fs_req_ctx(req);
 	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
+	/* a fork's copy of the descriptor closing is no close of the
+	 * handle's: it stays open in the opener (fs/write.c wr_flush) */
+	bool own = wr_same_process(h->opener, fuse_req_ctx(req)->pid);
 	fs_itable_lock(fs->it);
-	if (!h->flushed) {
+	if (own && !h->flushed) {
 		h->flushed = true;
 		fs->closing++;
 		if (h->pt_write)

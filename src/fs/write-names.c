@@ -194,6 +194,8 @@ void wr_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		h = wr_local_handle(fs, c, o, true);
 		if (!h)
 			rc = -ENOMEM;
+		else
+			h->opener = fuse_req_ctx(req)->pid;
 	}
 	struct fuse_entry_param ep;
 	if (rc == 0) {

@@ -136,6 +136,8 @@ bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = -ETXTBSY;
 	}
 	fs_handle *h = rc == 0 ? wr_local_handle(fs, n, o, wr) : NULL;
+	if (h)
+		h->opener = fuse_req_ctx(req)->pid;
 	fs_itable_unref(fs->it, n);
 	fs_itable_unlock(fs->it);
 	if (!h) {
@@ -261,6 +263,12 @@ void wr_flush(fs_ctx *fs, fs_handle *h, fuse_req_t req)
 	if (!h->writable)
 		return;
 	uid_t uid = fuse_req_ctx(req)->uid;
+	/* a close by another process than the opener's is a fork's copy of
+	 * the descriptor going (a subprocess spawned while the file is
+	 * open): the opener still writes, through passthrough straight into
+	 * the staging file, so the file is not handed over now; the opener's
+	 * own close, or the release of the last descriptor, does it */
+	bool own = wr_same_process(h->opener, fuse_req_ctx(req)->pid);
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov; /* the handle holds it */
 	wr_pt_absorb(o);
@@ -275,7 +283,7 @@ void wr_flush(fs_ctx *fs, fs_handle *h, fuse_req_t req)
 	/* the last writer's close: the bytes are final, and journaled before
 	 * close returns (with passthrough the kernel may still write through
 	 * a dup or a mapping: release finds that and stores a copy) */
-	if (o->writers == 1 && o->dirty && o->linked)
+	if (o->writers == 1 && o->dirty && o->linked && own)
 		wr_put_file(fs, o);
 	fs_itable_unlock(fs->it);
 }

@@ -290,11 +290,15 @@ def test_metadata_round_trip(public_dir, ids, s3server, bucket, mount,
     assert stat.S_ISFIFO(os.lstat(again / "ckpt-1" / "pipe2").st_mode)
 
 
-@pytest.mark.xfail(strict=True, reason="doc/posix.md: a file written after "
-                   "`ckptfs commit` of its directory while it was open never "
-                   "uploads (its staging file is gone); on main too")
 @pytest.mark.timeout(90)
 def test_metadata_of_a_file_open_across_its_commit(bucket, mount, tmp_path):
+    """A file open for writing while its directory commits (`ckptfs
+    commit`, a subprocess: its copy of the descriptor closes in the child),
+    then changed (chmod, xattr, more bytes) and closed: its last bytes and
+    attributes reach another mount.  Before, the child's close handed the
+    file over while the opener still wrote into its staging file, the
+    commit took that file into the cache, and the real close's upload
+    never found it (`ckptfs sync` waited for ever)."""
     m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-a'}",))
     top = m / "ckpt-1"
     top.mkdir()
