@@ -179,10 +179,11 @@ def test_posix_differential_committed(public_dir, ids, s3server, bucket,
     ref = _reference(public_dir, ids)
     mp = public_dir / "mnt"
     mp.mkdir()
-    m = mount(bucket, mountpoint=mp,
-              options=("allow_other", "dir_timeout=600"))
-    root = m / "posix"
-    root.mkdir()
+    m = mount(bucket, mountpoint=mp, options=("allow_other",))
+    # every case directory at the top: a transaction root of its own, so
+    # each has its own manifest (one shared root would gather an addendum
+    # per call that commits, read again by every listing under it)
+    root = Path(m.path)
     t0 = time.monotonic()
     _observe(root, ids, "setup")
     t1 = time.monotonic()
