@@ -159,8 +159,8 @@ int jr_open(const char *dir, jr **out, char **err)
 		/* in-place upgrades, one version at a time */
 		static const char *const up[] = {
 		    /* 1 -> 2 */
-		    "ALTER TABLE files ADD COLUMN blocks TEXT;"
-		    "ALTER TABLE parts ADD COLUMN segs TEXT;",
+		    ("ALTER TABLE files ADD COLUMN blocks TEXT;"
+		     "ALTER TABLE parts ADD COLUMN segs TEXT;"),
 		    /* 2 -> 3 */
 		    "ALTER TABLE txns ADD COLUMN seq INTEGER;",
 		    /* 3 -> 4 */
