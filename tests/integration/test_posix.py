@@ -93,10 +93,10 @@ def public_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _observe(root, ids, phase="all"):
+def _observe(root, ids, phase="all", timeout=300):
     p = subprocess.run([sys.executable, str(HERE / "posix_cases.py"), phase,
                         str(root), json.dumps(ids)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr[-3000:]
     print(p.stderr.strip())
     return json.loads(p.stdout) if phase != "setup" else None
@@ -166,7 +166,7 @@ def test_posix_differential(public_dir, ids, s3server, bucket, mount):
 
 @pytest.mark.skipif(not os.environ.get("CKPTFS_POSIX_COMMITTED"),
                     reason="several minutes: CKPTFS_POSIX_COMMITTED=1")
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_posix_differential_committed(public_dir, ids, s3server, bucket,
                                       mount):
     """The same table after the fixtures were committed (`ckptfs sync`),
@@ -179,7 +179,9 @@ def test_posix_differential_committed(public_dir, ids, s3server, bucket,
     ref = _reference(public_dir, ids)
     mp = public_dir / "mnt"
     mp.mkdir()
-    m = mount(bucket, mountpoint=mp, options=("allow_other",))
+    # listings kept for the whole run: the mount root lists 809 names
+    m = mount(bucket, mountpoint=mp,
+              options=("allow_other", "dir_timeout=3600"))
     # every case directory at the top: a transaction root of its own, so
     # each has its own manifest (one shared root would gather an addendum
     # per call that commits, read again by every listing under it)
@@ -189,7 +191,7 @@ def test_posix_differential_committed(public_dir, ids, s3server, bucket,
     t1 = time.monotonic()
     ckptfs_sync(m)
     t2 = time.monotonic()
-    committed = _observe(root, ids, "run")
+    committed = _observe(root, ids, "run", timeout=1500)
     print(f"committed pass: set-up {t1 - t0:.1f}s, sync {t2 - t1:.1f}s, "
           f"run {time.monotonic() - t2:.1f}s")
     _check("committed", committed, ref, KNOWN["committed"], 0.0)
