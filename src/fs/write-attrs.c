@@ -52,7 +52,7 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fs_fill_stat(fs, n, &cur);
 		rc = wr_make_local_file(fs, n, truncating, &o);
 		if (rc == 0) {
-			o->mode = S_ISREG(cur.st_mode)
+			o->mode = proto_mode_type(cur.st_mode) == S_IFREG
 					  ? cur.st_mode & 07777
 					  : cur.st_mode & (S_IFMT | 07777);
 			o->rdev = cur.st_rdev;
@@ -126,7 +126,8 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 				rc = wr_put_file(fs, o);
 			}
 			ov_node_unref(o);
-		} else if (meta && o->kind == OV_FILE && o->dirty &&
+		} else if (meta && (o->kind == OV_FILE || o->kind == OV_LINK) &&
+			   o->dirty &&
 			   o->writers == 0 && o->st && !o->st->handed) {
 			rc = wr_put_file(fs, o);
 		} else if (meta && o->kind == OV_DIR && o->txn &&

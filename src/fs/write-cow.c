@@ -122,8 +122,17 @@ int wr_make_local_file(fs_ctx *fs, fs_inode *n, bool truncate,
 	if (!o)
 		return -ENOMEM;
 	o->shadows = true;
-	o->mode = S_ISREG(cur.st_mode) ? cur.st_mode & 07777
-				       : cur.st_mode & (S_IFMT | 07777);
+	o->mode = proto_mode_type(cur.st_mode) == S_IFREG
+			  ? cur.st_mode & 07777
+			  : cur.st_mode & (S_IFMT | 07777);
+	if (n->symlink) { /* a symlink stays one (chown, utimensat) */
+		o->kind = OV_LINK;
+		o->target = strdup(n->symlink);
+		if (!o->target) {
+			ov_remove(&fs->ov, o);
+			return -ENOMEM;
+		}
+	}
 	o->rdev = cur.st_rdev;
 	o->uid = cur.st_uid;
 	o->gid = cur.st_gid;

@@ -277,8 +277,15 @@ def test_metadata_round_trip(public_dir, ids, s3server, bucket, mount,
     _make_tree(top, ids)
     want = _meta(top)
     ckptfs_sync(m)
-    # a rename of committed names keeps their attributes
+    # a rename of committed names keeps their attributes, a chown and
+    # utimensat of a committed symlink keep it a symlink
     os.rename(top / "pipe", top / "pipe2")
+    os.lchown(top / "link", ids["owner"]["uid"], ids["groups"]["g_shared"])
+    os.utime(top / "link", ns=(5, 1_660_000_000_000_000_005),
+             follow_symlinks=False)
+    want["link"].update(uid=ids["owner"]["uid"],
+                        gid=ids["groups"]["g_shared"],
+                        mtime=1_660_000_000_000_000_005)
     os.rename(top / "data.bin", top / "data2.bin")
     want["pipe2"] = want.pop("pipe")
     want["data2.bin"] = want.pop("data.bin")
