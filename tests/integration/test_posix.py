@@ -359,3 +359,24 @@ def test_sigkill_keeps_special_files(public_dir, ids, s3server, bucket, mount,
     other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-o'}",
                                    "ro"))
     assert _meta(other / "ckpt-1") == want
+
+
+@pytest.mark.timeout(60)
+def test_hard_links_fail_with_eperm(bucket, mount):
+    """link(2) answers EPERM (doc/posix.md "Hard links"): `ln` and `cp -al`
+    say "Operation not permitted" and exit 1, nothing is half made, and
+    `cp -a` (what to use instead) copies."""
+    m = mount(bucket)
+    src = m / "ckpt-1"
+    src.mkdir()
+    (src / "model.pt").write_bytes(b"w" * 100)
+    with pytest.raises(PermissionError):
+        os.link(src / "model.pt", src / "alias.pt")
+    p = run(["ln", src / "model.pt", m / "alias.pt"], check=False)
+    assert p.returncode == 1 and "Operation not permitted" in p.stderr
+    p = run(["cp", "-al", src, m / "ckpt-2"], check=False)
+    assert p.returncode == 1 and "Operation not permitted" in p.stderr
+    assert not (m / "ckpt-2" / "model.pt").exists()
+    run(["cp", "-a", src, m / "ckpt-3"])
+    assert (m / "ckpt-3" / "model.pt").read_bytes() == b"w" * 100
+    assert os.stat(m / "ckpt-3" / "model.pt").st_nlink == 1
