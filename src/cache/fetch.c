@@ -407,9 +407,14 @@ void fetch_activate(cache *c, centry *e)
 {
 	if (e->active || e->failed)
 		return;
+	/* at the tail: files start in the order they were opened (a
+	 * directory read-ahead opens them in the order they will be read) */
 	e->active = true;
-	e->next_active = c->active;
-	c->active = e;
+	e->next_active = NULL;
+	centry **tail = &c->active;
+	while (*tail)
+		tail = &(*tail)->next_active;
+	*tail = e;
 }
 
 void fetch_make_urgent(cache *c, centry *e, uint32_t first, uint32_t last)

@@ -54,6 +54,8 @@ static void mount_usage(FILE *f)
 		"      cache_size=SIZE (0 = no cap) cache_min_free=SIZE (1G)\n"
 		"      part_size=SIZE (8M) conns_per_file=N (8) conns=N (16)\n"
 		"      cache_verify=on|off (CRC-check cached chunks, on)\n"
+		"      dir_readahead=SIZE (download the next files of a directory\n"
+		"      read in name order this far ahead, 256M; 0 = off)\n"
 		"      no_passthrough (read cached files and write staged ones\n"
 		"      through FUSE, not the kernel's passthrough to the file)\n"
 		"      ro (no writes: EROFS) commit_delay=S (idle seconds before a\n"
@@ -142,6 +144,8 @@ static int apply_cache_opt(mount_args *a, const char *k, const char *v)
 		a->cache.per_file_conns = (unsigned)n;
 	else if (!strcmp(k, "conns") && n >= 1 && n <= 1024)
 		a->cache.global_conns = (unsigned)n;
+	else if (!strcmp(k, "dir_readahead"))
+		a->fs.dir_readahead = n;
 	else {
 		fprintf(stderr, "ckptfs: invalid value '%s' for mount option %s\n",
 			v, k);
@@ -203,7 +207,7 @@ static bool is_cache_opt(const char *k)
 {
 	static const char *const names[] = {
 		"cache_dir", "cache_size", "cache_min_free", "part_size",
-		"conns_per_file", "conns", "cache_verify", NULL,
+		"conns_per_file", "conns", "cache_verify", "dir_readahead", NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (!strcmp(k, names[i]))

@@ -42,6 +42,7 @@ void mount_args_init(mount_args *a)
 	a->eng.upload_hold_s = 10.0;
 	a->cache.verify = true;
 	a->fs.passthrough = true;
+	a->fs.dir_readahead = 256ull << 20;
 	a->retry = (retry_policy)RETRY_POLICY_DEFAULT;
 }
 

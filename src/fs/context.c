@@ -57,6 +57,7 @@ fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 	fs->pt.wanted = o->passthrough;
 	fs->it = fs_itable_new();
 	fs->mcache = fs_mcache_new(0);
+	fs->metacache = fs_mcache_new(16u << 20);
 	fs->o = *o;
 	if (!fs->o.readahead_max)
 		fs->o.readahead_max = 8u << 20;
@@ -72,7 +73,7 @@ fs_ctx *fs_ctx_new(s3_client *s3, cache *rc, const char *prefix,
 	fs->o.complete = NULL; /* the caller's string: parsed above */
 	clock_gettime(CLOCK_REALTIME, &fs->mount_time);
 	pthread_mutex_init(&fs->log_mu, NULL);
-	if (!fs->prefix || !fs->it || !fs->mcache) {
+	if (!fs->prefix || !fs->it || !fs->mcache || !fs->metacache) {
 		fs_ctx_free(fs);
 		return NULL;
 	}
@@ -90,6 +91,7 @@ void fs_ctx_free(fs_ctx *fs)
 	fs_itable_free(fs->it);
 	fs_mcache_free(fs->mcache);
 	vis_rules_free(&fs->complete);
+	fs_mcache_free(fs->metacache);
 	pthread_mutex_destroy(&fs->log_mu);
 	free(fs->prefix);
 	free(fs);

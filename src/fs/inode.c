@@ -339,6 +339,8 @@ static void node_free(fs_inode *n)
 	free(n->symlink);
 	free(n->xattrs_json);
 	free(n->meta_etag);
+	free(n->ra_last);
+	free(n->ra_upto);
 	free(n);
 }
 

@@ -54,6 +54,7 @@ struct fs_inode {
 	char *symlink;     /* the object is a symlink to this */
 	char *xattrs_json; /* {"user.k":"base64"} or NULL */
 	char *meta_etag;   /* version whose object metadata was read */
+	bool meta_busy;    /* a batch is reading it (fs/metaread.c) */
 
 	/* files: page cache policy (see fs/read.c set_page_cache_mode) */
 	char *kc_etag;         /* version whose pages the kernel may hold */
@@ -77,6 +78,10 @@ struct fs_inode {
 	double listing_time;
 	uint64_t listing_gen; /* fs listing generation it was fetched in */
 	bool listing_busy; /* a thread is fetching it */
+	/* directory read-ahead (fs/readahead.c): the last file opened, and
+	 * the last one whose download read-ahead started (names) */
+	char *ra_last;
+	char *ra_upto;
 
 	/* private to the table */
 	fs_inode *next_ino, *next_path;

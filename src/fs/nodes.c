@@ -3,9 +3,10 @@
  * directory listings (fs_dir_load: ListObjectsV2 through fs/listing.h,
  * cached for dir_timeout, shared by concurrent lookups, the last one kept
  * through an outage), the manifests that filter them (proto/visibility.h),
- * and file attributes from listings, manifests and object metadata.  It
- * answers stat and entry replies (fs_fill_stat, fs_fill_entry) for both
- * sides: a local node's attributes come from the overlay (fs/local.c).
+ * and file attributes from listings and manifests (object metadata is
+ * fs/metaread.c's).  It answers stat and entry replies (fs_fill_stat,
+ * fs_fill_entry) for both sides: a local node's attributes come from the
+ * overlay (fs/local.c).
  *
  * Concurrency: called with the table locked; a thread that needs a listing
  * marks the directory busy, drops the lock, lists, and publishes the
@@ -25,7 +26,6 @@
 #include "fs/listing.h"
 #include "fs/ops-internal.h"
 #include "fs/write-internal.h"
-#include "proto/meta.h"
 #include "proto/namespace.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -338,12 +338,19 @@ static bool etag_same(const char *a, const char *b)
 bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
 			cache_expect *x, uint32_t **crc)
 {
-	const fs_inode *r = n->parent;
+	return fs_manifest_blocks_at(n->parent, n->path, etag, size, x, crc);
+}
+
+bool fs_manifest_blocks_at(const fs_inode *dir, const char *path,
+			   const char *etag, uint64_t size, cache_expect *x,
+			   uint32_t **crc)
+{
+	const fs_inode *r = dir;
 	while (r && !r->manifest)
 		r = r->parent;
 	if (!r)
 		return false;
-	const char *rel = n->path + strlen(r->path);
+	const char *rel = path + strlen(r->path);
 	if (*rel == '/')
 		rel++;
 	const vis_file *v = vis_manifest_find(r->manifest, rel);
@@ -352,7 +359,7 @@ bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
 	if (v->size != size || !v->etag || !etag_same(v->etag, etag)) {
 		log_debug("open %s: its manifest names another version; not "
 			  "checked against it",
-			  n->path);
+			  path);
 		return false;
 	}
 	if (vis_file_blocks(v, crc, &x->n) < 0)
@@ -360,67 +367,6 @@ bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
 	x->crc = *crc;
 	x->block = v->block;
 	return true;
-}
-
-/*
- * A file outside any manifest keeps its attributes in its object's
- * metadata (x-amz-meta-mode/uid/gid/mtime/symlink, proto/meta.h):
- * read once per version, on lookup, getattr and open.  Listings never
- * carry metadata, so readdirplus gives such files no attribute lifetime
- * (fs_fill_entry) and a stat comes here.  Table locked; dropped for the HEAD.
- */
-void fs_check_meta(fs_ctx *fs, fs_inode *n)
-{
-	if (n->is_dir || !n->etag || !n->etag[0] ||
-	    (n->has_attrs && !n->meta_etag))
-		return; /* no version known, or the manifest said */
-	if (n->meta_etag && !strcmp(n->meta_etag, n->etag))
-		return;
-	char *etag = strdup(n->etag);
-	char *key = fs_object_key(fs, n);
-	fs_inode_ref(n);
-	fs_itable_unlock(fs->it);
-	s3_head_ext_result hr;
-	s3_err e;
-	int rc = key && etag ? s3_head_ext(fs->s3, key, &hr, &e) : -1;
-	fs_itable_lock(fs->it);
-	if (rc == 0 && etag && !strcmp(hr.etag, etag)) {
-		proto_meta m;
-		char *xattrs = NULL;
-		unsigned has =
-		    proto_object_meta_parse(hr.meta, hr.n_meta, &m, &xattrs);
-		if (has & PROTO_HAS_MODE)
-			n->mode = m.mode;
-		n->rdev = m.rdev;
-		if (has & PROTO_HAS_UID)
-			n->uid = m.uid;
-		if (has & PROTO_HAS_GID)
-			n->gid = m.gid;
-		if ((has & PROTO_HAS_MTIME) && m.mtime_ns > 0) {
-			n->mtime.tv_sec = (time_t)(m.mtime_ns / 1000000000);
-			n->mtime.tv_nsec = (long)(m.mtime_ns % 1000000000);
-		}
-		if (has & PROTO_HAS_XATTRS) {
-			free(n->xattrs_json);
-			n->xattrs_json = xattrs;
-			xattrs = NULL;
-		}
-		if (has & PROTO_HAS_MODE) {
-			n->has_attrs = true;
-			free(n->symlink);
-			n->symlink = m.symlink;
-			m.symlink = NULL;
-		}
-		free(xattrs);
-		proto_meta_free(&m);
-		free(n->meta_etag);
-		n->meta_etag = strdup(etag);
-	}
-	if (rc == 0)
-		s3_head_ext_result_free(&hr);
-	free(key);
-	free(etag);
-	fs_itable_unref(fs->it, n);
 }
 
 /* Child inode for a listing entry, attributes updated. Table locked. */

@@ -6,7 +6,9 @@
  *
  *   fs/ops.c, fs/context.c          the table; the context's life cycle
  *   fs/dirs.c, fs/read.c            the read side's operations
+ *   fs/readahead.c                  directory read-ahead (for read.c)
  *   fs/write*.c                     the write side (fs/write-internal.h)
+ *   fs/metaread.c                   object metadata, in parallel batches
  *   fs/nodes.c, fs/handles.c        listings and attributes; handles
  *   fs/local.c, fs/write-deletes.c  the overlay as lookups see it; deletes
  *   fs/inode.c, fs/overlay.c, fs/listing.c, fs/mcache.c, fs/passthrough.c
@@ -39,6 +41,7 @@ struct fs_ctx {
 	char *prefix;
 	fs_itable *it;
 	fs_mcache *mcache; /* manifest bodies by ETag (fs/mcache.h) */
+	fs_mcache *metacache; /* object metadata by ETag (fs/metaread.c) */
 	/* directory listings being fetched (fs_dir_load; table lock): while
 	 * one is, the application is not quiet, it waits for the store (a
 	 * stalled request), so held deletes are not sent yet */
@@ -163,12 +166,29 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
 fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e);
 /* Whether n serves another version than etag (it then gets a new inode). */
 bool fs_bound_to_other_version(const fs_inode *n, const char *etag);
-/* Reads a plain object's attributes from its metadata.  Table locked. */
-void fs_check_meta(fs_ctx *fs, fs_inode *n);
 /* The block checksums n's manifest records for version (etag, size), to
  * check downloads against.  Table locked. */
 bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,
 			cache_expect *x, uint32_t **crc);
+/* The same for the file at path (a child of directory dir, with or without
+ * an inode).  Table locked. */
+bool fs_manifest_blocks_at(const fs_inode *dir, const char *path,
+			   const char *etag, uint64_t size, cache_expect *x,
+			   uint32_t **crc);
+
+/* ---- fs/metaread.c ---------------------------------------------------- */
+
+/* Reads a plain object's attributes from its metadata, with those of the
+ * files after it in its directory's listing that need theirs, in one
+ * parallel batch.  Table locked; dropped for the HEADs. */
+void fs_check_meta(fs_ctx *fs, fs_inode *n);
+
+/* ---- fs/readahead.c --------------------------------------------------- */
+
+/* A remote file n was opened: when its directory is read forward in name
+ * order, starts the downloads of the files after it (dir_readahead).
+ * Table not locked; blocks for the cache's index, not for the network. */
+void fs_readahead_opened(fs_ctx *fs, fs_inode *n);
 
 /* ---- fs/handles.c ------------------------------------------------------ */
 

@@ -43,6 +43,9 @@ typedef struct fs_opts {
 	/* completion rules (proto/complete.h), NULL for VIS_RULES_DEFAULT;
 	 * checked by the caller (vis_rules_parse) */
 	const char *complete;
+	/* directory read-ahead (fs/readahead.c): bytes of the next files of a
+	 * directory read in name order downloaded ahead; 0: off */
+	uint64_t dir_readahead;
 } fs_opts;
 
 typedef struct fs_ctx fs_ctx;

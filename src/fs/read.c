@@ -124,8 +124,37 @@ static void set_page_cache_mode(fs_inode *n, const fs_handle *h,
 	}
 }
 
-/* Copies n's attributes into hr when they are recent enough to pin (any
- * age: whenever they name a version). */
+/* The version of n that its parent's listing shows, when that listing is
+ * no older than dir_timeout: copied into hr.  Table locked. */
+static bool listed_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr)
+{
+	fs_inode *d = n->parent;
+	if (n->detached || !d || !d->listing ||
+	    d->listing_gen != fs->listing_gen ||
+	    fs_now() - d->listing_time >= fs->o.dir_timeout)
+		return false;
+	const ns_entry *e = ns_dir_find(d->listing, n->name);
+	if (!e || e->is_dir || !e->etag || !e->etag[0])
+		return false;
+	hr->size = e->size;
+	hr->mtime = e->mtime;
+	snprintf(hr->etag, sizeof hr->etag, "%s", e->etag);
+	return true;
+}
+
+/* Listings of directories up to this many entries (one page) revalidate
+ * their files' versions at open: one LIST for all of them instead of a
+ * HEAD each. */
+#define LIST_REVALIDATE_MAX 1000
+
+/*
+ * Copies n's attributes into hr when they are recent enough to pin: set
+ * within attr_timeout (the same staleness the kernel's attribute cache
+ * has), or listed by a listing within dir_timeout.  Otherwise a directory
+ * of at most one listing page is listed again (shared by every file
+ * opened meanwhile); false: the caller HEADs.  any_age: whatever their
+ * age, whenever they name a version (the server is unreachable).
+ */
 static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr,
 			bool any_age)
 {
@@ -137,6 +166,17 @@ static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr,
 		hr->mtime = n->mtime;
 		snprintf(hr->etag, sizeof hr->etag, "%s", n->etag);
 	}
+	if (!fresh && !any_age)
+		fresh = listed_attrs(fs, n, hr);
+	fs_inode *d = n->parent;
+	/* only a listing that really came back counts: one kept through an
+	 * outage (fs_dir_load) leaves the choice to the HEAD's failure */
+	const ns_dir *before = d ? d->listing : NULL;
+	if (!fresh && !any_age && !n->detached && d && d->listing &&
+	    d->listing->n <= LIST_REVALIDATE_MAX &&
+	    !wr_is_local_dir(fs, d) && fs_dir_load(fs, d) == 0 &&
+	    d->listing != before)
+		fresh = listed_attrs(fs, n, hr);
 	fs_itable_unlock(fs->it);
 	return fresh;
 }
@@ -155,9 +195,8 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char *key = fs_object_key(fs, n);
 	fs_itable_unlock(fs->it);
 
-	/* pin the version this handle reads: the one listed or HEADed within
-	 * attr_timeout (the same staleness the kernel's attribute cache has),
-	 * else a fresh HEAD */
+	/* pin the version this handle reads: the one listed or HEADed
+	 * recently (fresh_attrs), else a fresh HEAD */
 	s3_head_result hr;
 	s3_err e;
 	fs_handle *h = calloc(1, sizeof *h);
@@ -237,8 +276,15 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fs_pt_mark_next_open(h->backing_id);
+	bool cached = h->cf != NULL;
+	fs_inode_ref(n); /* the handle may go at once */
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		fs_handle_free(fs, h, true); /* interrupted open */
+	else if (cached) /* after the reply: the open never waits for it */
+		fs_readahead_opened(fs, n);
+	fs_itable_lock(fs->it);
+	fs_itable_unref(fs->it, n);
+	fs_itable_unlock(fs->it);
 }
 
 /*

@@ -601,6 +601,9 @@ class FaultProxy:
         # requests the server answered, by type and kind (classify())
         self.acct = Accounting()
         self.events = []
+        # every request seen, in order: (method, path, query), for tests
+        # that count requests (oplog(), e.g. HEADs per open)
+        self.requests_log = []
         self.errors = []  # unexpected exceptions in connection threads (bugs)
         self._ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -703,6 +706,15 @@ class FaultProxy:
                 f"{len(self.events)} faults, last:\n{ev}")
 
     # internals -----------------------------------------------------------------
+    def oplog(self, since=0):
+        """The requests seen from index `since` on, each named by its S3
+        operation: "LIST" (GET with list-type=), "GET", "HEAD", "PUT",
+        "DELETE", "POST"; with their paths: [(op, path), ...]."""
+        with self._lock:
+            v = self.requests_log[since:]
+        return [("LIST" if m == "GET" and "list-type=" in q else m, p)
+                for m, p, q in v]
+
     def _is_down(self):
         return time.monotonic() < self._down_until
 
@@ -714,6 +726,7 @@ class FaultProxy:
         """The action for this request (None: forward untouched)."""
         with self._lock:
             self.stats["requests"] += 1
+            self.requests_log.append((method, path, query))
             action = how = None
             for r in self._rules:
                 if r.matches(method, path, query):

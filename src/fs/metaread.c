@@ -1,0 +1,224 @@
+/*
+ * Attributes of files outside any manifest, from their objects' metadata
+ * (x-amz-meta-mode/uid/gid/mtime/symlink, proto/meta.h): read once per
+ * version, on lookup, getattr and open, and never one HEAD at a time.
+ * Listings carry no metadata, so the first file of a directory that needs
+ * its metadata HEADs, in parallel (META_PAR at once), the files that follow
+ * it in the directory's listing whose metadata is not known either (up to
+ * META_BATCH): `ls -l` or `find -ls` of a large directory written by
+ * another tool stats its entries in listing order, and finds each one's
+ * metadata already read.  A node being read is marked meta_busy; another
+ * thread that needs it waits for that batch instead of sending its own
+ * HEAD.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/ops-internal.h"
+#include "proto/meta.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/pfor.h"
+
+#define META_BATCH 1024 /* files per batch */
+#define META_PAR 64     /* HEADs in flight at once */
+
+/* Whether n's metadata is still to be read.  Table locked. */
+static bool needs_meta(fs_ctx *fs, const fs_inode *n)
+{
+	if (n->is_dir || !n->etag || !n->etag[0] ||
+	    (n->has_attrs && !n->meta_etag))
+		return false; /* no version known, or the manifest said */
+	if (n->meta_etag && !strcmp(n->meta_etag, n->etag))
+		return false;
+	return !wr_fill_stat(fs, n, &(struct stat){0});
+}
+
+typedef struct meta_item {
+	fs_inode *n; /* referenced, meta_busy */
+	char *key, *etag;
+	s3_head_ext_result hr;
+	int rc;
+} meta_item;
+
+typedef struct meta_batch {
+	s3_client *s3;
+	meta_item *v;
+	size_t n;
+} meta_batch;
+
+static void head_one(void *arg, size_t i)
+{
+	meta_batch *b = arg;
+	meta_item *it = &b->v[i];
+	s3_err e;
+	it->rc = it->key && it->etag ? s3_head_ext(b->s3, it->key, &it->hr, &e)
+				     : -1;
+	if (it->rc < 0 && it->key)
+		log_debug("metadata of %s: %s", it->key, e.msg);
+}
+
+/* Stores the metadata of n's version etag.  Table locked. */
+static void apply_meta(fs_inode *n, const char *etag, const s3_meta *meta,
+		       size_t n_meta)
+{
+	proto_meta m;
+	char *xattrs = NULL;
+	unsigned has = proto_object_meta_parse(meta, n_meta, &m, &xattrs);
+	if (has & PROTO_HAS_MODE)
+		n->mode = m.mode;
+	n->rdev = m.rdev;
+	if (has & PROTO_HAS_UID)
+		n->uid = m.uid;
+	if (has & PROTO_HAS_GID)
+		n->gid = m.gid;
+	if ((has & PROTO_HAS_MTIME) && m.mtime_ns > 0) {
+		n->mtime.tv_sec = (time_t)(m.mtime_ns / 1000000000);
+		n->mtime.tv_nsec = (long)(m.mtime_ns % 1000000000);
+	}
+	if (has & PROTO_HAS_XATTRS) {
+		free(n->xattrs_json);
+		n->xattrs_json = xattrs;
+		xattrs = NULL;
+	}
+	if (has & PROTO_HAS_MODE) {
+		n->has_attrs = true;
+		free(n->symlink);
+		n->symlink = m.symlink;
+		m.symlink = NULL;
+	}
+	free(xattrs);
+	proto_meta_free(&m);
+	free(n->meta_etag);
+	n->meta_etag = strdup(etag);
+}
+
+/*
+ * The metadata read for a version is kept by key and ETag in fs->metacache
+ * (fs/mcache.h) as "name NUL value NUL" pairs, so an inode the kernel
+ * forgot (its dentries dropped under memory pressure or by drop_caches)
+ * and looked up again, or a file listed again, costs no new HEAD.
+ */
+static void remember_meta(fs_ctx *fs, const meta_item *it)
+{
+	buf b = BUF_INIT;
+	int rc = 0;
+	for (size_t i = 0; i < it->hr.n_meta && rc == 0; i++)
+		rc = buf_append(&b, it->hr.meta[i].name,
+				strlen(it->hr.meta[i].name) + 1) |
+		     buf_append(&b, it->hr.meta[i].value,
+				strlen(it->hr.meta[i].value) + 1);
+	if (rc == 0)
+		fs_mcache_put(fs->metacache, it->key, it->etag, b.data ? b.data : "",
+			      b.len);
+	buf_free(&b);
+}
+
+/* Applies what fs->metacache holds for n's version: false when nothing.
+ * Table locked. */
+static bool recall_meta(fs_ctx *fs, fs_inode *n)
+{
+	char *key = fs_object_key(fs, n);
+	size_t len = 0;
+	char *body = key ? fs_mcache_get(fs->metacache, key, n->etag, &len)
+			 : NULL;
+	free(key);
+	if (!body)
+		return false;
+	s3_meta v[64];
+	size_t nv = 0;
+	for (size_t at = 0; at < len && nv < 64;) {
+		const char *name = body + at;
+		size_t nl = strnlen(name, len - at);
+		if (at + nl + 1 >= len)
+			break;
+		const char *value = name + nl + 1;
+		size_t vl = strnlen(value, len - at - nl - 1);
+		if (at + nl + 1 + vl >= len)
+			break;
+		v[nv++] = (s3_meta){name, value};
+		at += nl + 1 + vl + 1;
+	}
+	char *etag = strdup(n->etag);
+	if (etag)
+		apply_meta(n, etag, v, nv);
+	free(etag);
+	free(body);
+	return true;
+}
+
+/* Adds n to the batch (referenced, marked busy).  Table locked. */
+static void batch_add(fs_ctx *fs, meta_batch *b, fs_inode *n)
+{
+	meta_item *it = &b->v[b->n++];
+	memset(it, 0, sizeof *it);
+	it->n = n;
+	it->key = fs_object_key(fs, n);
+	it->etag = strdup(n->etag);
+	it->rc = -1;
+	n->meta_busy = true;
+	fs_inode_ref(n);
+}
+
+/* The files after n in its parent's listing whose metadata is still to be
+ * read and that nobody is reading, into b (n first).  Table locked. */
+static void batch_collect(fs_ctx *fs, fs_inode *n, meta_batch *b)
+{
+	batch_add(fs, b, n);
+	fs_inode *d = n->parent;
+	const ns_dir *l = d ? d->listing : NULL;
+	const ns_entry *at = l ? ns_dir_find(l, n->name) : NULL;
+	if (!at)
+		return;
+	buf path = BUF_INIT;
+	for (size_t i = (size_t)(at - l->v) + 1; i < l->n && b->n < META_BATCH;
+	     i++) {
+		const ns_entry *e = &l->v[i];
+		if (e->is_dir)
+			continue;
+		buf_reset(&path);
+		buf_printf(&path, "%s%s%s", d->path, d->path[0] ? "/" : "",
+			   e->name);
+		fs_inode *c = fs_itable_find(fs->it, buf_cstr(&path));
+		if (c && !c->meta_busy && needs_meta(fs, c) &&
+		    !recall_meta(fs, c))
+			batch_add(fs, b, c);
+	}
+	buf_free(&path);
+}
+
+void fs_check_meta(fs_ctx *fs, fs_inode *n)
+{
+	while (n->meta_busy) /* in another thread's batch */
+		fs_itable_wait(fs->it);
+	if (!needs_meta(fs, n) || recall_meta(fs, n))
+		return;
+	meta_batch b = {fs->s3, calloc(META_BATCH, sizeof(meta_item)), 0};
+	meta_item one;
+	if (!b.v)
+		b.v = &one; /* out of memory: this one alone */
+	batch_collect(fs, n, &b);
+	fs_itable_unlock(fs->it);
+	pfor(b.n, META_PAR, head_one, &b);
+	fs_itable_lock(fs->it);
+	for (size_t i = 0; i < b.n; i++) {
+		meta_item *it = &b.v[i];
+		bool ok = it->rc == 0 && !strcmp(it->hr.etag, it->etag);
+		if (ok) /* else failed, or another version: read it next time */
+			remember_meta(fs, it);
+		if (ok && it->n->etag && !strcmp(it->n->etag, it->etag))
+			apply_meta(it->n, it->etag, it->hr.meta, it->hr.n_meta);
+		it->n->meta_busy = false;
+		if (it->rc == 0)
+			s3_head_ext_result_free(&it->hr);
+		free(it->key);
+		free(it->etag);
+		fs_itable_unref(fs->it, it->n);
+	}
+	if (b.n > 1)
+		log_debug("metadata of %zu files of /%s read in one batch",
+			  b.n, n->parent ? n->parent->path : "");
+	fs_itable_broadcast(fs->it);
+	if (b.v != &one)
+		free(b.v);
+}

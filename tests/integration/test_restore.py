@@ -1,0 +1,225 @@
+"""Restoring checkpoint directories (issue 13), counted request by request
+through tests/integration/faultproxy.py (no faults: it only logs what
+ckptfs asks the server): a directory read file after file costs one GET per
+small file and no HEAD, the next files download ahead of the reader, a
+second reader and a remount download nothing again, `ls -l` of objects
+written by another tool reads each object's metadata once (in parallel
+batches) and its extended-attribute queries cost no request, and read-ahead
+never evicts a file a reader holds nor fills the cache past cache_size.
+Long shapes (400 files, 10 000 objects, the emulated WAN link) are in
+bench/restore-bench.py."""
+
+import collections
+import os
+import subprocess
+import time
+
+import pytest
+
+from faultproxy import FaultProxy
+from helpers import (cache_files, ckptfs_sync, det_bytes, sha256_bytes, sha256_file,
+                     wait_until)
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+
+@pytest.fixture
+def proxy(s3server):
+    with FaultProxy(s3server.endpoint, seed=13) as p:
+        yield p
+
+
+def mount_via(mount, s3server, bucket, proxy, tmp_path, *more, name="m", cache=None):
+    mp = tmp_path / f"mnt-{name}"
+    mp.mkdir(exist_ok=True)
+    cache = cache or tmp_path / f"cache-{name}"
+    options = [f"cache_dir={cache}", "commit_delay=600", *more]
+    argv = mount.argv(bucket, "", mp, options, endpoint=False)
+    argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+    return mount(bucket, argv=argv, mountpoint=mp)
+
+
+def ops(proxy, since, prefix=""):
+    """Counter of S3 operations since index `since` on keys under prefix
+    (LIST counted whatever its path)."""
+    c = collections.Counter()
+    for op, path in proxy.oplog(since):
+        if op == "LIST" or prefix in path:
+            c[op] += 1
+    return c
+
+
+def keys_of(proxy, since, op):
+    return [p for o, p in proxy.oplog(since) if o == op]
+
+
+def put_shards(s3server, bucket, prefix, n, size, seed=0):
+    bodies = {f"shard-{i:03d}.bin": det_bytes(seed + i, size + i) for i in range(n)}
+    s3server.put_many(bucket, [(f"{prefix}/{k}", v) for k, v in bodies.items()])
+    return bodies
+
+
+@pytest.mark.timeout(120)
+def test_directory_read_costs_one_get_per_small_file(s3server, bucket, mount, proxy,
+                                                    tmp_path):
+    """A checkpoint directory of 40 small files written by another tool,
+    read one file after another with cat: byte-exact; each file is fetched
+    whole by exactly one GET and never HEADed at open; a second reader
+    downloads nothing."""
+    bodies = put_shards(s3server, bucket, "ckpt", 40, 200 * KiB)
+    m = mount_via(mount, s3server, bucket, proxy, tmp_path)
+    d = m / "ckpt"
+    names = sorted(os.listdir(d))
+    assert names == sorted(bodies)
+    start = len(proxy.requests_log)
+    for n in names:  # one process per file, as a shard loader opens them
+        out = subprocess.run(["cat", str(d / n)], capture_output=True, timeout=60,
+                             check=True).stdout
+        assert sha256_bytes(out) == sha256_bytes(bodies[n]), n
+    c = ops(proxy, start, "/ckpt/")
+    gets = keys_of(proxy, start, "GET")
+    assert sorted(gets) == sorted(f"/{bucket}/ckpt/{n}" for n in names), \
+        f"not one GET per file: {collections.Counter(gets).most_common(3)}"
+    # object metadata (mode, owner) is read once per object in parallel
+    # batches at lookup, never one HEAD per open before the GET
+    heads = keys_of(proxy, start, "HEAD")
+    assert len(heads) == len(set(heads)), collections.Counter(heads).most_common(3)
+    log = [op for op, _ in proxy.oplog(start)]
+    assert "HEAD" not in log[log.index("GET"):], \
+        f"a HEAD between opening and reading a file: {log[:12]}"
+    assert c["LIST"] <= 10, c
+    # reopened after the listing and attribute timeouts (1 s) ran out: no
+    # request per file to revalidate, the directory's listing does it
+    time.sleep(1.5)
+    again = len(proxy.requests_log)
+    for n in names:
+        assert sha256_file(d / n) == sha256_bytes(bodies[n])
+    c2 = ops(proxy, again)
+    assert c2["GET"] == 0 and c2["HEAD"] == 0 and c2["LIST"] <= 5, c2
+
+
+@pytest.mark.timeout(120)
+def test_next_files_download_ahead_of_the_reader(s3server, bucket, mount, proxy,
+                                                 tmp_path):
+    """Reading the first two files of a directory starts the downloads of
+    the files after them (directory read-ahead), within dir_readahead:
+    files beyond the budget are not fetched.  With dir_readahead=0 only
+    what is read is fetched."""
+    put_shards(s3server, bucket, "ra", 30, 256 * KiB, seed=100)
+    m = mount_via(mount, s3server, bucket, proxy, tmp_path, "dir_readahead=2M")
+    names = sorted(os.listdir(m / "ra"))
+    start = len(proxy.requests_log)
+    for n in names[:2]:
+        (m / "ra" / n).read_bytes()
+    # 2 MiB past the file opened: the next 7 files of ~256 KiB
+    got = wait_until(lambda: len(set(keys_of(proxy, start, "GET"))) >= 9, 20)
+    gets = set(keys_of(proxy, start, "GET"))
+    assert got, f"read-ahead fetched only {sorted(gets)}"
+    time.sleep(0.5)
+    gets = {g.rsplit("/", 1)[1] for g in keys_of(proxy, start, "GET")}
+    assert gets <= set(names[:10]), f"read past the budget: {sorted(gets)}"
+
+    m2 = mount_via(mount, s3server, bucket, proxy, tmp_path, "dir_readahead=0", name="off")
+    start = len(proxy.requests_log)
+    for n in names[:2]:
+        (m2 / "ra" / n).read_bytes()
+    time.sleep(1)
+    gets = {g.rsplit("/", 1)[1] for g in keys_of(proxy, start, "GET")}
+    assert gets == set(names[:2]), sorted(gets)
+
+
+@pytest.mark.timeout(120)
+def test_ls_l_reads_metadata_once_and_xattrs_locally(s3server, bucket, mount, proxy,
+                                                     tmp_path):
+    """ls -l of 600 objects written by another tool: sizes from the
+    listing, each object's metadata read at most once (no GET), and the
+    xattr queries ls and getfattr make (security.*, system.posix_acl_*)
+    answered without a request.  A file written through ckptfs with a mode
+    of its own still shows it."""
+    s3server.put_many_small(bucket, [(f"many/o-{i:04d}", b"x" * (i % 7 + 1))
+                                     for i in range(600)])
+    m = mount_via(mount, s3server, bucket, proxy, tmp_path)
+    (m / "many" / "run.sh").write_bytes(b"#!/bin/sh\n")
+    os.chmod(m / "many" / "run.sh", 0o750)
+    ckptfs_sync(m)
+    m2 = mount_via(mount, s3server, bucket, proxy, tmp_path, name="reader")
+    start = len(proxy.requests_log)
+    out = subprocess.run(["ls", "-l", "--time-style=+%s", str(m2 / "many")],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = [ln.split() for ln in out.splitlines() if not ln.startswith("total")]
+    assert len(lines) == 601
+    sizes = {ln[-1]: int(ln[4]) for ln in lines}
+    assert sizes["o-0005"] == 6 and sizes["o-0599"] == 599 % 7 + 1
+    modes = {ln[-1]: ln[0] for ln in lines}
+    assert modes["run.sh"] == "-rwxr-x---", modes["run.sh"]
+    assert modes["o-0001"] == "-rw-r--r--"
+    c = ops(proxy, start)
+    heads = keys_of(proxy, start, "HEAD")
+    assert c["GET"] == 0, c
+    assert len(heads) == len(set(heads)) and len(heads) <= 601, \
+        collections.Counter(heads).most_common(3)
+    start = len(proxy.requests_log)
+    subprocess.run(["getfattr", "-d", "-m", "-", *[str(m2 / "many" / f"o-{i:04d}")
+                                                    for i in range(50)]],
+                   capture_output=True, timeout=60)
+    subprocess.run(["ls", "-l", str(m2 / "many")], capture_output=True, timeout=60,
+                   check=True)
+    assert ops(proxy, start)["HEAD"] == 0, ops(proxy, start)
+
+
+@pytest.mark.timeout(150)
+def test_readahead_never_evicts_a_held_file_nor_passes_the_cap(s3server, bucket, mount,
+                                                               proxy, tmp_path):
+    """cache_size=12M: a reader holds a 4 MiB file open while another reads
+    a directory of 24 × 1 MiB in order with read-ahead on.  The held file's
+    cache copy stays and reads byte-exact to the end; the cache directory
+    never holds more than the cap; every file reads byte-exact."""
+    held = det_bytes(7, 4 * MiB)
+    s3server.put(bucket, "held.bin", held)
+    bodies = put_shards(s3server, bucket, "dir", 24, 1 * MiB, seed=300)
+    cache = tmp_path / "cache-cap"
+    m = mount_via(mount, s3server, bucket, proxy, tmp_path, "cache_size=12M",
+                  "dir_readahead=64M", cache=cache)
+    f = open(m / "held.bin", "rb")
+    try:
+        assert f.read(1 * MiB) == held[:1 * MiB]
+        held_files = set(cache_files(cache))
+        peak = 0
+        for n in sorted(bodies):
+            assert sha256_file(m / "dir" / n) == sha256_bytes(bodies[n]), n
+            used = sum(p.stat().st_blocks * 512 for p in cache_files(cache).values())
+            peak = max(peak, used)
+            assert held_files <= set(cache_files(cache)), "the held file was evicted"
+        assert peak <= 12 * MiB, f"cache held {peak} bytes"
+        assert f.read() == held[1 * MiB:]
+    finally:
+        f.close()
+
+
+@pytest.mark.timeout(120)
+def test_remount_reads_from_cache_without_a_request_per_file(s3server, bucket, mount,
+                                                             proxy, tmp_path):
+    """A checkpoint saved through the mount (with a manifest), read once,
+    then read again after a remount on the same cache: no GET, no HEAD, a
+    few LISTs for the whole directory."""
+    m = mount_via(mount, s3server, bucket, proxy, tmp_path, name="w")
+    (m / "tmp-ck").mkdir()
+    bodies = {f"rank-{i}.pt": det_bytes(500 + i, 300 * KiB + i) for i in range(20)}
+    for k, v in bodies.items():
+        (m / "tmp-ck" / k).write_bytes(v)
+    os.rename(m / "tmp-ck", m / "ck")
+    ckptfs_sync(m)
+    cache = tmp_path / "cache-r"
+    r = mount_via(mount, s3server, bucket, proxy, tmp_path, name="r", cache=cache)
+    for k in sorted(bodies):
+        assert sha256_file(r / "ck" / k) == sha256_bytes(bodies[k])
+    assert r.unmount() == []
+    r2 = mount_via(mount, s3server, bucket, proxy, tmp_path, name="r", cache=cache)
+    start = len(proxy.requests_log)
+    for k in sorted(bodies):
+        assert sha256_file(r2 / "ck" / k) == sha256_bytes(bodies[k])
+    c = ops(proxy, start)
+    data_gets = [k for k in keys_of(proxy, start, "GET") if "/.ckptfs" not in k]
+    assert data_gets == [] and c["HEAD"] == 0, (data_gets, c)
+    assert c["GET"] <= 1 and c["LIST"] <= 8, c  # the manifest, the listings
