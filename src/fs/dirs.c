@@ -36,10 +36,17 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &ep);
 		return;
 	}
-	int rc = wr || wr_is_local_dir(fs, p) ? 0 : fs_dir_load(fs, p);
-	const ns_entry *e = rc == 0 && !wr && p->listing && !wr_is_local_dir(fs, p)
+	/* a large directory's names keep answering from its last listing
+	 * while it is refreshed (fs_dir_stale_ok) */
+	bool remote = !wr && !wr_is_local_dir(fs, p);
+	const ns_entry *e = remote && fs_dir_stale_ok(fs, p)
 				    ? ns_dir_find(p->listing, name)
 				    : NULL;
+	bool refresh = e && fs_now() - p->listing_time >= fs->o.dir_timeout &&
+		       !p->listing_busy;
+	int rc = e || !remote ? 0 : fs_dir_load(fs, p);
+	if (!e && rc == 0 && remote && p->listing)
+		e = ns_dir_find(p->listing, name);
 	if (rc < 0 || !e) {
 		fs_itable_unlock(fs->it);
 		if (rc < 0) {
@@ -63,8 +70,17 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param ep;
 	fs_fill_entry(fs, c, &ep);
 	fs_itable_unref(fs->it, c);
+	if (refresh)
+		fs_inode_ref(p);
 	fs_itable_unlock(fs->it);
 	fuse_reply_entry(req, &ep);
+	if (refresh) { /* after the reply: the next lookups see it */
+		fs_itable_lock(fs->it);
+		if (fs_dir_load(fs, p) < 0)
+			log_debug("lookup in %s: refresh failed", p->path);
+		fs_itable_unref(fs->it, p);
+		fs_itable_unlock(fs->it);
+	}
 }
 
 void rd_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)

@@ -233,6 +233,27 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 	return rc;
 }
 
+/*
+ * Whether lookups of names d's listing holds may answer from it although
+ * it is older than dir_timeout (the caller then refreshes it after
+ * replying).  Only for large directories (STALE_OK_MIN entries: a LIST of
+ * several pages, ~1 s over a WAN for 10 000 entries, which `ls -l` would
+ * otherwise wait for again every dir_timeout), within STALE_OK_FACTOR x
+ * dir_timeout, never with dir_timeout=0, and never after this mount changed
+ * the bucket (listing_gen).  A name new since is looked up as before (the
+ * lookup lists); a removed one answers until the refresh lands.  Table
+ * locked.
+ */
+#define STALE_OK_MIN 1000
+#define STALE_OK_FACTOR 4
+bool fs_dir_stale_ok(fs_ctx *fs, const fs_inode *d)
+{
+	return d->listing && d->listing->n >= STALE_OK_MIN &&
+	       d->listing_gen == fs->listing_gen && fs->o.dir_timeout > 0 &&
+	       fs_now() - d->listing_time <
+		   STALE_OK_FACTOR * fs->o.dir_timeout;
+}
+
 /* An inode bound to a passthrough backing file of another version of its
  * object, or whose pages the kernel may hold for another version, cannot
  * serve the new one: the path gets a new inode, so old handles keep the

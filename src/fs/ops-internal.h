@@ -162,6 +162,9 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
 void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
 /* Makes d->listing fresh; drops the lock while listing.  0 or -errno. */
 int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
+/* Whether lookups may answer from d's listing past dir_timeout (a large
+ * directory, refreshed after the reply).  Table locked. */
+bool fs_dir_stale_ok(fs_ctx *fs, const fs_inode *d);
 /* Child inode for a listing entry, attributes updated.  Table locked. */
 fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e);
 /* Whether n serves another version than etag (it then gets a new inode). */
