@@ -99,18 +99,39 @@ static void apply_meta(fs_inode *n, const char *etag, const s3_meta *meta,
  * forgot (its dentries dropped under memory pressure or by drop_caches)
  * and looked up again, or a file listed again, costs no new HEAD.
  */
+int fs_meta_pack(const s3_meta *v, size_t n, buf *out)
+{
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = buf_append(out, v[i].name, strlen(v[i].name) + 1) |
+		     buf_append(out, v[i].value, strlen(v[i].value) + 1);
+	return rc;
+}
+
+size_t fs_meta_unpack(const char *body, size_t len, s3_meta *v, size_t max)
+{
+	size_t nv = 0;
+	for (size_t at = 0; at < len && nv < max;) {
+		const char *name = body + at;
+		size_t nl = strnlen(name, len - at);
+		if (at + nl + 1 >= len)
+			break; /* no value */
+		const char *value = name + nl + 1;
+		size_t vl = strnlen(value, len - at - nl - 1);
+		if (at + nl + 1 + vl >= len)
+			break; /* value not terminated */
+		v[nv++] = (s3_meta){name, value};
+		at += nl + 1 + vl + 1;
+	}
+	return nv;
+}
+
 static void remember_meta(fs_ctx *fs, const meta_item *it)
 {
 	buf b = BUF_INIT;
-	int rc = 0;
-	for (size_t i = 0; i < it->hr.n_meta && rc == 0; i++)
-		rc = buf_append(&b, it->hr.meta[i].name,
-				strlen(it->hr.meta[i].name) + 1) |
-		     buf_append(&b, it->hr.meta[i].value,
-				strlen(it->hr.meta[i].value) + 1);
-	if (rc == 0)
-		fs_mcache_put(fs->metacache, it->key, it->etag, b.data ? b.data : "",
-			      b.len);
+	if (fs_meta_pack(it->hr.meta, it->hr.n_meta, &b) == 0)
+		fs_mcache_put(fs->metacache, it->key, it->etag,
+			      b.data ? b.data : "", b.len);
 	buf_free(&b);
 }
 
@@ -126,19 +147,7 @@ static bool recall_meta(fs_ctx *fs, fs_inode *n)
 	if (!body)
 		return false;
 	s3_meta v[64];
-	size_t nv = 0;
-	for (size_t at = 0; at < len && nv < 64;) {
-		const char *name = body + at;
-		size_t nl = strnlen(name, len - at);
-		if (at + nl + 1 >= len)
-			break;
-		const char *value = name + nl + 1;
-		size_t vl = strnlen(value, len - at - nl - 1);
-		if (at + nl + 1 + vl >= len)
-			break;
-		v[nv++] = (s3_meta){name, value};
-		at += nl + 1 + vl + 1;
-	}
+	size_t nv = fs_meta_unpack(body, len, v, 64);
 	char *etag = strdup(n->etag);
 	if (etag)
 		apply_meta(n, etag, v, nv);

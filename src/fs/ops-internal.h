@@ -30,6 +30,7 @@
 #include "fs/overlay.h"
 #include "proto/complete.h"
 #include "proto/namespace.h"
+#include "util/buf.h"
 
 #define LOGGED_MAX 4096
 
@@ -185,6 +186,11 @@ bool fs_manifest_blocks_at(const fs_inode *dir, const char *path,
  * files after it in its directory's listing that need theirs, in one
  * parallel batch.  Table locked; dropped for the HEADs. */
 void fs_check_meta(fs_ctx *fs, fs_inode *n);
+/* Object metadata as fs->metacache keeps it: "name NUL value NUL" pairs
+ * appended to out (0, or -1 out of memory); and back, pointing into body
+ * (at most max pairs; an unterminated tail is ignored). */
+int fs_meta_pack(const s3_meta *v, size_t n, buf *out);
+size_t fs_meta_unpack(const char *body, size_t len, s3_meta *v, size_t max);
 
 /* ---- fs/readahead.c --------------------------------------------------- */
 
@@ -192,6 +198,15 @@ void fs_check_meta(fs_ctx *fs, fs_inode *n);
  * order, starts the downloads of the files after it (dir_readahead).
  * Table not locked; blocks for the cache's index, not for the network. */
 void fs_readahead_opened(fs_ctx *fs, fs_inode *n);
+/* Whether opening entry at of listing l goes forward in name order: after
+ * last (the name opened before), or, without one, the first file. */
+bool fs_ra_forward(const ns_dir *l, size_t at, const char *last);
+/* The files after entry at of l to download ahead, as indexes into l->v
+ * (at most max, into idx; returns how many): files with a size, in order,
+ * while their sizes add up to at most budget (at least one), skipping those
+ * named up to upto (started before; NULL: none). */
+size_t fs_ra_window(const ns_dir *l, size_t at, const char *upto,
+		    uint64_t budget, size_t max, size_t *idx);
 
 /* ---- fs/handles.c ------------------------------------------------------ */
 

@@ -46,16 +46,33 @@ static bool ra_file(const ns_entry *e)
 	return !e->is_dir && e->size > 0 && e->etag && e->etag[0];
 }
 
-/* Whether the open of name goes forward in d's name order.  Table locked. */
-static bool ra_forward(const fs_inode *d, const ns_dir *l, size_t at,
-		       const char *name)
+bool fs_ra_forward(const ns_dir *l, size_t at, const char *last)
 {
-	if (d->ra_last)
-		return strcmp(d->ra_last, name) < 0;
+	if (last)
+		return strcmp(last, l->v[at].name) < 0;
 	for (size_t i = 0; i < at; i++)
 		if (ra_file(&l->v[i]))
 			return false; /* not the first file */
 	return true;
+}
+
+size_t fs_ra_window(const ns_dir *l, size_t at, const char *upto,
+		    uint64_t budget, size_t max, size_t *idx)
+{
+	uint64_t ahead = 0;
+	size_t n = 0;
+	for (size_t i = at + 1; i < l->n && n < max; i++) {
+		const ns_entry *e = &l->v[i];
+		if (!ra_file(e))
+			continue;
+		if (ahead && ahead + e->size > budget)
+			break;
+		ahead += e->size;
+		if (upto && strcmp(e->name, upto) <= 0)
+			continue; /* started by an earlier open */
+		idx[n++] = i;
+	}
+	return n;
 }
 
 static uint64_t ra_budget(fs_ctx *fs)
@@ -68,24 +85,16 @@ static uint64_t ra_budget(fs_ctx *fs)
 	return b;
 }
 
-/*
- * The files after position at of d's listing to start, into v (*n).
- * Table locked.
- */
+/* The files after position at of d's listing to start, into v (*n).
+ * Table locked. */
 static void ra_collect(fs_ctx *fs, fs_inode *d, const ns_dir *l, size_t at,
 		       uint64_t budget, ra_item *v, size_t *n)
 {
-	uint64_t ahead = 0;
+	size_t idx[RA_FILES_MAX];
+	size_t k = fs_ra_window(l, at, d->ra_upto, budget, RA_FILES_MAX, idx);
 	buf path = BUF_INIT;
-	for (size_t i = at + 1; i < l->n && *n < RA_FILES_MAX; i++) {
-		const ns_entry *e = &l->v[i];
-		if (!ra_file(e))
-			continue;
-		if (ahead && ahead + e->size > budget)
-			break;
-		ahead += e->size;
-		if (d->ra_upto && strcmp(e->name, d->ra_upto) <= 0)
-			continue; /* started by an earlier open */
+	for (size_t j = 0; j < k; j++) {
+		const ns_entry *e = &l->v[idx[j]];
 		buf_reset(&path);
 		buf_printf(&path, "%s%s%s", d->path, d->path[0] ? "/" : "",
 			   e->name);
@@ -120,7 +129,7 @@ void fs_readahead_opened(fs_ctx *fs, fs_inode *n)
 	const ns_entry *e = l ? ns_dir_find(l, n->name) : NULL;
 	if (e) {
 		size_t at = (size_t)(e - l->v);
-		bool fwd = ra_forward(d, l, at, n->name);
+		bool fwd = fs_ra_forward(l, at, d->ra_last);
 		free(d->ra_last);
 		d->ra_last = strdup(n->name);
 		if (fwd && (v = calloc(RA_FILES_MAX, sizeof *v)))
