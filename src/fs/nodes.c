@@ -417,7 +417,7 @@ static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 	if (n->is_dir && !n->listing)
 		return 0.0;
 	/* a file whose object metadata was not read yet (fs_check_meta) */
-	if (!n->is_dir && !n->has_attrs && n->etag &&
+	if (!n->is_dir && !n->has_attrs && n->etag && !fs->o.no_object_meta &&
 	    (!n->meta_etag || strcmp(n->meta_etag, n->etag)) &&
 	    !wr_fill_stat(fs, n, &(struct stat){0}))
 		return 0.0;

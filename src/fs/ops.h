@@ -46,6 +46,9 @@ typedef struct fs_opts {
 	/* directory read-ahead (fs/readahead.c): bytes of the next files of a
 	 * directory read in name order downloaded ahead; 0: off */
 	uint64_t dir_readahead;
+	/* files outside manifests: skip reading their object metadata (mode,
+	 * owner, mtime, symlink) and show the defaults (fs/metaread.c) */
+	bool no_object_meta;
 } fs_opts;
 
 typedef struct fs_ctx fs_ctx;

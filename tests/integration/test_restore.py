@@ -223,3 +223,30 @@ def test_remount_reads_from_cache_without_a_request_per_file(s3server, bucket, m
     data_gets = [k for k in keys_of(proxy, start, "GET") if "/.ckptfs" not in k]
     assert data_gets == [] and c["HEAD"] == 0, (data_gets, c)
     assert c["GET"] <= 1 and c["LIST"] <= 8, c  # the manifest, the listings
+
+
+@pytest.mark.timeout(120)
+def test_ls_l_without_object_meta_issues_no_head(s3server, bucket, mount, proxy,
+                                                 tmp_path):
+    """-o object_meta=off: ls -l, find -ls, du and stat of 400 objects
+    written by another tool cost the directory's listing and nothing per
+    object; sizes and times come from the listing."""
+    s3server.put_many_small(bucket, [(f"many/o-{i:04d}", b"y" * (i % 5 + 1))
+                                     for i in range(400)])
+    lm = s3server.head(bucket, "many/o-0007")["LastModified"].timestamp()
+    m = mount_via(mount, s3server, bucket, proxy, tmp_path, "object_meta=off")
+    start = len(proxy.requests_log)
+    out = subprocess.run(["ls", "-l", "--time-style=+%s", str(m / "many")],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = {ln.split()[-1]: ln.split() for ln in out.splitlines()
+             if not ln.startswith("total")}
+    assert len(lines) == 400
+    assert int(lines["o-0007"][4]) == 3 and lines["o-0007"][0] == "-rw-r--r--"
+    assert abs(int(lines["o-0007"][5]) - lm) <= 1
+    for cmd in (["find", str(m / "many"), "-ls"], ["du", "-sb", str(m / "many")],
+                ["stat", *[str(m / "many" / f"o-{i:04d}") for i in range(0, 400, 7)]]):
+        subprocess.run(cmd, capture_output=True, timeout=60, check=True)
+    c = ops(proxy, start)
+    assert c["HEAD"] == 0 and c["GET"] == 0, c
+    assert c["LIST"] <= 4, c
+    assert (m / "many" / "o-0003").read_bytes() == b"y" * 4
