@@ -571,6 +571,11 @@ int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
 	return rc;
 }
 
+uint64_t cache_cap(const cache *c)
+{
+	return c->o.cap;
+}
+
 uint64_t cache_min_free(const cache *c)
 {
 	return c->o.min_free;

@@ -122,6 +122,9 @@ typedef struct cache_stats {
  */
 int cache_free_disk(cache *c, uint64_t size);
 
+/* The cache's cap in bytes (cache_size option; 0: none). */
+uint64_t cache_cap(const cache *c);
+
 /* The free space the cache keeps on its disk (cache_min_free option). */
 uint64_t cache_min_free(const cache *c);
 

@@ -77,12 +77,8 @@ size_t fs_ra_window(const ns_dir *l, size_t at, const char *upto,
 
 static uint64_t ra_budget(fs_ctx *fs)
 {
-	uint64_t b = fs->o.dir_readahead;
-	cache_stats st;
-	cache_get_stats(fs->cache, &st);
-	if (st.cap && b > st.cap / 4)
-		b = st.cap / 4;
-	return b;
+	uint64_t b = fs->o.dir_readahead, cap = cache_cap(fs->cache);
+	return cap && b > cap / 4 ? cap / 4 : b;
 }
 
 /* The files after position at of d's listing to start, into v (*n).
