@@ -250,3 +250,32 @@ def test_ls_l_without_object_meta_issues_no_head(s3server, bucket, mount, proxy,
     assert c["HEAD"] == 0 and c["GET"] == 0, c
     assert c["LIST"] <= 4, c
     assert (m / "many" / "o-0003").read_bytes() == b"y" * 4
+
+
+@pytest.mark.timeout(150)
+def test_ranks_on_one_host_download_each_object_once(s3server, bucket, mount, proxy,
+                                                     tmp_path):
+    """Four local ranks restore the same checkpoint at once, two through
+    one mount and two through a second mount sharing its cache directory,
+    all with read-ahead: every object is fetched once (one GET each for
+    these single-chunk files), and every rank reads every byte right."""
+    bodies = put_shards(s3server, bucket, "ck", 24, 700 * KiB, seed=900)
+    cache = tmp_path / "shared-cache"
+    m1 = mount_via(mount, s3server, bucket, proxy, tmp_path, name="a", cache=cache)
+    m2 = mount_via(mount, s3server, bucket, proxy, tmp_path, name="b", cache=cache)
+    start = len(proxy.requests_log)
+    script = ("import hashlib, os, sys\n"
+              "d = sys.argv[1]\n"
+              "for n in sorted(os.listdir(d)):\n"
+              "    print(n, hashlib.sha256(open(os.path.join(d, n), 'rb').read()).hexdigest())\n")
+    procs = [subprocess.Popen(["/usr/bin/python3", "-c", script, str(m / "ck")],
+                              stdout=subprocess.PIPE, text=True)
+             for m in (m1, m1, m2, m2)]
+    want = {n: sha256_bytes(b) for n, b in bodies.items()}
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        assert dict(ln.split() for ln in out.splitlines()) == want
+    gets = collections.Counter(keys_of(proxy, start, "GET"))
+    assert set(gets) == {f"/{bucket}/ck/{n}" for n in bodies}, sorted(gets)
+    assert max(gets.values()) == 1, gets.most_common(3)
