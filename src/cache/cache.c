@@ -254,14 +254,24 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 	centry *e = find_entry(c, name);
 	if (e && e->failed)
 		e = NULL; /* a failed download: try afresh */
-	if (e)
+	if (e) {
 		e->refs++;
+		e->idle_since = 0;
+	}
 	pthread_mutex_unlock(&c->mu);
 	if (!e) {
 		centry *ne;
 		/* a new entry: one chunk per manifest block */
 		uint32_t cs = x && x->block ? x->block : c->o.chunk_size;
 		int rc = entry_create(c, key, etag, size, cs, &ne);
+		if (rc == -ENOSPC || rc == -EBUSY) {
+			/* the room may be held by this process's idle entries */
+			pthread_mutex_lock(&c->mu);
+			unsigned freed = centry_free_idle(c, true);
+			pthread_mutex_unlock(&c->mu);
+			if (freed)
+				rc = entry_create(c, key, etag, size, cs, &ne);
+		}
 		if (rc < 0) {
 			free(f);
 			return rc;
@@ -583,7 +593,15 @@ uint64_t cache_min_free(const cache *c)
 
 int cache_free_disk(cache *c, uint64_t size)
 {
-	return cidx_free_disk(c->idx, size);
+	int rc = cidx_free_disk(c->idx, size);
+	if (rc == -ENOSPC) { /* room held by idle entries of this process */
+		pthread_mutex_lock(&c->mu);
+		unsigned freed = centry_free_idle(c, true);
+		pthread_mutex_unlock(&c->mu);
+		if (freed)
+			rc = cidx_free_disk(c->idx, size);
+	}
+	return rc;
 }
 
 void cache_count_uncached(cache *c)

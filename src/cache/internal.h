@@ -51,6 +51,10 @@ struct centry {
 	uint32_t n_done;       /* [mu] */
 	unsigned inflight;     /* [mu] */
 	unsigned refs;         /* [mu] open handles */
+	/* [mu] complete, no handle since then (monotonic s; 0: not idle): the
+	 * entry and its pin are kept CENTRY_IDLE_KEEP seconds, so a reopen
+	 * (a hot read, the next rank) costs no index transaction */
+	double idle_since;
 	bool active;           /* [mu] on the scheduler's list */
 	bool failed;           /* [mu] cannot complete (err says why) */
 	bool stamped;          /* [mu] known good file recorded in the index */
@@ -112,6 +116,10 @@ centry *centry_new(cache *c, const char *key, const char *etag,
 		   const cidx_entry *ie, enum cidx_role role, int fd);
 void centry_free(cache *c, centry *e); /* mu held: unlink, unpin, free */
 void centry_put(cache *c, centry *e); /* mu held: drop a ref */
+/* mu held: frees the idle entries (all, or those idle longer than
+ * CENTRY_IDLE_KEEP); returns how many */
+unsigned centry_free_idle(cache *c, bool all);
+#define CENTRY_IDLE_KEEP 1.0
 void stamp_good(cache *c, centry *e); /* fsync, then stamp (mu not held) */
 /* Marks e's done chunks verified if its file is unchanged since it was
  * stamped.  mu */

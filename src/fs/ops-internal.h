@@ -203,10 +203,10 @@ void fs_readahead_opened(fs_ctx *fs, fs_inode *n);
 bool fs_ra_forward(const ns_dir *l, size_t at, const char *last);
 /* The files after entry at of l to download ahead, as indexes into l->v
  * (at most max, into idx; returns how many): files with a size, in order,
- * while their sizes add up to at most budget (at least one), skipping those
- * named up to upto (started before; NULL: none). */
+ * while their sizes add up to at most budget (one: at least one file),
+ * skipping those named up to upto (started before; NULL: none). */
 size_t fs_ra_window(const ns_dir *l, size_t at, const char *upto,
-		    uint64_t budget, size_t max, size_t *idx);
+		    uint64_t budget, bool one, size_t max, size_t *idx);
 
 /* ---- fs/handles.c ------------------------------------------------------ */
 

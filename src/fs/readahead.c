@@ -19,8 +19,9 @@
  * like any download, and obeys the cache's room rules: room is made only
  * by evicting files no process holds open (never pinned ones), never past
  * cache_size; when the cache is full of pinned data the open fails and
- * read-ahead stops.  Its budget is capped to a quarter of cache_size, so
- * it cannot evict what it fetched before it is read.
+ * read-ahead stops.  Its budget is capped to a quarter of cache_size (and
+ * then no file over it is read ahead), so it cannot evict what it fetched
+ * before it is read, nor take the room the reader's next open needs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,7 @@ bool fs_ra_forward(const ns_dir *l, size_t at, const char *last)
 }
 
 size_t fs_ra_window(const ns_dir *l, size_t at, const char *upto,
-		    uint64_t budget, size_t max, size_t *idx)
+		    uint64_t budget, bool one, size_t max, size_t *idx)
 {
 	uint64_t ahead = 0;
 	size_t n = 0;
@@ -65,7 +66,7 @@ size_t fs_ra_window(const ns_dir *l, size_t at, const char *upto,
 		const ns_entry *e = &l->v[i];
 		if (!ra_file(e))
 			continue;
-		if (ahead && ahead + e->size > budget)
+		if ((ahead || !one) && ahead + e->size > budget)
 			break;
 		ahead += e->size;
 		if (upto && strcmp(e->name, upto) <= 0)
@@ -75,19 +76,26 @@ size_t fs_ra_window(const ns_dir *l, size_t at, const char *upto,
 	return n;
 }
 
-static uint64_t ra_budget(fs_ctx *fs)
+/* dir_readahead, at most a quarter of the cache's cap (*capped: then a
+ * file larger than that is not read ahead at all: a small cache would
+ * thrash). */
+static uint64_t ra_budget(fs_ctx *fs, bool *capped)
 {
 	uint64_t b = fs->o.dir_readahead, cap = cache_cap(fs->cache);
-	return cap && b > cap / 4 ? cap / 4 : b;
+	*capped = cap && b > cap / 4;
+	return *capped ? cap / 4 : b;
 }
 
 /* The files after position at of d's listing to start, into v (*n).
  * Table locked. */
 static void ra_collect(fs_ctx *fs, fs_inode *d, const ns_dir *l, size_t at,
-		       uint64_t budget, ra_item *v, size_t *n)
+		       ra_item *v, size_t *n)
 {
 	size_t idx[RA_FILES_MAX];
-	size_t k = fs_ra_window(l, at, d->ra_upto, budget, RA_FILES_MAX, idx);
+	bool capped;
+	uint64_t budget = ra_budget(fs, &capped);
+	size_t k = fs_ra_window(l, at, d->ra_upto, budget, !capped,
+				RA_FILES_MAX, idx);
 	buf path = BUF_INIT;
 	for (size_t j = 0; j < k; j++) {
 		const ns_entry *e = &l->v[idx[j]];
@@ -129,7 +137,7 @@ void fs_readahead_opened(fs_ctx *fs, fs_inode *n)
 		free(d->ra_last);
 		d->ra_last = strdup(n->name);
 		if (fwd && (v = calloc(RA_FILES_MAX, sizeof *v)))
-			ra_collect(fs, d, l, at, ra_budget(fs), v, &nv);
+			ra_collect(fs, d, l, at, v, &nv);
 	}
 	fs_itable_unlock(fs->it);
 	size_t started = 0;

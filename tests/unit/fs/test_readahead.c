@@ -36,36 +36,38 @@ Test(readahead, window_stops_at_the_budget)
 {
 	size_t idx[8];
 	/* after f0: f1 (100) + f3 (300) = 400 <= 450; f4 would pass it */
-	size_t n = fs_ra_window(&dir, 1, NULL, 450, 8, idx);
+	size_t n = fs_ra_window(&dir, 1, NULL, 450, true, 8, idx);
 	cr_assert_eq(n, 2);
 	cr_assert_eq(idx[0], 2);
 	cr_assert_eq(idx[1], 4);
 	/* everything: directories and the empty file never count */
-	n = fs_ra_window(&dir, 1, NULL, 1u << 20, 8, idx);
+	n = fs_ra_window(&dir, 1, NULL, 1u << 20, true, 8, idx);
 	cr_assert_eq(n, 4);
 	cr_assert_eq(idx[3], 7);
 }
 
-Test(readahead, window_has_at_least_one_file_and_at_most_max)
+Test(readahead, window_has_at_least_one_file_unless_strict_and_at_most_max)
 {
 	size_t idx[8];
-	size_t n = fs_ra_window(&dir, 5, NULL, 10, 8, idx); /* h5 > budget */
+	size_t n = fs_ra_window(&dir, 5, NULL, 10, true, 8, idx); /* h5 > budget */
 	cr_assert_eq(n, 1);
 	cr_assert_eq(idx[0], 7);
-	n = fs_ra_window(&dir, 1, NULL, 1u << 20, 2, idx);
+	n = fs_ra_window(&dir, 1, NULL, 1u << 20, true, 2, idx);
 	cr_assert_eq(n, 2);
-	cr_assert_eq(fs_ra_window(&dir, 7, NULL, 1u << 20, 8, idx), 0,
+	cr_assert_eq(fs_ra_window(&dir, 7, NULL, 1u << 20, true, 8, idx), 0,
 		     "nothing after the last file");
+	cr_assert_eq(fs_ra_window(&dir, 5, NULL, 10, false, 8, idx), 0,
+		     "strict: h5 alone is over the budget");
 }
 
 Test(readahead, files_started_before_are_not_started_again)
 {
 	size_t idx[8];
 	/* f1 and f3 were started by the open of f0; f1 opened now */
-	size_t n = fs_ra_window(&dir, 2, "f3", 1u << 20, 8, idx);
+	size_t n = fs_ra_window(&dir, 2, "f3", 1u << 20, true, 8, idx);
 	cr_assert_eq(n, 2);
 	cr_assert_eq(idx[0], 5);
 	cr_assert_eq(idx[1], 7);
 	/* they still count in the budget: f3 (300) leaves no room for f4 */
-	cr_assert_eq(fs_ra_window(&dir, 2, "f3", 350, 8, idx), 0);
+	cr_assert_eq(fs_ra_window(&dir, 2, "f3", 350, true, 8, idx), 0);
 }
