@@ -283,6 +283,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		if (e && !e->failed) { /* another thread won the race */
 			bool same = e->chunk_size == ne->chunk_size;
 			e->refs++;
+			e->idle_since = 0;
 			ne->refs = 1;
 			centry_free(c, ne);
 			set_expect(c, e, same ? m : NULL);
@@ -567,6 +568,14 @@ int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
 	if (!rc)
 		rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag, size,
 				cs, crc, path);
+	if (rc == -ENOSPC || rc == -EBUSY) { /* idle entries hold the room */
+		pthread_mutex_lock(&c->mu);
+		unsigned freed = centry_free_idle(c, true);
+		pthread_mutex_unlock(&c->mu);
+		if (freed)
+			rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag,
+					size, cs, crc, path);
+	}
 	free(crc);
 	if (!rc) {
 		/* known good: the same identity check as after a download */

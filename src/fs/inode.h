@@ -82,6 +82,10 @@ struct fs_inode {
 	 * the last one whose download read-ahead started (names) */
 	char *ra_last;
 	char *ra_upto;
+	/* metadata batches of its files (fs/metaread.c): when the last began
+	 * (fs_now) and how many followed one another */
+	double meta_at;
+	unsigned meta_run;
 
 	/* private to the table */
 	fs_inode *next_ino, *next_path;

@@ -4,7 +4,8 @@
  * version, on lookup, getattr and open, and never one HEAD at a time.
  * Listings carry no metadata, so the first file of a directory that needs
  * its metadata HEADs, in parallel (META_PAR at once), the files that follow
- * it in the directory's listing whose metadata is not known either (up to
+ * it in the directory's listing whose metadata is not known either (32 the
+ * first time, doubling while the directory keeps asking, up to
  * META_BATCH): `ls -l` or `find -ls` of a large directory written by
  * another tool stats its entries in listing order, and finds each one's
  * metadata already read.  A node being read is marked meta_busy; another
@@ -22,7 +23,8 @@
 #include "util/log.h"
 #include "util/pfor.h"
 
-#define META_BATCH 1024 /* files per batch */
+#define META_BATCH 1024 /* files per batch at most */
+#define META_FIRST 32   /* the first batch of a directory */
 #define META_PAR 64     /* HEADs in flight at once */
 
 /* Whether n's metadata is still to be read.  Table locked. */
@@ -46,7 +48,7 @@ typedef struct meta_item {
 typedef struct meta_batch {
 	s3_client *s3;
 	meta_item *v;
-	size_t n;
+	size_t n, cap;
 } meta_batch;
 
 static void head_one(void *arg, size_t i)
@@ -182,7 +184,7 @@ static void batch_collect(fs_ctx *fs, fs_inode *n, meta_batch *b)
 	if (!at)
 		return;
 	buf path = BUF_INIT;
-	for (size_t i = (size_t)(at - l->v) + 1; i < l->n && b->n < META_BATCH;
+	for (size_t i = (size_t)(at - l->v) + 1; i < l->n && b->n < b->cap;
 	     i++) {
 		const ns_entry *e = &l->v[i];
 		if (e->is_dir)
@@ -204,10 +206,24 @@ void fs_check_meta(fs_ctx *fs, fs_inode *n)
 		fs_itable_wait(fs->it);
 	if (!needs_meta(fs, n) || recall_meta(fs, n))
 		return;
-	meta_batch b = {fs->s3, calloc(META_BATCH, sizeof(meta_item)), 0};
+	/* a lone stat costs one round of HEADs; a directory whose files keep
+	 * needing theirs (ls -l) gets batches growing up to META_BATCH */
+	fs_inode *d = n->parent;
+	size_t cap = META_FIRST;
+	if (d) {
+		double now = fs_now();
+		d->meta_run = now - d->meta_at < 2.0 ? d->meta_run + 1 : 0;
+		d->meta_at = now;
+		cap = d->meta_run < 6 ? (size_t)META_FIRST << d->meta_run
+				      : META_BATCH;
+		cap = cap < META_BATCH ? cap : META_BATCH;
+	}
+	meta_batch b = {fs->s3, calloc(cap, sizeof(meta_item)), 0, cap};
 	meta_item one;
-	if (!b.v)
-		b.v = &one; /* out of memory: this one alone */
+	if (!b.v) { /* out of memory: this one alone */
+		b.v = &one;
+		b.cap = 1;
+	}
 	batch_collect(fs, n, &b);
 	fs_itable_unlock(fs->it);
 	pfor(b.n, META_PAR, head_one, &b);

@@ -163,7 +163,6 @@ void fs_readahead_opened(fs_ctx *fs, fs_inode *n)
 		free(it->crc);
 	}
 	if (nv)
-		log_debug("read-ahead after %s: %zu of %zu files started",
-			  n->name, started, nv);
+		log_debug("read-ahead: %zu of %zu files started", started, nv);
 	free(v);
 }

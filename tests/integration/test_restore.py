@@ -85,9 +85,12 @@ def test_directory_read_costs_one_get_per_small_file(s3server, bucket, mount, pr
     # batches at lookup, never one HEAD per open before the GET
     heads = keys_of(proxy, start, "HEAD")
     assert len(heads) == len(set(heads)), collections.Counter(heads).most_common(3)
-    log = [op for op, _ in proxy.oplog(start)]
-    assert "HEAD" not in log[log.index("GET"):], \
-        f"a HEAD between opening and reading a file: {log[:12]}"
+    # ... in a few parallel batches (32 files, then 64, ...), not one
+    # HEAD round trip before each file's GET
+    log = [op for op, _ in proxy.oplog(start) if op in ("HEAD", "GET")]
+    runs = sum(1 for i, op in enumerate(log) if op == "HEAD" and
+               (i == 0 or log[i - 1] != "HEAD"))
+    assert runs <= 8, f"{runs} separate runs of HEADs: {log}"
     assert c["LIST"] <= 10, c
     # reopened after the listing and attribute timeouts (1 s) ran out: no
     # request per file to revalidate, the directory's listing does it
