@@ -82,7 +82,7 @@ class LatencyProxy:
 
     def __init__(self, binary, target_port, work, ttfb_ms, rate_mbps):
         self.stats = work / "proxy.stats"
-        self.port = helpers.free_port() if hasattr(helpers, "free_port") else _free_port()
+        self.port = _free_port()
         self.proc = subprocess.Popen(
             [str(binary), "--listen", f"127.0.0.1:{self.port}", "--target",
              f"127.0.0.1:{target_port}", "--ttfb-ms", str(ttfb_ms), "--rate-mbps",
@@ -322,7 +322,6 @@ def bench_dir(a, link, shape, nsize, rgw, ep, proxy, cp_env, tools, work, rows):
 
 
 def bench_ls(a, link, rgw, ep, proxy, tools, work, rows):
-    import boto3  # noqa: F401
     s3 = lib_bench.RGW(rgw.dir, ep, rgw.access_key, rgw.secret_key, rgw.env).client()
     for _ in range(3):  # raw ListObjectsV2 loop (delimiter, 1000 per page)
         t = time.monotonic()
