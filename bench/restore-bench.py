@@ -28,7 +28,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lib_bench  # noqa: E402
-from lib_bench import helpers  # noqa: E402
 
 BUCKET = "restore"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
