@@ -632,7 +632,9 @@ def test_server_down_mid_save(s3server, bucket, proxies, mount, tmp_path):
     s3server.put(bucket, "run/")
     cached, uncached = det_bytes(51, 6 * MiB + 1), det_bytes(52, 6 * MiB + 2)
     s3server.put(bucket, "run/old/cached.bin", cached)
-    s3server.put(bucket, "run/old/uncached.bin", uncached)
+    # in a directory of its own: reading cached.bin reads the files after
+    # it in run/old ahead (dir_readahead), so one there would be cached
+    s3server.put(bucket, "run/cold/uncached.bin", uncached)
     p = proxies(seed=7)
     w = mount_via(mount, s3server, bucket, p, tmp_path, "w", "commit_delay=1")
     o = observer(mount, bucket, tmp_path)
@@ -662,7 +664,7 @@ def test_server_down_mid_save(s3server, bucket, proxies, mount, tmp_path):
     r = steps.run("cat cached.bin (server down)", ["sha256sum", w / "run/old/cached.bin"],
                   30, check=False)
     cached_read = (r.returncode, r.elapsed, r.stderr.strip())
-    res, t_uncached = _read_errno(w / "run/old/uncached.bin", UNCACHED_READ_BOUND_S + 5)
+    res, t_uncached = _read_errno(w / "run/cold/uncached.bin", UNCACHED_READ_BOUND_S + 5)
     t_after_uncached = time.monotonic() - t_down
     sys.stderr.write(f"\n[down] writes done {t_written:.1f}s into the outage; cached "
                      f"read {cached_read}; uncached read: {res} after {t_uncached:.1f}s "
@@ -694,8 +696,8 @@ def test_server_down_mid_save(s3server, bucket, proxies, mount, tmp_path):
                          f"came back; proxy {dict(p.stats)}\n")
         assert_bucket_exact(s3, bucket, {**keys_of("run/ckpt-1", files),
                                          "run/old/cached.bin": cached,
-                                         "run/old/uncached.bin": uncached})
-        got = sums_of(steps, "sha256sum uncached.bin (server back)", w / "run/old",
+                                         "run/cold/uncached.bin": uncached})
+        got = sums_of(steps, "sha256sum uncached.bin (server back)", w / "run/cold",
                       ["uncached.bin"])
         assert got == {"uncached.bin": sha256_bytes(uncached)}, "uncached.bin read wrong"
         observer_settle()
