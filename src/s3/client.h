@@ -191,6 +191,11 @@ typedef struct s3_request {
 	 * s3_client_server_wait_ms; 0: an ordinary request */
 	unsigned wait_ms;
 	unsigned budget_ms;    /* 0: the policy's (retry_request_budget_ms) */
+	/* a new connection for every attempt: on a pooled connection that
+	 * turns out dead, curl sends the request again by itself, unseen by
+	 * the attempt count; a request whose lost reply must be noticed
+	 * (CreateMultipartUpload) takes a fresh one */
+	bool fresh_connect;
 	http_sink_fn sink;     /* NULL: the body collects in x->resp_body */
 	void *sink_arg;
 	void (*sink_reset)(void *arg);

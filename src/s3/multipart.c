@@ -199,7 +199,8 @@ int s3_mpu_create(s3_client *c, const char *key, const s3_put_opts *o,
 	*upload_id = NULL;
 	struct wreq w = {.c = c};
 	w.r = (s3_request){.op = "CREATE MULTIPART UPLOAD", .method = "POST",
-			   .key = key, .query = "uploads"};
+			   .key = key, .query = "uploads",
+			   .fresh_connect = true};
 	s3_request_header(&w.r, "content-type",
 			  o->content_type ? o->content_type
 					  : "application/octet-stream");

@@ -410,7 +410,7 @@ static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
 		x->attempt = attempt;
 		/* after a broken or silent connection, do not trust the pool:
 		 * its other connections to the server may be dead as well */
-		x->fresh_connect = fresh;
+		x->fresh_connect = fresh || r->fresh_connect;
 		xfer_setup(c, r, x, &pol);
 		x->sink = r->sink;
 		x->sink_arg = r->sink_arg;
