@@ -67,22 +67,7 @@ static void usage(FILE *f)
 static int apply_opt(void *arg, const char *k, const char *v)
 {
 	vargs *a = arg;
-	if (!v && !strcmp(k, "insecure"))
-		return a->insecure = true, 0;
-	if (v && !strcmp(k, "endpoint"))
-		return cli_set_str(&a->s.endpoint, v);
-	if (v && !strcmp(k, "region"))
-		return cli_set_str(&a->s.region, v);
-	if (v && !strcmp(k, "profile"))
-		return cli_set_str(&a->s.profile, v);
-	if (v && !strcmp(k, "ca_bundle"))
-		return cli_set_str(&a->s.ca_bundle, v);
-	if (v && !strcmp(k, "addressing") &&
-	    cli_parse_addressing(v, &a->s.addressing) == 0)
-		return 0;
-	fprintf(stderr, "ckptfs: verify: unknown option '%s%s%s'\n", k,
-		v ? "=" : "", v ? v : "");
-	return -1;
+	return cli_s3_opt("verify", &a->s, &a->insecure, k, v);
 }
 
 enum { OPT_JSON = CLI_OPT_OWN, OPT_THREADS };

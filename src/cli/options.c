@@ -3,6 +3,7 @@
  */
 #include "cli/options.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,27 @@ int cli_parse_addressing(const char *v, s3_addressing *out)
 	else
 		return -1;
 	return 0;
+}
+
+int cli_s3_opt(const char *cmd, s3_settings *s, bool *insecure,
+	       const char *k, const char *v)
+{
+	if (!v && !strcmp(k, "insecure"))
+		return *insecure = true, 0;
+	if (v && !strcmp(k, "endpoint"))
+		return cli_set_str(&s->endpoint, v);
+	if (v && !strcmp(k, "region"))
+		return cli_set_str(&s->region, v);
+	if (v && !strcmp(k, "profile"))
+		return cli_set_str(&s->profile, v);
+	if (v && !strcmp(k, "ca_bundle"))
+		return cli_set_str(&s->ca_bundle, v);
+	if (v && !strcmp(k, "addressing") &&
+	    cli_parse_addressing(v, &s->addressing) == 0)
+		return 0;
+	fprintf(stderr, "ckptfs: %s: unknown option '%s%s%s'\n", cmd, k,
+		v ? "=" : "", v ? v : "");
+	return -1;
 }
 
 bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,

@@ -46,4 +46,12 @@ bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,
  * unchanged). */
 int cli_parse_addressing(const char *v, s3_addressing *out);
 
+/*
+ * One -o item of a subcommand that reaches a bucket by itself (gc, verify):
+ * endpoint= region= profile= ca_bundle= addressing= into s, insecure into
+ * *insecure.  0; -1 after telling stderr "ckptfs: CMD: unknown option".
+ */
+int cli_s3_opt(const char *cmd, s3_settings *s, bool *insecure,
+	       const char *k, const char *v);
+
 #endif

@@ -136,19 +136,31 @@ static void set_manifest(fs_inode *d, vis_manifest *man)
 	d->manifest = man;
 }
 
+/* The manifests governing path below dir (its nearest ancestor, dir
+ * included, that is a transaction root) and path relative to that root
+ * in *rel; NULL when none.  Table locked. */
+static const vis_manifest *root_manifest(const fs_inode *dir,
+					 const char *path, const char **rel)
+{
+	const fs_inode *r = dir;
+	while (r && !r->manifest)
+		r = r->parent;
+	if (!r)
+		return NULL;
+	*rel = path + strlen(r->path);
+	if (**rel == '/')
+		(*rel)++;
+	return r->manifest;
+}
+
 /* Inside a transaction root only the files of its committed manifests
  * show (proto/visibility.h).  Table locked. */
 static void apply_manifest(fs_inode *d, ns_dir *nd)
 {
-	fs_inode *r = d;
-	while (r && !r->manifest)
-		r = r->parent;
-	if (!r)
-		return;
-	const char *rel = d->path + strlen(r->path);
-	if (*rel == '/')
-		rel++;
-	vis_filter_listing(nd, r->manifest, rel);
+	const char *rel;
+	const vis_manifest *m = root_manifest(d, d->path, &rel);
+	if (m)
+		vis_filter_listing(nd, m, rel);
 }
 
 /*
@@ -274,16 +286,9 @@ bool fs_bound_to_other_version(const fs_inode *n, const char *etag)
  * they recorded some (mode, owner, mtime, symlink, xattrs).  Table locked. */
 static void remote_attrs(fs_inode *parent, fs_inode *c)
 {
-	fs_inode *r = parent;
-	while (r && !r->manifest)
-		r = r->parent;
-	const vis_file *v = NULL;
-	if (r) {
-		const char *rel = c->path + strlen(r->path);
-		if (*rel == '/')
-			rel++;
-		v = vis_manifest_find(r->manifest, rel);
-	}
+	const char *rel;
+	const vis_manifest *m = root_manifest(parent, c->path, &rel);
+	const vis_file *v = m ? vis_manifest_find(m, rel) : NULL;
 	if (!v || !v->has_attrs) {
 		if (!c->meta_etag)
 			c->has_attrs = false;
@@ -317,16 +322,9 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
  * Table locked. */
 static void remote_dir_attrs(fs_inode *parent, fs_inode *c)
 {
-	fs_inode *r = parent;
-	while (r && !r->manifest)
-		r = r->parent;
-	const vis_file *v = NULL;
-	if (r) {
-		const char *rel = c->path + strlen(r->path);
-		if (*rel == '/')
-			rel++;
-		v = vis_manifest_dir(r->manifest, rel);
-	}
+	const char *rel;
+	const vis_manifest *m = root_manifest(parent, c->path, &rel);
+	const vis_file *v = m ? vis_manifest_dir(m, rel) : NULL;
 	if (!v && c->manifest) /* a transaction root: its own "dir" */
 		v = vis_manifest_dir(c->manifest, "");
 	c->has_attrs = v != NULL;
@@ -366,15 +364,9 @@ bool fs_manifest_blocks_at(const fs_inode *dir, const char *path,
 			   const char *etag, uint64_t size, cache_expect *x,
 			   uint32_t **crc)
 {
-	const fs_inode *r = dir;
-	while (r && !r->manifest)
-		r = r->parent;
-	if (!r)
-		return false;
-	const char *rel = path + strlen(r->path);
-	if (*rel == '/')
-		rel++;
-	const vis_file *v = vis_manifest_find(r->manifest, rel);
+	const char *rel;
+	const vis_manifest *m = root_manifest(dir, path, &rel);
+	const vis_file *v = m ? vis_manifest_find(m, rel) : NULL;
 	if (!v || !v->blocks)
 		return false;
 	if (v->size != size || !v->etag || !etag_same(v->etag, etag)) {
