@@ -55,12 +55,13 @@ void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted)
 {
 	fs_itable_lock(fs->it);
 	handle_unlink(fs, h);
-	if (h->flushed)
+	if (h->flushed) {
 		fs->closing--;
-	if (h->flushed && h->pt_write) {
-		fs->pt_closing--;
+		fs->released++;
 		fs_itable_broadcast(fs->it);
 	}
+	if (h->flushed && h->pt_write)
+		fs->pt_closing--;
 	if (counted)
 		h->node->open_handles--;
 	fs_itable_unref(fs->it, h->node);
@@ -86,6 +87,19 @@ bool fs_closing_handles(fs_ctx *fs)
 	bool any = fs->closing > 0;
 	fs_itable_unlock(fs->it);
 	return any;
+}
+
+bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline)
+{
+	fs_itable_lock(fs->it);
+	uint64_t seen = fs->released;
+	bool got = false;
+	while (fs->closing > 0 && !(got = fs->released != seen) &&
+	       fs_itable_timedwait(fs->it, deadline) == 0)
+		;
+	got = got || fs->released != seen;
+	fs_itable_unlock(fs->it);
+	return got;
 }
 
 /* Table locked. */

@@ -54,6 +54,7 @@ struct fs_ctx {
 	/* handles closed by the application (flush) whose asynchronous
 	 * release has not arrived yet: their cache pins are about to go */
 	unsigned closing; /* [table lock] */
+	uint64_t released; /* [table lock] releases of those so far */
 	/* those of them that write through passthrough: their bytes are
 	 * handed to the commit engine at release (fs/write.c) */
 	unsigned pt_closing; /* [table lock] */
@@ -220,6 +221,10 @@ void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted);
 /* Whether a handle was closed (flushed) and its release is still to come:
  * the space it holds is about to be freed. */
 bool fs_closing_handles(fs_ctx *fs);
+/* Waits until a release of a handle closed before the call arrives, or
+ * until deadline (CLOCK_REALTIME); false when none was closing or the
+ * deadline passed. */
+bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline);
 void fs_dirhandle_unlink(fs_ctx *fs, fs_dirhandle *dh); /* table locked */
 void fs_dirhandle_free(fs_dirhandle *dh);
 

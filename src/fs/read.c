@@ -20,6 +20,11 @@
 #include "proto/crc.h"
 #include "util/log.h"
 
+/* How long an open whose object the cache cannot take waits for handles
+ * already closed to release their pins (a loaded host may take a while to
+ * deliver FUSE releases). */
+#define RELEASE_WAIT_S 5
+
 /* Opens the handle's object in the cache; on failure reads go uncached. */
 static void attach_cache(fs_ctx *fs, fs_handle *h)
 {
@@ -31,17 +36,17 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 	fs_itable_lock(fs->it);
 	bool check = fs_manifest_blocks(h->node, h->etag, h->size, &x, &crc);
 	fs_itable_unlock(fs->it);
+	/* FUSE sends release after close() returns: a file just closed may
+	 * still hold the space this open needs.  Each release that arrives
+	 * is a reason to try again, for up to RELEASE_WAIT_S. */
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += RELEASE_WAIT_S;
 	int rc;
-	for (int attempt = 1;; attempt++) {
+	do
 		rc = cache_file_open_expect(fs->cache, h->key, h->etag, h->size,
 					    check ? &x : NULL, &h->cf, &h->hit);
-		if (rc != -ENOSPC || attempt > 10 || !fs_closing_handles(fs))
-			break;
-		/* FUSE sends release after close() returns: a file just
-		 * closed may still hold the space this open needs */
-		struct timespec ts = {0, 20 * 1000000L};
-		nanosleep(&ts, NULL);
-	}
+	while (rc == -ENOSPC && fs_wait_release(fs, &deadline));
 	if (check && rc != 0) { /* uncached reads check whole blocks */
 		h->vcrc = crc;
 		h->vblock = x.block;
