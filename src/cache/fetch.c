@@ -207,9 +207,8 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	memset(&err, 0, sizeof err);
 	bool retry = false;
 	unsigned delay = 0;
-	pthread_mutex_lock(&c->mu);
-	unsigned attempt = ++e->attempts[t->idx + (t->cur < t->count ? t->cur : 0)];
-	pthread_mutex_unlock(&c->mu);
+	/* start_range numbered it; range_failed records it per chunk */
+	unsigned attempt = x->attempt;
 	int rc = s3_classify(c->s3, e->key, x, attempt, &err, &retry, &delay);
 	if (t->werr == ESTALE) { /* the sink refused another version */
 		rc = -1;

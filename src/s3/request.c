@@ -393,6 +393,24 @@ static retry_class err_class(const http_xfer *x, const s3_err *e)
 			      e->code[0] ? e->code : NULL);
 }
 
+/*
+ * The one retry decision of every request path (the loop below, the
+ * multi-transfer classify and the cache's own chunk retries): whether the
+ * failed attempt x of class cls goes again, and after how long (*delay).
+ * A final failure (a 404 HEAD) draws no backoff.
+ */
+static bool next_attempt(s3_client *c, const retry_policy *pol,
+			 unsigned attempt, const http_xfer *x, int curl_code,
+			 retry_class cls, uint64_t budget, unsigned *delay)
+{
+	*delay = 0;
+	if (cls == RETRY_FINAL)
+		return false;
+	*delay = class_backoff(c, pol, attempt, cls);
+	return retry_again(pol, attempt, elapsed_ms(x), budget, cls,
+			   curl_code, *delay);
+}
+
 static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
 			unsigned *attempts, s3_err *e)
 {
@@ -425,12 +443,9 @@ static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
 			rc = 0;
 			break;
 		}
-		retry_class cls = err_class(x, e);
-		if (cls == RETRY_FINAL)
-			break; /* a 404 HEAD: no backoff to draw */
-		unsigned delay = class_backoff(c, &pol, attempt, cls);
-		if (!retry_again(&pol, attempt, elapsed_ms(x), budget, cls,
-				 x->curl_code, delay))
+		unsigned delay;
+		if (!next_attempt(c, &pol, attempt, x, x->curl_code,
+				  err_class(x, e), budget, &delay))
 			break;
 		fresh = x->curl_code != CURLE_OK;
 		log_debug("retrying in %u ms after: %s", delay, e->msg);
@@ -492,12 +507,9 @@ int s3_request_classify(s3_client *c, const s3_request *r, const http_xfer *x,
 		return 0;
 	}
 	retry_policy pol = req_policy(c, r);
-	retry_class cls = err_class(x, e);
-	if (cls == RETRY_FINAL)
-		return -1;
-	unsigned delay = class_backoff(c, &pol, attempt, cls);
-	*retry = retry_again(&pol, attempt, elapsed_ms(x), req_budget(&pol, r),
-			     cls, x->curl_code, delay);
+	unsigned delay;
+	*retry = next_attempt(c, &pol, attempt, x, x->curl_code,
+			      err_class(x, e), req_budget(&pol, r), &delay);
 	if (*retry)
 		*retry_after_ms = delay;
 	return -1;
@@ -553,11 +565,9 @@ bool s3_client_retry_next(s3_client *c, const http_xfer *x, unsigned attempt,
 			  int curl_code, long status, const char *code,
 			  unsigned *delay_ms)
 {
-	retry_class cls = retry_classify(curl_code, status, code);
-	*delay_ms = class_backoff(c, &c->o.retry, attempt, cls);
-	return retry_again(&c->o.retry, attempt, elapsed_ms(x),
-			   retry_request_budget_ms(&c->o.retry, 0), cls,
-			   curl_code, *delay_ms);
+	return next_attempt(c, &c->o.retry, attempt, x, curl_code,
+			    retry_classify(curl_code, status, code),
+			    retry_request_budget_ms(&c->o.retry, 0), delay_ms);
 }
 
 unsigned s3_client_server_wait_ms(const s3_client *c, uint64_t items,
