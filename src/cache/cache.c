@@ -241,6 +241,21 @@ int cache_file_open(cache *c, const char *key, const char *etag,
 	return cache_file_open_expect(c, key, etag, size, NULL, out, hit);
 }
 
+/* How long an open waits for room held by entries settling (below). */
+#define SETTLE_WAIT_S 2.0
+
+/* Whether an entry is complete and held by no handle, only by a transfer
+ * or a completion record still finishing: its pin goes within moments.
+ * mu held. */
+static bool settling(const cache *c)
+{
+	for (const centry *e = c->entries; e; e = e->next)
+		if (!e->failed && e->handles == 0 && e->refs > 0 &&
+		    e->n_done == e->n_chunks)
+			return true;
+	return false;
+}
+
 int cache_file_open_expect(cache *c, const char *key, const char *etag,
 			   uint64_t size, const cache_expect *x,
 			   cache_file **out, bool *hit)
@@ -256,6 +271,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		e = NULL; /* a failed download: try afresh */
 	if (e) {
 		e->refs++;
+		e->handles++;
 		e->idle_since = 0;
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -264,13 +280,29 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		/* a new entry: one chunk per manifest block */
 		uint32_t cs = x && x->block ? x->block : c->o.chunk_size;
 		int rc = entry_create(c, key, etag, size, cs, &ne);
-		if (rc == -ENOSPC || rc == -EBUSY) {
-			/* the room may be held by this process's idle entries */
+		double until = clock_mono() + SETTLE_WAIT_S;
+		while (rc == -ENOSPC || rc == -EBUSY) {
+			/* the room may be held by this process's idle entries,
+			 * or by complete ones whose last transfer or record is
+			 * still finishing (an fsync on a busy disk) */
 			pthread_mutex_lock(&c->mu);
 			unsigned freed = centry_free_idle(c, true);
+			bool wait = !freed && settling(c) && clock_mono() < until;
+			if (wait) {
+				struct timespec ts;
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_nsec += 20 * 1000000L;
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+			}
 			pthread_mutex_unlock(&c->mu);
 			if (freed)
 				rc = entry_create(c, key, etag, size, cs, &ne);
+			else if (!wait)
+				break;
 		}
 		if (rc < 0) {
 			free(f);
@@ -283,6 +315,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		if (e && !e->failed) { /* another thread won the race */
 			bool same = e->chunk_size == ne->chunk_size;
 			e->refs++;
+			e->handles++;
 			e->idle_since = 0;
 			ne->refs = 1;
 			centry_free(c, ne);
@@ -291,6 +324,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		} else {
 			e = ne;
 			e->refs = 1;
+			e->handles = 1;
 			e->next = c->entries;
 			c->entries = e;
 			set_expect(c, e, m);
@@ -339,6 +373,7 @@ void cache_file_close(cache_file *f)
 	if (pending)
 		fetch_drain(c);
 	pthread_mutex_lock(&c->mu);
+	f->e->handles--;
 	centry_put(c, f->e);
 	pthread_mutex_unlock(&c->mu);
 	free(f);

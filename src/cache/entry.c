@@ -154,6 +154,7 @@ void centry_put(cache *c, centry *e)
 	e->refs--;
 	if (e->refs > 0)
 		return;
+	pthread_cond_broadcast(&c->cv); /* an open may wait for it (settling) */
 	bool busy = e->role == CIDX_FILLER && !e->failed && !c->stopping &&
 		    e->n_done < e->n_chunks;
 	if (busy)

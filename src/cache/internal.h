@@ -50,7 +50,10 @@ struct centry {
 	uint32_t cursor;       /* [mu] next chunk for the sequential sweep */
 	uint32_t n_done;       /* [mu] */
 	unsigned inflight;     /* [mu] */
-	unsigned refs;         /* [mu] open handles */
+	/* [mu] open handles, transfers in flight, completions not yet
+	 * recorded: the entry (and its pin) lives while any holds it */
+	unsigned refs;
+	unsigned handles;      /* [mu] of refs: open cache_files */
 	/* [mu] complete, no handle since then (monotonic s; 0: not idle): the
 	 * entry and its pin are kept CENTRY_IDLE_KEEP seconds, so a reopen
 	 * (a hot read, the next rank) costs no index transaction */
