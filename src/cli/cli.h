@@ -35,10 +35,6 @@ void cli_progress(const char *label, uint64_t done, uint64_t total,
 		  double rate);
 void cli_progress_end(void);
 
-/* The mountpoint holding path (malloc'd): the last ancestor whose device
- * differs from its parent's; *rel (malloc'd) gets path relative to it
- * ("" for the mountpoint itself).  NULL when path cannot be resolved. */
-char *cli_find_mount(const char *path, char **rel);
 
 /* Client-side rate of a stream of progress reports (bytes/s). */
 typedef struct cli_rate {
@@ -65,6 +61,26 @@ typedef struct cli_upload_progress {
 	double last_line;
 } cli_upload_progress;
 void cli_upload_progress_line(json_t *line, void *arg);
-void cli_upload_progress_end(const cli_upload_progress *p);
+void cli_upload_progress_end(void *p); /* a cli_upload_progress */
+
+/* ---- cli/target.c: the mount a subcommand talks to ---------------- */
+
+/* The mountpoint holding path (malloc'd): the last ancestor whose device
+ * differs from its parent's; *rel (malloc'd) gets path relative to it
+ * ("" for the mountpoint itself).  NULL when path cannot be resolved. */
+char *cli_find_mount(const char *path, char **rel);
+/* cli_find_mount for subcommand cmd: false, after printing "ckptfs: CMD
+ * PATH: why" on stderr, when path does not exist or is on no mount. */
+bool cli_target(const char *cmd, const char *path, char **mnt, char **rel);
+/* Sends req (consumed) to the mount at mnt (ctl_request; on_line and arg
+ * as there), calls done(arg) when given once the final reply is in (to
+ * end a progress bar before anything else is printed), and returns the
+ * reply (caller json_decref's).  NULL, after printing "ckptfs: CMD WHAT:
+ * why" on stderr (what NULL: "ckptfs: why", for a mount whose errors name
+ * the command and its target), when the mount could not be asked or
+ * replied an error. */
+json_t *cli_call(const char *cmd, const char *what, const char *mnt,
+		 json_t *req, void (*on_line)(json_t *line, void *arg),
+		 void *arg, void (*done)(void *arg));
 
 #endif

@@ -4,43 +4,25 @@
  * now, instead of after commit_delay, and returns once they are.  Prints
  * what it committed; exit 0, or 1 with a "ckptfs: ..." message.
  */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "ctl/ctl.h"
 
 static int commit_one(const char *path)
 {
-	struct stat st;
-	if (stat(path, &st) < 0) {
-		fprintf(stderr, "ckptfs: commit %s: %s\n", path,
-			strerror(errno));
+	char *mnt, *rel;
+	if (!cli_target("commit", path, &mnt, &rel))
 		return 1;
-	}
-	char *rel = NULL;
-	char *mnt = cli_find_mount(path, &rel);
-	if (!mnt) {
-		fprintf(stderr, "ckptfs: commit %s: not inside a mounted "
-				"filesystem\n",
-			path);
-		return 1;
-	}
-	char *err = NULL;
 	cli_upload_progress p = {.label = path, .bar_needs_total = true};
 	json_t *req = json_pack("{s:s, s:s}", "cmd", "commit", "path", rel);
-	json_t *r = ctl_request(mnt, req, cli_upload_progress_line, &p, &err);
-	json_decref(req);
-	cli_upload_progress_end(&p);
+	json_t *r = cli_call("commit", path, mnt, req,
+			     cli_upload_progress_line, &p,
+			     cli_upload_progress_end);
 	int rc = 0;
-	if (!r || json_object_get(r, "error")) {
-		fprintf(stderr, "ckptfs: commit %s: %s\n", path,
-			r ? json_string_value(json_object_get(r, "error"))
-			  : err);
+	if (!r) {
 		rc = 1;
 	} else {
 		json_t *c = json_object_get(r, "committed");
@@ -61,7 +43,6 @@ static int commit_one(const char *path)
 		}
 	}
 	json_decref(r);
-	free(err);
 	free(rel);
 	free(mnt);
 	return rc;

@@ -3,17 +3,14 @@
  * into its cache, with a progress bar on a terminal.  Returns when every
  * byte is cached (exit 0) or a download failed (exit 1).
  */
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "cli/cli.h"
-#include "ctl/ctl.h"
 
 static void on_progress(json_t *line, void *arg)
 {
@@ -36,31 +33,22 @@ static void on_progress(json_t *line, void *arg)
 		     rate);
 }
 
+static void end_bar(void *arg)
+{
+	(void)arg;
+	cli_progress_end();
+}
+
 static int prefetch_one(const char *path)
 {
-	char *rel = NULL;
-	struct stat st;
-	if (stat(path, &st) < 0) {
-		fprintf(stderr, "ckptfs: prefetch %s: %s\n", path,
-			strerror(errno));
+	char *mnt, *rel;
+	if (!cli_target("prefetch", path, &mnt, &rel))
 		return 1;
-	}
-	char *mnt = cli_find_mount(path, &rel);
-	if (!mnt) {
-		fprintf(stderr, "ckptfs: %s: not inside a mounted filesystem\n",
-			path);
-		return 1;
-	}
-	char *err = NULL;
 	json_t *req = json_pack("{s:s, s:s}", "cmd", "prefetch", "path", rel);
-	json_t *r = ctl_request(mnt, req, on_progress, (void *)path, &err);
-	json_decref(req);
-	cli_progress_end();
+	json_t *r = cli_call("prefetch", path, mnt, req, on_progress,
+			     (void *)path, end_bar);
 	int rc = 0;
-	if (!r || json_object_get(r, "error")) {
-		fprintf(stderr, "ckptfs: prefetch %s: %s\n", path,
-			r ? json_string_value(json_object_get(r, "error"))
-			  : err);
+	if (!r) {
 		rc = 1;
 	} else {
 		char b[32];
@@ -73,7 +61,6 @@ static int prefetch_one(const char *path)
 		       b);
 	}
 	json_decref(r);
-	free(err);
 	free(rel);
 	free(mnt);
 	return rc;

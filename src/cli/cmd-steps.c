@@ -54,29 +54,13 @@ static int steps_main(const char *cmd, int argc, char **argv, bool need_id)
 			need_id ? "STEP" : "[STEP]");
 		return 2;
 	}
-	struct stat st;
-	if (stat(path, &st) < 0) {
-		fprintf(stderr, "ckptfs: %s %s: %s\n", cmd, path,
-			strerror(errno));
+	char *mnt, *rel;
+	if (!cli_target(cmd, path, &mnt, &rel))
 		return 1;
-	}
-	char *rel = NULL;
-	char *mnt = cli_find_mount(path, &rel);
-	if (!mnt) {
-		fprintf(stderr, "ckptfs: %s %s: not inside a mounted "
-				"filesystem\n",
-			cmd, path);
-		return 1;
-	}
-	char *err = NULL;
 	json_t *req = json_pack("{s:s, s:I}", "cmd", cmd, "id", (json_int_t)id);
-	json_t *r = ctl_request(mnt, req, NULL, NULL, &err);
-	json_decref(req);
+	json_t *r = cli_call(cmd, mnt, mnt, req, NULL, NULL, NULL);
 	int rc = 0;
-	if (!r || json_object_get(r, "error")) {
-		fprintf(stderr, "ckptfs: %s %s: %s\n", cmd, mnt,
-			r ? json_string_value(json_object_get(r, "error"))
-			  : err);
+	if (!r) {
 		rc = 1;
 	} else if (need_id) {
 		printf("%s: step %lld dropped (%s)\n", mnt, id,
@@ -87,7 +71,6 @@ static int steps_main(const char *cmd, int argc, char **argv, bool need_id)
 		       (long long)n, n == 1 ? "" : "s");
 	}
 	json_decref(r);
-	free(err);
 	free(rel);
 	free(mnt);
 	return rc;

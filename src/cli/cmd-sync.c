@@ -4,15 +4,12 @@
  * bucket.  A progress bar on a terminal, plain progress lines otherwise
  * (stderr); exit 0, or 1 with a "ckptfs: ..." message.
  */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "ctl/ctl.h"
 
 static int cmd_sync(int argc, char **argv)
 {
@@ -35,30 +32,15 @@ static int cmd_sync(int argc, char **argv)
 		fprintf(stderr, "usage: ckptfs sync MOUNT\n");
 		return 2;
 	}
-	struct stat st;
-	if (stat(path, &st) < 0) {
-		fprintf(stderr, "ckptfs: sync %s: %s\n", path, strerror(errno));
+	char *mnt, *rel;
+	if (!cli_target("sync", path, &mnt, &rel))
 		return 1;
-	}
-	char *rel = NULL;
-	char *mnt = cli_find_mount(path, &rel);
-	if (!mnt) {
-		fprintf(stderr, "ckptfs: sync %s: not inside a mounted "
-				"filesystem\n",
-			path);
-		return 1;
-	}
-	char *err = NULL;
 	cli_upload_progress p = {.label = "sync", .plain_every = 5};
 	json_t *req = json_pack("{s:s}", "cmd", "sync");
-	json_t *r = ctl_request(mnt, req, cli_upload_progress_line, &p, &err);
-	json_decref(req);
-	cli_upload_progress_end(&p);
+	json_t *r = cli_call("sync", mnt, mnt, req, cli_upload_progress_line,
+			     &p, cli_upload_progress_end);
 	int rc = 0;
-	if (!r || json_object_get(r, "error")) {
-		fprintf(stderr, "ckptfs: sync %s: %s\n", mnt,
-			r ? json_string_value(json_object_get(r, "error"))
-			  : err);
+	if (!r) {
 		rc = 1;
 	} else if (json_is_false(json_object_get(r, "writable"))) {
 		printf("%s: read-only mount, nothing pending\n", mnt);
@@ -71,7 +53,6 @@ static int cmd_sync(int argc, char **argv)
 		       mnt, b);
 	}
 	json_decref(r);
-	free(err);
 	free(rel);
 	free(mnt);
 	return rc;

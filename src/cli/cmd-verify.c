@@ -224,38 +224,25 @@ static void on_line(json_t *line, void *arg)
 			     (uint64_t)num(line, "total_bytes"));
 }
 
+static void verify_done(void *arg)
+{
+	clear_bar(arg);
+}
+
 static int verify_path(vargs *a, vout *o)
 {
-	struct stat st;
-	if (stat(a->target, &st) < 0) {
-		fprintf(stderr, "ckptfs: verify %s: %m\n", a->target);
+	char *mnt, *rel;
+	if (!cli_target("verify", a->target, &mnt, &rel))
 		return 3;
-	}
-	char *rel = NULL;
-	char *mnt = cli_find_mount(a->target, &rel);
-	if (!mnt) {
-		fprintf(stderr, "ckptfs: verify: %s is not inside a mounted "
-				"file system\n",
-			a->target);
-		return 3;
-	}
 	json_t *req = json_pack("{s:s, s:s, s:i, s:b}", "cmd", "verify", "path",
 				rel, "threads", (int)a->threads, "all", o->json);
-	char *err = NULL;
-	json_t *r = ctl_request(mnt, req, on_line, o, &err);
-	json_decref(req);
+	json_t *r = cli_call("verify", NULL, mnt, req, on_line, o,
+			     verify_done);
 	int rc = 3;
-	if (!r || json_object_get(r, "error")) {
-		clear_bar(o);
-		fprintf(stderr, "ckptfs: %s\n",
-			r ? json_string_value(json_object_get(r, "error"))
-			  : err ? err : "no reply from the mount");
-	} else {
+	if (r)
 		rc = out_end(o, json_string_value(json_object_get(r, "target")),
 			     json_object_get(r, "summary"));
-	}
 	json_decref(r);
-	free(err);
 	free(rel);
 	free(mnt);
 	return rc;

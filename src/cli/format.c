@@ -1,6 +1,6 @@
 /*
  * cli format helpers: byte counts, the terminal progress bar and upload
- * progress reports, finding the mount that holds a path.
+ * progress reports.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -51,33 +51,6 @@ void cli_progress_end(void)
 {
 	if (isatty(STDERR_FILENO))
 		fputc('\n', stderr);
-}
-
-char *cli_find_mount(const char *path, char **rel)
-{
-	char *real = realpath(path, NULL);
-	if (!real)
-		return NULL;
-	char *cur = strdup(real);
-	struct stat st, pst;
-	while (cur && strcmp(cur, "/") != 0 && stat(cur, &st) == 0) {
-		char *slash = strrchr(cur, '/');
-		char parent[PATH_MAX];
-		snprintf(parent, sizeof parent, "%.*s",
-			 slash == cur ? 1 : (int)(slash - cur), cur);
-		if (stat(parent, &pst) < 0 || pst.st_dev != st.st_dev) {
-			size_t n = strlen(cur);
-			*rel = strdup(real[n] == '/' ? real + n + 1 : real + n);
-			free(real);
-			return cur;
-		}
-		*slash = '\0';
-		if (!cur[0])
-			break;
-	}
-	free(cur);
-	free(real);
-	return NULL;
 }
 
 static double now_s(void)
@@ -132,8 +105,9 @@ void cli_upload_progress_line(json_t *line, void *arg)
 	fprintf(stderr, "%s: %s / %s uploaded (%s/s)\n", p->label, d, tt, r);
 }
 
-void cli_upload_progress_end(const cli_upload_progress *p)
+void cli_upload_progress_end(void *arg)
 {
+	const cli_upload_progress *p = arg;
 	if (p->drawn)
 		cli_progress_end();
 }
