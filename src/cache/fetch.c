@@ -503,9 +503,12 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		struct done_rec *rev = take_pending(c);
+		c->recording++;
 		pthread_mutex_unlock(&c->mu);
 		record_batch(c, rev);
 		pthread_mutex_lock(&c->mu);
+		c->recording--;
+		pthread_cond_broadcast(&c->cv);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -515,8 +518,13 @@ void fetch_drain(cache *c)
 {
 	pthread_mutex_lock(&c->mu);
 	struct done_rec *rev = take_pending(c);
+	c->recording++;
 	pthread_mutex_unlock(&c->mu);
 	record_batch(c, rev);
+	pthread_mutex_lock(&c->mu);
+	c->recording--;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 }
 
 int fetch_start_writer(cache *c)

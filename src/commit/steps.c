@@ -466,8 +466,15 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 	efile *f = t->files; /* at most one; mu held here */
 	if (f && !sn->mroot) {
 		char *path = strdup(f->path);
+		if (!path) {
+			memset(x, 0, sizeof *x);
+			x->err = ENOMEM;
+			x->http_status = 500; /* retry */
+			snprintf(x->msg, sizeof x->msg, "commit: out of memory");
+			return -1;
+		}
 		pthread_mutex_unlock(&e->mu);
-		rc = path ? eng_hint_put(e, path, x) : eng_hint_put(e, "", x);
+		rc = eng_hint_put(e, path, x);
 		free(path);
 		pthread_mutex_lock(&e->mu);
 		if (rc)
