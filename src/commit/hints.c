@@ -33,6 +33,29 @@ static struct eng_hint *slot(eng *e, uint64_t h)
 	return &e->hints[h % ENG_HINTS];
 }
 
+bool eng_hint_known(eng *e, const char *key, double now)
+{
+	uint64_t h = key_hash(key);
+	const struct eng_hint *s = slot(e, h);
+	return s->h == h && now - s->at < HINT_TTL && now >= s->at;
+}
+
+void eng_hint_note(eng *e, const char *key, double now)
+{
+	uint64_t h = key_hash(key);
+	struct eng_hint *s = slot(e, h);
+	s->h = h;
+	s->at = now;
+}
+
+void eng_hint_unnote(eng *e, const char *key)
+{
+	uint64_t h = key_hash(key);
+	struct eng_hint *s = slot(e, h);
+	if (s->h == h)
+		s->h = 0;
+}
+
 int eng_hint_put(eng *e, const char *path, s3_err *x)
 {
 	char *key = proto_hint_key(e->prefix, path);
@@ -44,10 +67,8 @@ int eng_hint_put(eng *e, const char *path, s3_err *x)
 			 path);
 		return -1;
 	}
-	uint64_t h = key_hash(key);
 	pthread_mutex_lock(&e->mu);
-	struct eng_hint *s = slot(e, h);
-	bool known = s->h == h && eng_now() - s->at < HINT_TTL;
+	bool known = eng_hint_known(e, key, eng_now());
 	pthread_mutex_unlock(&e->mu);
 	int rc = 0;
 	if (!known) {
@@ -57,8 +78,7 @@ int eng_hint_put(eng *e, const char *path, s3_err *x)
 	}
 	if (rc == 0 && !known) {
 		pthread_mutex_lock(&e->mu);
-		s->h = h;
-		s->at = eng_now();
+		eng_hint_note(e, key, eng_now());
 		pthread_mutex_unlock(&e->mu);
 	}
 	free(key);
@@ -70,11 +90,8 @@ int eng_hint_delete(eng *e, const char *path, s3_err *x)
 	char *key = proto_hint_key(e->prefix, path);
 	if (!key)
 		return 0; /* a stale hint costs a reader one HEAD at most */
-	uint64_t h = key_hash(key);
 	pthread_mutex_lock(&e->mu);
-	struct eng_hint *s = slot(e, h);
-	if (s->h == h)
-		s->h = 0;
+	eng_hint_unnote(e, key);
 	pthread_mutex_unlock(&e->mu);
 	int rc = s3_delete_object(e->s3, key, x);
 	free(key);

@@ -348,6 +348,11 @@ int eng_hint_delete(eng *e, const char *path, s3_err *x);
 /* Forgets every hint PUT (after a directory delete or rename).  mu not
  * held. */
 void eng_hints_forget(eng *e);
+/* The table of hints PUT (pure, mu held): whether key was noted within
+ * the last 5 minutes before now; note it at now; forget it. */
+bool eng_hint_known(eng *e, const char *key, double now);
+void eng_hint_note(eng *e, const char *key, double now);
+void eng_hint_unnote(eng *e, const char *key);
 
 /* ---- steps.c ------------------------------------------------------------ */
 /* A transaction as a step sees it, copied under mu. */
