@@ -654,7 +654,7 @@ static bool listed(const keylist *l, const char *key)
 	return false;
 }
 
-/* Whether the file rel of listing l (keys under prefix p, plen long) has a
+/* Whether the file rel of listing l (the keys under prefix p) has a
  * metadata hint there. */
 static bool hinted_in(const keylist *l, const char *p, const char *rel)
 {
