@@ -331,8 +331,10 @@ def bench_ls(a, link, rgw, ep, proxy, tools, work, rows):
         add(rows, link=link, shape="ls", item="raw ListObjectsV2 loop",
             secs=time.monotonic() - t, bytes=0, reqs=None, objects=n)
     variants = [(name, "") for name in tools]
-    if "ckptfs" in tools:
+    if "ckptfs" in tools:  # the default is object_meta=auto (metadata hints)
         variants.insert(1, ("ckptfs", "object_meta=off"))
+        if not a.base:  # HEAD every object, as before hints (base does)
+            variants.insert(2, ("ckptfs", "object_meta=on"))
     for name, extra in variants:
         t = Tool(name, a, rgw, ep, work, extra)
         try:

@@ -366,8 +366,14 @@ void cache_file_close(cache_file *f)
 {
 	cache *c = f->c;
 	/* completions not yet recorded keep the entry (and its pin) alive;
-	 * record them now so the pin goes with the last close, not later */
+	 * record them now so the pin goes with the last close, not later.
+	 * A batch the writer thread took is waited for (its records hold
+	 * references too): else a close right after the last chunk landed
+	 * left the pin held after the release, and the next open, finding
+	 * no idle entry to free and no release to wait for, read uncached */
 	pthread_mutex_lock(&c->mu);
+	while (c->recording)
+		pthread_cond_wait(&c->cv, &c->mu);
 	bool pending = c->pending != NULL;
 	pthread_mutex_unlock(&c->mu);
 	if (pending)

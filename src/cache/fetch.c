@@ -502,9 +502,12 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		struct done_rec *rev = take_pending(c);
+		c->recording++;
 		pthread_mutex_unlock(&c->mu);
 		record_batch(c, rev);
 		pthread_mutex_lock(&c->mu);
+		c->recording--;
+		pthread_cond_broadcast(&c->cv);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -514,8 +517,13 @@ void fetch_drain(cache *c)
 {
 	pthread_mutex_lock(&c->mu);
 	struct done_rec *rev = take_pending(c);
+	c->recording++;
 	pthread_mutex_unlock(&c->mu);
 	record_batch(c, rev);
+	pthread_mutex_lock(&c->mu);
+	c->recording--;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 }
 
 int fetch_start_writer(cache *c)

@@ -90,6 +90,9 @@ struct cache {
 	bool stopping;     /* [mu] */
 	/* index writer: chunk completions waiting to be recorded [mu] */
 	struct done_rec *pending;
+	/* batches taken from pending and being recorded (their entries still
+	 * referenced); cv is broadcast when one is done [mu] */
+	unsigned recording;
 	pthread_t writer;
 	pthread_cond_t writer_cv;
 	/* stats [mu] */

@@ -56,9 +56,10 @@ static void mount_usage(FILE *f)
 		"      cache_verify=on|off (CRC-check cached chunks, on)\n"
 		"      dir_readahead=SIZE (download the next files of a directory\n"
 		"      read in name order this far ahead, 256M; 0 = off)\n"
-		"      object_meta=on|off (read the mode, owner and mtime of files\n"
-		"      outside manifests from their objects, on; off: defaults,\n"
-		"      no HEAD per file, for buckets written by other tools)\n"
+		"      object_meta=auto|on|off (read the mode, owner and mtime of\n"
+		"      files outside manifests from their objects: auto, those\n"
+		"      with a metadata hint; on: every one (buckets written by\n"
+		"      ckptfs before hints); off: none, defaults)\n"
 		"      no_passthrough (read cached files and write staged ones\n"
 		"      through FUSE, not the kernel's passthrough to the file)\n"
 		"      ro (no writes: EROFS) commit_delay=S (idle seconds before a\n"
@@ -278,8 +279,8 @@ static int apply_opt(void *arg, const char *k, const char *v)
 	} else if (!strcmp(k, "dir_timeout")) {
 		return parse_num(k, v, 0, &a->fs.dir_timeout, NULL);
 	} else if (!strcmp(k, "object_meta")) {
-		if (!strcmp(v, "on") || !strcmp(v, "off"))
-			return a->fs.no_object_meta = !strcmp(v, "off"), 0;
+		if (cli_parse_object_meta(v, &a->fs.object_meta) == 0)
+			return 0;
 	} else if (!strcmp(k, "commit_delay")) {
 		return parse_num(k, v, 0, &a->commit_delay, NULL);
 	} else if (!strcmp(k, "lease")) {

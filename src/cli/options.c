@@ -30,6 +30,21 @@ int cli_set_str(char **dst, const char *v)
 	return *dst ? 0 : -1;
 }
 
+int cli_parse_object_meta(const char *v, fs_object_meta *out)
+{
+	if (!v)
+		return -1;
+	if (!strcmp(v, "auto"))
+		*out = FS_META_AUTO;
+	else if (!strcmp(v, "on"))
+		*out = FS_META_ON;
+	else if (!strcmp(v, "off"))
+		*out = FS_META_OFF;
+	else
+		return -1;
+	return 0;
+}
+
 int cli_parse_addressing(const char *v, s3_addressing *out)
 {
 	if (!strcmp(v, "auto"))

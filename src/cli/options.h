@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 
+#include "fs/ops.h"
 #include "s3/config.h"
 
 /* Applies one item: value NULL for "key" without '='.  0 or -1. */
@@ -45,6 +46,10 @@ bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,
 /* "auto", "path" or "virtual" into *out: 0; -1 for anything else (*out
  * unchanged). */
 int cli_parse_addressing(const char *v, s3_addressing *out);
+
+/* object_meta=: "auto", "on" or "off" into *out: 0; -1 for anything else
+ * (*out unchanged). */
+int cli_parse_object_meta(const char *v, fs_object_meta *out);
 
 /*
  * One -o item of a subcommand that reaches a bucket by itself (gc, verify):

@@ -17,6 +17,8 @@
  *               clean-up of aborted transactions, finished steps
  *   steps.c     the remote steps (commit of a directory or a file, remote
  *               delete, rename) on snapshots
+ *   hints.c     metadata hints (D/.ckptfs-meta/NAME) PUT and DELETEd by
+ *               the steps, and the ones this engine knows it PUT
  *   transfer.c  the upload workers and the blocking upload helpers
  *   marker.c    pending markers: announce, hold, delete, renewal thread
  *   mindex.c    the manifest index of a directory many writers committed
@@ -152,6 +154,8 @@ typedef struct job {
 	struct job *next;
 } job;
 
+#define ENG_HINTS 1024 /* slots of eng.hints */
+
 struct eng {
 	s3_client *s3;
 	cache *rc;
@@ -191,6 +195,11 @@ struct eng {
 	bool ix_started;
 	char **ix_q;
 	size_t ix_n;
+	/* metadata hints this engine PUT, by key hash (hints.c) [mu] */
+	struct eng_hint {
+		uint64_t h; /* 0: empty */
+		double at;
+	} hints[ENG_HINTS];
 };
 
 /*
@@ -329,6 +338,21 @@ int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
  * mu */
 void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
 		     uint32_t crc, const char *blocks);
+
+/* ---- hints.c ------------------------------------------------------------ */
+/* PUTs the metadata hint of the object at path (mount-relative), unless
+ * this engine PUT it within the last 5 minutes.  mu not held; 0 or -1. */
+int eng_hint_put(eng *e, const char *path, s3_err *x);
+/* DELETEs the hint of path (204 when there was none).  mu not held. */
+int eng_hint_delete(eng *e, const char *path, s3_err *x);
+/* Forgets every hint PUT (after a directory delete or rename).  mu not
+ * held. */
+void eng_hints_forget(eng *e);
+/* The table of hints PUT (pure, mu held): whether key was noted within
+ * the last 5 minutes before now; note it at now; forget it. */
+bool eng_hint_known(eng *e, const char *key, double now);
+void eng_hint_note(eng *e, const char *key, double now);
+void eng_hint_unnote(eng *e, const char *key);
 
 /* ---- steps.c ------------------------------------------------------------ */
 /* A transaction as a step sees it, copied under mu. */

@@ -6,12 +6,16 @@
  *    zero-byte "dir/" objects of its empty directories; the committed
  *    manifest; the addendum in manifest_root; DELETE of the marker (the
  *    commit point); deletion of garbage (objects of old names);
- *  - commit of a single file: its PUT or CompleteMultipartUpload is the
- *    step (uploads through transfer.c), then its addendum and garbage;
- *  - remote delete of a file (one DELETE) or a directory (marker, the
- *    tree data first and manifests last, marker DELETE);
+ *  - commit of a single file: outside manifests its metadata hint first
+ *    (hints.c), then its PUT or CompleteMultipartUpload is the step
+ *    (uploads through transfer.c), then its addendum and garbage;
+ *  - remote delete of a file (one DELETE, then its hint's) or a directory
+ *    (marker, the tree data first, manifests and hints last, marker
+ *    DELETE);
  *  - remote rename: server-side copies under a marker at the new name,
- *    its manifest and addendum, then the delete of the old name.
+ *    its manifest and addendum, then the delete of the old name (a file
+ *    outside manifests: the new name's hint before the copy, the old
+ *    one's after the delete).
  *
  * A step works on a snapshot (eng_snap) of its transaction taken under mu.
  */
@@ -246,7 +250,10 @@ static int delete_tree(eng *e, const char *dir, s3_err *x)
 	char **man = calloc(l.n + 1, sizeof *man);
 	size_t nd = 0, nm = 0;
 	for (size_t i = 0; data && man && i < l.n; i++) {
-		if (is_manifest_key(l.v[i]))
+		/* metadata hints go with the manifests, after the objects
+		 * they speak for, and leave no .ckptfs-meta/ behind to keep
+		 * the directory's prefix alive */
+		if (is_manifest_key(l.v[i]) || proto_in_hint_dir(l.v[i]))
 			man[nm++] = l.v[i];
 		else
 			data[nd++] = l.v[i];
@@ -259,6 +266,7 @@ static int delete_tree(eng *e, const char *dir, s3_err *x)
 	free(data);
 	free(man);
 	keylist_free(&l);
+	eng_hints_forget(e);
 	return rc;
 }
 
@@ -449,11 +457,30 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 	return rc;
 }
 
-/* Single-file transaction: its PUT or completion is the visibility step. */
+/* Single-file transaction: its PUT or completion is the visibility step.
+ * Outside manifests its metadata hint goes first (doc/commit.md, "Metadata
+ * hints"): a listing that shows the object shows the hint. */
 static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
 	int rc = 0;
 	efile *f = t->files; /* at most one; mu held here */
+	if (f && !sn->mroot) {
+		char *path = strdup(f->path);
+		if (!path) {
+			memset(x, 0, sizeof *x);
+			x->err = ENOMEM;
+			x->http_status = 500; /* retry */
+			snprintf(x->msg, sizeof x->msg, "commit: out of memory");
+			return -1;
+		}
+		pthread_mutex_unlock(&e->mu);
+		rc = eng_hint_put(e, path, x);
+		free(path);
+		pthread_mutex_lock(&e->mu);
+		if (rc)
+			return rc;
+		f = t->files;
+	}
 	if (f && f->state != F_STORED) {
 		char *key = f->key && f->upload_id
 				? strdup(f->key)
@@ -525,6 +552,9 @@ static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
 		char *k = proto_key(e->prefix, path);
 		int rc = s3_delete_object(e->s3, k, x);
 		free(k);
+		/* then its metadata hint, if it had one (204 if not) */
+		if (!rc)
+			rc = eng_hint_delete(e, path, x);
 		return rc;
 	}
 	eng_hold_marker(e, path);
@@ -605,6 +635,35 @@ static int load_src_manifests(eng *e, keylist *l, size_t plen,
 	return rc;
 }
 
+static void object_attrs(const s3_head_ext_result *h, proto_meta *m);
+
+/* Whether the sorted listing l holds key. */
+static bool listed(const keylist *l, const char *key)
+{
+	size_t lo = 0, hi = l->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(key, l->v[mid]);
+		if (c == 0)
+			return true;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return false;
+}
+
+/* Whether the file rel of listing l (the keys under prefix p) has a
+ * metadata hint there. */
+static bool hinted_in(const keylist *l, const char *p, const char *rel)
+{
+	char *k = proto_hint_key(p, rel);
+	bool yes = k && listed(l, k);
+	free(k);
+	return yes;
+}
+
 static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 {
 	buf p = BUF_INIT;
@@ -625,7 +684,9 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	size_t n = 0;
 	for (size_t i = 0; !rc && nf && i < l.n; i++) {
 		const char *rel = l.v[i] + plen;
-		if (proto_is_meta_key(rel))
+		/* hints are not copied: the new name's manifest governs
+		 * everything under it and carries the attributes */
+		if (proto_is_meta_key(rel) || proto_in_hint_dir(rel))
 			continue;
 		buf d = BUF_INIT;
 		buf_printf(&d, "%s%s/%s", e->prefix, sn->dest, rel);
@@ -649,10 +710,19 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 				    v->block == PROTO_BLOCK
 				? strdup(v->blocks)
 				: NULL;
-		if (v)
+		if (v) {
 			vis_file_meta(v, &s->m);
-		else
+		} else if (hinted_in(&l, buf_cstr(&p), rel)) {
+			/* outside manifests with ckptfs metadata: the
+			 * manifest keeps what the object recorded */
+			s3_head_ext_result h = {0};
+			rc = s3_head_ext(e->s3, l.v[i], &h, x);
+			if (!rc)
+				object_attrs(&h, &s->m);
+			s3_head_ext_result_free(&h);
+		} else {
 			s->m.mode = 0644;
+		}
 	}
 	if (!rc) {
 		proto_mfile *mf = calloc(n + 1, sizeof *mf);
@@ -714,7 +784,7 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	if (!rc)
 		rc = eng_delete_marker(e, sn->dest, 0, x); /* new name visible */
 	if (!rc)
-		rc = remote_delete(e, sn->root, true, x);
+		rc = remote_delete(e, sn->root, true, x); /* hints included */
 	for (size_t i = 0; nf && i < n; i++) {
 		free(nf[i].path);
 		free(nf[i].etag);
@@ -743,6 +813,17 @@ static void object_attrs(const s3_head_ext_result *h, proto_meta *m)
 	free(xj);
 }
 
+/* Whether an object's metadata is ckptfs' (it records a mode). */
+static bool has_ckptfs_meta(const s3_head_ext_result *h)
+{
+	proto_meta m;
+	char *xj = NULL;
+	unsigned has = proto_object_meta_parse(h->meta, h->n_meta, &m, &xj);
+	free(xj);
+	proto_meta_free(&m);
+	return (has & PROTO_HAS_MODE) != 0;
+}
+
 static int rename_file(eng *e, eng_snap *sn, s3_err *x)
 {
 	char *src = proto_key(e->prefix, sn->root);
@@ -750,15 +831,21 @@ static int rename_file(eng *e, eng_snap *sn, s3_err *x)
 	s3_head_ext_result h;
 	char etag[S3_ETAG_MAX] = "";
 	int rc = s3_head_ext(e->s3, src, &h, x);
+	bool copied = false;
 	if (rc && x->err == ENOENT) {
 		/* a resumed rename whose copy already happened */
 		s3_head_ext_result_free(&h);
 		rc = s3_head_ext(e->s3, dst, &h, x);
+		copied = true;
 		if (!rc)
 			snprintf(etag, sizeof etag, "%s", h.etag);
-	} else if (!rc) {
-		rc = copy_one(e, src, dst, h.size, h.etag, etag, x);
 	}
+	/* outside manifests, an object with ckptfs metadata: the new name's
+	 * hint before the copy makes it visible */
+	if (!rc && !sn->mroot && has_ckptfs_meta(&h))
+		rc = eng_hint_put(e, sn->dest, x);
+	if (!rc && !copied)
+		rc = copy_one(e, src, dst, h.size, h.etag, etag, x);
 	if (!rc && sn->mroot) {
 		eng_snap tmp = *sn;
 		/* the new name keeps the type, mode, owner, times, device
@@ -775,6 +862,8 @@ static int rename_file(eng *e, eng_snap *sn, s3_err *x)
 	s3_head_ext_result_free(&h);
 	if (!rc)
 		rc = s3_delete_object(e->s3, src, x);
+	if (!rc) /* the old name's hint, after its object */
+		rc = eng_hint_delete(e, sn->root, x);
 	free(src);
 	free(dst);
 	return rc;

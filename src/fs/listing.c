@@ -2,7 +2,8 @@
  * fs_listing: the S3 side of a directory listing.  The plain listing is
  * one delimiter ListObjectsV2 loop; the protocol's extra listings happen
  * only when the plain listing showed their hidden prefixes, so directories
- * never written through a ckptfs mount cost nothing extra.
+ * never written through a ckptfs mount cost nothing extra (pending
+ * markers, manifests, metadata hints).
  */
 #include "fs/listing.h"
 
@@ -324,8 +325,35 @@ static int manifests_gone(s3_client *s3, const char *dir_prefix, bool *gone,
 	return rc;
 }
 
+/* ---- metadata hints (doc/commit.md, "Metadata hints") ----------------- */
+
+static int page_hints(void *arg, const char *prefix, const s3_list_result *p)
+{
+	ns_dir *d = arg;
+	size_t plen = strlen(prefix);
+	for (size_t i = 0; i < p->n_objects; i++) {
+		const s3_object *o = &p->objects[i];
+		if (o->key_len > plen && o->key_len == strlen(o->key) &&
+		    !strchr(o->key + plen, '/'))
+			ns_dir_hint(d, o->key + plen);
+	}
+	return 0;
+}
+
+/* Marks the entries that D/.ckptfs-meta/ names: one LIST (paged), only
+ * for a directory whose listing showed that prefix. */
+static int read_hints(s3_client *s3, const char *dir_prefix, ns_dir *d,
+		      s3_err *e)
+{
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s%s/", dir_prefix, PROTO_HINT_DIR);
+	int rc = list_all(s3, buf_cstr(&p), NULL, page_hints, d, e);
+	buf_free(&p);
+	return rc;
+}
+
 int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
-		     ns_report_fn report, void *arg, ns_dir *out,
+		     bool hints, ns_report_fn report, void *arg, ns_dir *out,
 		     vis_manifest **manifest, s3_err *e)
 {
 	*manifest = NULL;
@@ -357,8 +385,12 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 		vis_hide_all(out);
 		out->vanished = true;
 	}
-	if (rc == 0 && out->seen == 0)
+	if (rc == 0 && (out->seen == 0 || ns_dir_only_hints(out)))
 		out->vanished = true;
+	/* the files outside manifests that carry ckptfs metadata: after the
+	 * filters, on the entries that are left */
+	if (rc == 0 && hints && out->saw_hints && !out->vanished)
+		rc = read_hints(s3, dir_prefix, out, e);
 	if (rc < 0) {
 		ns_dir_free(out);
 		if (*manifest) {

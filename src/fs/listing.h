@@ -14,13 +14,15 @@
 
 /*
  * Lists dir_prefix ("" or ending in '/') into out (initialised here with
- * report/arg).  *manifest is set to the directory's manifests (malloc'd,
+ * report/arg).  hints: when the listing shows ".ckptfs-meta/", list it and
+ * mark the entries it names (ns_entry.hinted; doc/commit.md, "Metadata
+ * hints").  *manifest is set to the directory's manifests (malloc'd,
  * caller frees with vis_manifest_free + free) or NULL when it has none;
  * manifest bodies come from mc when it holds their listed ETag (mc may be
  * NULL: every manifest is downloaded).  Returns 0, or -1 with e filled.
  */
 int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
-		     ns_report_fn report, void *arg, ns_dir *out,
+		     bool hints, ns_report_fn report, void *arg, ns_dir *out,
 		     vis_manifest **manifest, s3_err *e);
 
 #endif

@@ -10,9 +10,12 @@
  * another tool stats its entries in listing order, and finds each one's
  * metadata already read.  A node being read is marked meta_busy; another
  * thread that needs it waits for that batch instead of sending its own
- * HEAD.  With -o object_meta=off nothing is read: such files show the
- * mount's defaults (for buckets written by other tools, which never carry
- * ckptfs metadata), and a listing costs no request per file.
+ * HEAD.  Which files are read follows -o object_meta= (fs_meta_wanted):
+ * auto (the default) reads only objects whose directory holds a metadata
+ * hint for them (D/.ckptfs-meta/NAME, doc/commit.md "Metadata hints"), so
+ * `ls -l` of objects written by another tool costs its listing only; on
+ * reads every one (buckets written by ckptfs before hints); off none.
+ * Files not read show the mount's defaults.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +33,13 @@
 /* Whether n's metadata is still to be read.  Table locked. */
 static bool needs_meta(fs_ctx *fs, const fs_inode *n)
 {
-	if (fs->o.no_object_meta || n->is_dir || !n->etag || !n->etag[0] ||
+	if (n->is_dir || !n->etag || !n->etag[0] ||
 	    (n->has_attrs && !n->meta_etag))
 		return false; /* no version known, or the manifest said */
 	if (n->meta_etag && !strcmp(n->meta_etag, n->etag))
 		return false;
+	if (!fs_meta_wanted(fs, n))
+		return false; /* object_meta: no hint, or off */
 	return !wr_fill_stat(fs, n, &(struct stat){0});
 }
 
@@ -187,7 +192,8 @@ static void batch_collect(fs_ctx *fs, fs_inode *n, meta_batch *b)
 	for (size_t i = (size_t)(at - l->v) + 1; i < l->n && b->n < b->cap;
 	     i++) {
 		const ns_entry *e = &l->v[i];
-		if (e->is_dir)
+		if (e->is_dir ||
+		    (fs->o.object_meta == FS_META_AUTO && !e->hinted))
 			continue;
 		buf_reset(&path);
 		buf_printf(&path, "%s%s%s", d->path, d->path[0] ? "/" : "",

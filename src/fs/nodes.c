@@ -187,8 +187,9 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 	ns_dir *nd = calloc(1, sizeof *nd);
 	vis_manifest *man = NULL;
 	s3_err e = {0};
-	int rc = nd ? fs_listing_fetch(fs->s3, fs->mcache, prefix, report_key, fs, nd, &man,
-				       &e)
+	int rc = nd ? fs_listing_fetch(fs->s3, fs->mcache, prefix,
+				       fs->o.object_meta == FS_META_AUTO,
+				       report_key, fs, nd, &man, &e)
 		    : -1;
 	/* the store unreachable or failing (transport, 5xx, throttled) and
 	 * a listing from before: keep serving that one, so what is cached
@@ -403,13 +404,28 @@ fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 	return c;
 }
 
+bool fs_meta_wanted(fs_ctx *fs, const fs_inode *n)
+{
+	if (fs->o.object_meta != FS_META_AUTO)
+		return fs->o.object_meta == FS_META_ON;
+	/* auto: only objects with a metadata hint (doc/commit.md, "Metadata
+	 * hints"); without the parent's listing we cannot tell: read it */
+	const ns_dir *l = n->parent ? n->parent->listing : NULL;
+	if (!l)
+		return true;
+	if (!l->saw_hints)
+		return false;
+	const ns_entry *e = ns_dir_find(l, n->name);
+	return e && e->hinted;
+}
+
 static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 {
 	/* a directory whose mtime is not known yet: make stat ask again */
 	if (n->is_dir && !n->listing)
 		return 0.0;
 	/* a file whose object metadata was not read yet (fs_check_meta) */
-	if (!n->is_dir && !n->has_attrs && n->etag && !fs->o.no_object_meta &&
+	if (!n->is_dir && !n->has_attrs && n->etag && fs_meta_wanted(fs, n) &&
 	    (!n->meta_etag || strcmp(n->meta_etag, n->etag)) &&
 	    !wr_fill_stat(fs, n, &(struct stat){0}))
 		return 0.0;

@@ -161,6 +161,10 @@ static inline fs_inode *fs_lock_inode(fuse_req_t req, fs_ctx *fs,
 
 char *fs_object_key(fs_ctx *fs, const fs_inode *n);
 void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
+/* Whether -o object_meta= wants file n's object metadata read: on always,
+ * off never, auto when n's directory listing holds a metadata hint for it
+ * (or is not known).  Table locked. */
+bool fs_meta_wanted(fs_ctx *fs, const fs_inode *n);
 void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
 /* Makes d->listing fresh; drops the lock while listing.  0 or -errno. */
 int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */

@@ -31,6 +31,15 @@
 #include "fs/passthrough.h"
 #include "s3/client.h"
 
+/* -o object_meta= (doc/ckptfs.1): which files outside manifests have their
+ * object metadata read with a HEAD */
+typedef enum fs_object_meta {
+	/* those with a metadata hint (doc/commit.md, "Metadata hints") */
+	FS_META_AUTO = 0,
+	FS_META_ON,  /* every one (buckets written before hints) */
+	FS_META_OFF, /* none */
+} fs_object_meta;
+
 typedef struct fs_opts {
 	double entry_timeout; /* seconds the kernel caches names */
 	double attr_timeout;  /* seconds the kernel caches attributes */
@@ -46,9 +55,10 @@ typedef struct fs_opts {
 	/* directory read-ahead (fs/readahead.c): bytes of the next files of a
 	 * directory read in name order downloaded ahead; 0: off */
 	uint64_t dir_readahead;
-	/* files outside manifests: skip reading their object metadata (mode,
-	 * owner, mtime, symlink) and show the defaults (fs/metaread.c) */
-	bool no_object_meta;
+	/* files outside manifests: which have their object metadata (mode,
+	 * owner, mtime, symlink) read (fs/metaread.c); the others show the
+	 * defaults */
+	fs_object_meta object_meta;
 } fs_opts;
 
 typedef struct fs_ctx fs_ctx;

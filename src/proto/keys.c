@@ -172,6 +172,49 @@ char *proto_addendum_key(const char *prefix, const char *mroot,
 	return buf_steal(&b);
 }
 
+char *proto_hint_key(const char *prefix, const char *path)
+{
+	buf b = BUF_INIT;
+	const char *slash = strrchr(path, '/');
+	if (slash)
+		buf_printf(&b, "%s%.*s/" PROTO_HINT_DIR "/%s", prefix,
+			   (int)(slash - path), path, slash + 1);
+	else
+		buf_printf(&b, "%s" PROTO_HINT_DIR "/%s", prefix, path);
+	return buf_steal(&b);
+}
+
+/* Where key has the component PROTO_HINT_DIR followed by '/', from p on;
+ * NULL when nowhere. */
+static const char *hint_comp(const char *key, const char *p)
+{
+	size_t n = sizeof PROTO_HINT_DIR - 1;
+	for (; (p = strstr(p, PROTO_HINT_DIR)); p++)
+		if ((p == key || p[-1] == '/') && p[n] == '/')
+			return p;
+	return NULL;
+}
+
+bool proto_is_hint_key(const char *key, const char **name)
+{
+	const char *slash = strrchr(key, '/');
+	if (!slash || !slash[1])
+		return false;
+	size_t n = sizeof PROTO_HINT_DIR - 1;
+	const char *comp = slash - n;
+	if (comp < key || memcmp(comp, PROTO_HINT_DIR, n) ||
+	    (comp > key && comp[-1] != '/'))
+		return false;
+	if (name)
+		*name = slash + 1;
+	return true;
+}
+
+bool proto_in_hint_dir(const char *key)
+{
+	return hint_comp(key, key) != NULL;
+}
+
 bool proto_is_meta_key(const char *rel)
 {
 	return strncmp(rel, PROTO_META_DIR "/", sizeof PROTO_META_DIR) == 0;

@@ -12,6 +12,11 @@
  *   prefix M/.ckptfs/manifest.W.<txn>.json   an addendum, written into the
  *                                            directory M whose manifests
  *                                            govern the transaction
+ *   prefix D/.ckptfs-meta/<name>             a metadata hint: the object
+ *                                            D/<name>, outside manifests,
+ *                                            carries ckptfs metadata
+ *                                            (doc/commit.md, "Metadata
+ *                                            hints")
  *
  * Names beginning with ".ckptfs" belong to ckptfs (PROTO_RESERVED): the
  * namespace rules (proto/namespace.h) hide them.  Reading markers back
@@ -44,6 +49,9 @@
 /* P/.ckptfs-probe/W/d/e/f: a writable mount's listing probe (s3/probe.h),
  * deleted again at once */
 #define PROTO_PROBE_DIR ".ckptfs-probe"
+/* D/.ckptfs-meta/NAME: a zero-byte hint that D/NAME carries ckptfs
+ * metadata (x-amz-meta-mode...) outside any manifest */
+#define PROTO_HINT_DIR ".ckptfs-meta"
 /* Names beginning with this belong to ckptfs. */
 #define PROTO_RESERVED ".ckptfs"
 
@@ -85,6 +93,16 @@ char *proto_manifest_key(const char *prefix, const char *root,
 /* prefix + mroot + "/.ckptfs/manifest.W.<txn>.json" (an addendum) */
 char *proto_addendum_key(const char *prefix, const char *mroot,
 			 const char *writer, uint64_t txn);
+/* prefix + parent(path) + ".ckptfs-meta/" + base(path): the metadata hint
+ * of the object at path. */
+char *proto_hint_key(const char *prefix, const char *path);
+/* Whether key (a full key, or one relative to any directory) is a metadata
+ * hint: its last component follows a ".ckptfs-meta" component.  When it
+ * is, *name (if name is not NULL) points at that last component. */
+bool proto_is_hint_key(const char *key, const char **name);
+/* Whether key is under a PROTO_HINT_DIR directory at any depth (a hint,
+ * or something only ckptfs would put there). */
+bool proto_in_hint_dir(const char *key);
 /* Whether key (relative to a transaction root) is one of its manifests. */
 bool proto_is_meta_key(const char *rel);
 

@@ -195,6 +195,9 @@ ns_add_rest(ns_dir *d, const char *key, size_t key_len, const char *rest,
 		if (is_dir && len == sizeof PROTO_META_DIR - 1 &&
 		    !memcmp(rest, PROTO_META_DIR, len))
 			d->saw_meta = true;
+		if (is_dir && len == sizeof PROTO_HINT_DIR - 1 &&
+		    !memcmp(rest, PROTO_HINT_DIR, len))
+			d->saw_hints = true;
 		return 0;
 	}
 	if (!is_dir)
@@ -317,4 +320,20 @@ ns_dir_find(const ns_dir *d, const char *name)
 			lo = mid + 1;
 	}
 	return NULL;
+}
+
+bool
+ns_dir_hint(ns_dir *d, const char *name)
+{
+	ns_entry *e = (ns_entry *)ns_dir_find(d, name);
+	if (!e || e->is_dir)
+		return false;
+	e->hinted = true;
+	return true;
+}
+
+bool
+ns_dir_only_hints(const ns_dir *d)
+{
+	return d->saw_hints && d->seen == 1 && d->n == 0;
 }

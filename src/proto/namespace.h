@@ -11,7 +11,7 @@
  *    NUL byte cannot be a path component: skipped and reported;
  *  - a name beginning with ".ckptfs" belongs to ckptfs: hidden silently
  *    (its ".ckptfs-pending/" and ".ckptfs/" prefixes are noted, for
- *    proto/visibility.h);
+ *    proto/visibility.h, and ".ckptfs-meta/", the metadata hints);
  *  - a name that is both an object and a common prefix is shown as the
  *    directory; the object is shadowed and reported (mountpoint-s3 does the
  *    same);
@@ -35,6 +35,9 @@ typedef struct ns_entry {
 	uint64_t size;  /* files */
 	char *etag;     /* files; NULL for directories */
 	struct timespec mtime; /* files: LastModified; dirs: marker's or 0 */
+	/* files: D/.ckptfs-meta/<name> exists (a metadata hint, proto/keys.h):
+	 * the object carries ckptfs metadata worth a HEAD (ns_dir_hint) */
+	bool hinted;
 } ns_entry;
 
 typedef enum ns_reason {
@@ -51,6 +54,7 @@ typedef struct ns_dir {
 	struct timespec newest; /* newest mtime among objects seen (incl. marker) */
 	bool saw_pending; /* a ".ckptfs-pending/" prefix: markers to check */
 	bool saw_meta;    /* a ".ckptfs/" prefix: manifests to read */
+	bool saw_hints;   /* a ".ckptfs-meta/" prefix: metadata hints */
 	size_t seen;      /* keys and prefixes on the pages, hidden ones too */
 	/* the directory is gone: nothing at all under its prefix, or it was
 	 * being deleted while listed (fs_listing_fetch).  A reader gets
@@ -69,6 +73,15 @@ int ns_dir_add_page(ns_dir *d, const char *dir_prefix, const s3_list_result *pag
 void ns_dir_finish(ns_dir *d);
 /* Bisects the finished listing.  NULL when absent. */
 const ns_entry *ns_dir_find(const ns_dir *d, const char *name);
+
+/* Marks file entry name of the finished listing as hinted (its object
+ * carries ckptfs metadata: doc/commit.md, "Metadata hints").  Returns
+ * whether such a file entry was there (a hint of a name the listing lacks,
+ * or of a directory, marks nothing). */
+bool ns_dir_hint(ns_dir *d, const char *name);
+/* Whether the listing saw nothing but ".ckptfs-meta/": hints left behind
+ * by objects another tool deleted (the directory is gone). */
+bool ns_dir_only_hints(const ns_dir *d);
 
 /* Whether one path component is acceptable as a name (not hidden). */
 bool ns_name_valid(const char *name, size_t len);

@@ -247,6 +247,12 @@ def assert_bucket_exact(s3, bucket, want, gone=(), prefix="run/"):
     left = [k for k in s3_sizes(s3, bucket, prefix) for g in gone if k.startswith(g)]
     assert not left, f"keys left under deleted/renamed names: {left}"
     for k in proto:
+        d, _, name = k.rpartition("/.ckptfs-meta/")
+        if name and "/" not in name:
+            # a metadata hint (doc/commit.md): empty, of an object there
+            assert f"{d}/{name}" in user, f"hint {k} of no object left in the bucket"
+            assert s3_get(s3, bucket, k) == b"", f"hint {k} is not empty"
+            continue
         assert "/.ckptfs/manifest" in k, f"protocol object {k} left in the bucket"
         m = json.loads(s3_get(s3, bucket, k))
         assert m.get("state") == "committed", f"{k}: {m.get('state')!r}"
@@ -520,6 +526,8 @@ LOST_REPLIES = {
     "put-small": ("reset_after", dict(method="PUT", path_re=r"/run/latest$"), "single", False),
     "put-small-stall": ("stall_after", dict(method="PUT", path_re=r"/run/latest$"),
                         "single", False),
+    "hint-put": ("reset_after", dict(method="PUT", path_re=r"/run/\.ckptfs-meta/latest$"),
+                 "single", False),
     "complete-mpu": ("reset_after", dict(method="POST", query_has="uploadId="), "save", False),
     "complete-mpu-stall": ("stall_after", dict(method="POST", query_has="uploadId="),
                            "save", False),

@@ -94,3 +94,19 @@ Test(options, addressing)
 	cr_expect_eq(cli_parse_addressing("Path", &a), -1);
 	cr_expect_eq(a, S3_ADDR_PATH);
 }
+
+Test(options, object_meta)
+{
+	fs_object_meta m = FS_META_OFF;
+	cr_assert_eq(FS_META_AUTO, 0, "a zeroed fs_opts means auto");
+	cr_assert_eq(cli_parse_object_meta("auto", &m), 0);
+	cr_expect_eq(m, FS_META_AUTO);
+	cr_assert_eq(cli_parse_object_meta("on", &m), 0);
+	cr_expect_eq(m, FS_META_ON);
+	cr_assert_eq(cli_parse_object_meta("off", &m), 0);
+	cr_expect_eq(m, FS_META_OFF);
+	cr_expect_eq(cli_parse_object_meta("Auto", &m), -1);
+	cr_expect_eq(cli_parse_object_meta("", &m), -1);
+	cr_expect_eq(cli_parse_object_meta(NULL, &m), -1);
+	cr_expect_eq(m, FS_META_OFF, "unchanged after a bad value");
+}

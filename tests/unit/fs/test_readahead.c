@@ -11,14 +11,14 @@
 #include "fs/ops-internal.h"
 
 static ns_entry ents[] = {
-	{"a-dir", true, 0, NULL, {0, 0}},
-	{"f0", false, 100, "\"e0\"", {0, 0}},
-	{"f1", false, 100, "\"e1\"", {0, 0}},
-	{"f2", false, 0, "\"e2\"", {0, 0}}, /* empty: nothing to fetch */
-	{"f3", false, 300, "\"e3\"", {0, 0}},
-	{"f4", false, 100, "\"e4\"", {0, 0}},
-	{"g-dir", true, 0, NULL, {0, 0}},
-	{"h5", false, 1000, "\"e5\"", {0, 0}},
+	{"a-dir", true, 0, NULL, {0, 0}, false},
+	{"f0", false, 100, "\"e0\"", {0, 0}, false},
+	{"f1", false, 100, "\"e1\"", {0, 0}, false},
+	{"f2", false, 0, "\"e2\"", {0, 0}, false}, /* empty: nothing to fetch */
+	{"f3", false, 300, "\"e3\"", {0, 0}, false},
+	{"f4", false, 100, "\"e4\"", {0, 0}, false},
+	{"g-dir", true, 0, NULL, {0, 0}, false},
+	{"h5", false, 1000, "\"e5\"", {0, 0}, false},
 };
 static ns_dir dir = {.v = ents, .n = sizeof ents / sizeof ents[0]};
 

@@ -114,3 +114,38 @@ Test(proto, manifest_names)
 	cr_assert(proto_manifest_of(strrchr(k, '/') + 1, "w"));
 	free(k);
 }
+
+Test(proto, metadata_hints)
+{
+	char *k = proto_hint_key("pre/", "run/latest");
+	cr_assert_str_eq(k, "pre/run/.ckptfs-meta/latest");
+	const char *name = NULL;
+	cr_assert(proto_is_hint_key(k, &name));
+	cr_assert_str_eq(name, "latest");
+	free(k);
+	k = proto_hint_key("", "latest");
+	cr_assert_str_eq(k, ".ckptfs-meta/latest");
+	cr_assert(proto_is_hint_key(k, &name));
+	cr_assert_str_eq(name, "latest");
+	cr_assert(proto_in_hint_dir(k));
+	free(k);
+	k = proto_hint_key("p/", "a/b/c d");
+	cr_assert_str_eq(k, "p/a/b/.ckptfs-meta/c d");
+	free(k);
+	/* what is not a hint */
+	cr_assert_not(proto_is_hint_key("run/latest", NULL));
+	cr_assert_not(proto_is_hint_key("run/.ckptfs-meta/", NULL));
+	cr_assert_not(proto_is_hint_key("run/x.ckptfs-meta/a", NULL));
+	cr_assert_not(proto_is_hint_key("run/.ckptfs-metadata/a", NULL));
+	cr_assert_not(proto_is_hint_key("run/.ckptfs/manifest.w.json", NULL));
+	cr_assert_not(proto_is_hint_key("run/.ckptfs-pending/c/w@60", NULL));
+	cr_assert_not(proto_is_hint_key(".ckptfs-meta/a/b", NULL),
+		      "a hint names one component");
+	cr_assert(proto_in_hint_dir(".ckptfs-meta/a/b"));
+	cr_assert(proto_in_hint_dir("x/.ckptfs-meta/a"));
+	cr_assert_not(proto_in_hint_dir("x/y.ckptfs-meta/a"));
+	cr_assert_not(proto_in_hint_dir("x/.ckptfs-meta"));
+	/* reserved: the namespace rules hide it */
+	cr_assert_eq(strncmp(PROTO_HINT_DIR, PROTO_RESERVED,
+			     strlen(PROTO_RESERVED)), 0);
+}

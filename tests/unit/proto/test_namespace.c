@@ -813,3 +813,44 @@ Test(ns_dir, seen_counts_hidden_names_and_the_marker)
 	cr_assert_eq(d.seen, 2, "but the directory exists");
 	ns_dir_free(&d);
 }
+
+Test(ns_dir, metadata_hints)
+{
+	ns_dir d;
+	s3_object o[] = {obj("ck/latest", 3, 1), obj("ck/other", 3, 1)};
+	const char *p[] = {"ck/.ckptfs-meta/", "ck/sub/"};
+
+	ns_dir_init(&d, NULL, NULL);
+	add_objs(&d, "ck/", o, N(o));
+	add_pfxs(&d, "ck/", p, N(p));
+	ns_dir_finish(&d);
+	cr_assert(d.saw_hints);
+	cr_assert_not(d.saw_meta);
+	cr_assert_eq(d.n, 3, "the hints' prefix is hidden");
+	cr_assert_null(ns_dir_find(&d, ".ckptfs-meta"));
+	cr_assert(ns_dir_hint(&d, "latest"));
+	cr_assert_not(ns_dir_hint(&d, "gone"), "a stale hint marks nothing");
+	cr_assert_not(ns_dir_hint(&d, "sub"), "directories are never HEADed");
+	cr_assert(must_find(&d, "latest", false)->hinted);
+	cr_assert_not(must_find(&d, "other", false)->hinted);
+	cr_assert_not(must_find(&d, "sub", true)->hinted);
+	cr_assert_not(ns_dir_only_hints(&d));
+	ns_dir_free(&d);
+
+	/* hints whose objects are gone: the directory is gone */
+	ns_dir_init(&d, NULL, NULL);
+	add_pfxs(&d, "ck/", p, 1);
+	ns_dir_finish(&d);
+	cr_assert(d.saw_hints);
+	cr_assert(ns_dir_only_hints(&d));
+	ns_dir_free(&d);
+
+	/* ... but not an empty directory that has its own marker object */
+	s3_object m[] = {obj("ck/", 0, 1)};
+	ns_dir_init(&d, NULL, NULL);
+	add_objs(&d, "ck/", m, N(m));
+	add_pfxs(&d, "ck/", p, 1);
+	ns_dir_finish(&d);
+	cr_assert_not(ns_dir_only_hints(&d));
+	ns_dir_free(&d);
+}
