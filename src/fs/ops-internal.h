@@ -33,6 +33,8 @@
 #include "util/buf.h"
 
 #define LOGGED_MAX 4096
+/* st_blksize of remote files (fs_fill_stat) */
+#define FS_READ_BLKSIZE (128u << 10)
 
 struct fs_ctx {
 	fs_pt pt;
@@ -54,6 +56,9 @@ struct fs_ctx {
 	/* handles closed by the application (flush) whose asynchronous
 	 * release has not arrived yet: their cache pins are about to go */
 	unsigned closing; /* [table lock] */
+	/* handles opened with FOPEN_NOFLUSH (files cached whole, fs/read.c):
+	 * the kernel sends no flush, so any of them may be closing */
+	unsigned noflush_open; /* [table lock] */
 	uint64_t released; /* [table lock] releases of those so far */
 	/* those of them that write through passthrough: their bytes are
 	 * handed to the commit engine at release (fs/write.c) */
@@ -95,6 +100,7 @@ struct fs_handle {
 	atomic_bool served; /* a read returned bytes */
 	bool hit;       /* every byte was cached at open */
 	bool flushed;   /* counted in fs->closing */
+	bool noflush;   /* opened with FOPEN_NOFLUSH: in fs->noflush_open */
 	atomic_bool cache_failed; /* download failed: read uncached from now on */
 	/* reads hold it shared; release takes it exclusively, because the
 	 * kernel may release a file while readahead reads are still replying */
@@ -223,7 +229,8 @@ void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted);
 bool fs_closing_handles(fs_ctx *fs);
 /* Waits until a release of a handle closed before the call arrives, or
  * until deadline (CLOCK_REALTIME); false when none was closing or the
- * deadline passed. */
+ * deadline passed.  Handles opened without flush (fs->noflush_open) count
+ * as closing, for at most 1 s when no other one is. */
 bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline);
 void fs_dirhandle_unlink(fs_ctx *fs, fs_dirhandle *dh); /* table locked */
 void fs_dirhandle_free(fs_dirhandle *dh);

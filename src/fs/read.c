@@ -261,6 +261,15 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	bool reg = choose_backing(fs, n, h);
 	n->open_handles++;
 	fs_handle_link(fs, h);
+	/* a handle of a file cached whole has nothing to do at close: no
+	 * FLUSH round trip (FOPEN_NOFLUSH) for each file a reader walks.
+	 * Its close is then unseen until the release, so it counts as
+	 * possibly closing (fs->noflush_open, fs_wait_release) */
+	if (h->cf && h->hit) {
+		fi->noflush = 1;
+		h->noflush = true;
+		fs->noflush_open++;
+	}
 	n->size = hr.size;
 	/* HEAD has whole seconds, listings milliseconds: keep the finer one
 	 * unless the second changed, or the kernel would see the mtime flip
