@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/internal.h"
@@ -33,6 +34,7 @@ struct cache_file {
 static void cache_destroy(cache *c)
 {
 	cidx_close(c->idx);
+	free(c->idle_ask_path);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c->dir);
@@ -61,7 +63,7 @@ int cache_open(const cache_opts *o, s3_client *s3, const char *bucket,
 	pthread_cond_init(&c->cv, NULL);
 	cidx_limits lim = {o->cap, o->min_free};
 	if (cidx_open(c->dir, &lim, &c->idx, err) < 0 ||
-	    fetch_start_writer(c) < 0) {
+	    cache_idle_init(c) < 0 || fetch_start_writer(c) < 0) {
 		cache_destroy(c);
 		return -1;
 	}
@@ -130,6 +132,58 @@ static int entry_create(cache *c, const char *key, const char *etag,
 	cidx_entry_free(&ie);
 	*out = e;
 	return e ? 0 : (rc ? rc : -EIO);
+}
+
+/* How long an open the cache cannot take waits, when other processes
+ * sharing it hold pins, for them to release their idle entries (asked
+ * through cache/idle.c; their writer threads look every 100 ms). */
+#define ASK_TRIES 6
+#define ASK_PAUSE_NS (50 * 1000000L)
+
+static bool no_room(int rc)
+{
+	return rc == -ENOSPC || rc == -EBUSY;
+}
+
+/* Makes room held by idle entries: this process's at once, then, when
+ * others pin entries too, theirs (asked; when wait, tried again for up to
+ * ASK_TRIES * ASK_PAUSE_NS).  try(c, arg) is the operation that needed
+ * room; its result.  mu not held. */
+static int with_idle_room(cache *c, int (*try)(cache *, void *), void *arg,
+			  bool wait)
+{
+	int rc = try(c, arg);
+	if (!no_room(rc))
+		return rc;
+	pthread_mutex_lock(&c->mu);
+	unsigned freed = cache_idle_free_all(c);
+	pthread_mutex_unlock(&c->mu);
+	if (freed)
+		rc = try(c, arg);
+	bool others = false;
+	if (!no_room(rc) || cidx_others_pin(c->idx, &others) < 0 || !others)
+		return rc;
+	cache_idle_ask(c);
+	for (int i = 0; wait && i < ASK_TRIES && no_room(rc); i++) {
+		struct timespec ts = {0, ASK_PAUSE_NS};
+		nanosleep(&ts, NULL);
+		rc = try(c, arg);
+	}
+	return rc;
+}
+
+struct create_args {
+	const char *key, *etag;
+	uint64_t size;
+	uint32_t chunk_size;
+	centry **out;
+};
+
+static int try_create(cache *c, void *arg)
+{
+	struct create_args *a = arg;
+	return entry_create(c, a->key, a->etag, a->size, a->chunk_size,
+			    a->out);
 }
 
 /* ---- checking downloads against a manifest ----------------------------- */
@@ -263,15 +317,9 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		centry *ne;
 		/* a new entry: one chunk per manifest block */
 		uint32_t cs = x && x->block ? x->block : c->o.chunk_size;
-		int rc = entry_create(c, key, etag, size, cs, &ne);
-		if (rc == -ENOSPC || rc == -EBUSY) {
-			/* the room may be held by this process's idle entries */
-			pthread_mutex_lock(&c->mu);
-			unsigned freed = centry_free_idle(c, true);
-			pthread_mutex_unlock(&c->mu);
-			if (freed)
-				rc = entry_create(c, key, etag, size, cs, &ne);
-		}
+		/* the room may be held by idle entries */
+		struct create_args ca = {key, etag, size, cs, &ne};
+		int rc = with_idle_room(c, try_create, &ca, true);
 		if (rc < 0) {
 			free(f);
 			return rc;
@@ -342,6 +390,18 @@ void cache_file_close(cache_file *f)
 	centry_put(c, f->e);
 	pthread_mutex_unlock(&c->mu);
 	free(f);
+}
+
+void cache_file_willneed(cache_file *f)
+{
+	cache *c = f->c;
+	pthread_mutex_lock(&c->mu);
+	bool whole = f->e->n_done == f->e->n_chunks;
+	pthread_mutex_unlock(&c->mu);
+	/* fd and size never change while f holds the entry */
+	if (whole && f->e->size)
+		(void)posix_fadvise(f->e->fd, 0, (off_t)f->e->size,
+				    POSIX_FADV_WILLNEED);
 }
 
 void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total)
@@ -570,7 +630,7 @@ int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
 				cs, crc, path);
 	if (rc == -ENOSPC || rc == -EBUSY) { /* idle entries hold the room */
 		pthread_mutex_lock(&c->mu);
-		unsigned freed = centry_free_idle(c, true);
+		unsigned freed = cache_idle_free_all(c);
 		pthread_mutex_unlock(&c->mu);
 		if (freed)
 			rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag,
@@ -600,17 +660,16 @@ uint64_t cache_min_free(const cache *c)
 	return c->o.min_free;
 }
 
+static int try_free_disk(cache *c, void *arg)
+{
+	return cidx_free_disk(c->idx, *(uint64_t *)arg);
+}
+
 int cache_free_disk(cache *c, uint64_t size)
 {
-	int rc = cidx_free_disk(c->idx, size);
-	if (rc == -ENOSPC) { /* room held by idle entries of this process */
-		pthread_mutex_lock(&c->mu);
-		unsigned freed = centry_free_idle(c, true);
-		pthread_mutex_unlock(&c->mu);
-		if (freed)
-			rc = cidx_free_disk(c->idx, size);
-	}
-	return rc;
+	/* room held by idle entries, of this process or others (asked: the
+	 * writers' callers try again, fs/write.c wait_for_space) */
+	return with_idle_room(c, try_free_disk, &size, false);
 }
 
 void cache_count_uncached(cache *c)
@@ -631,6 +690,9 @@ void cache_get_stats(cache *c, cache_stats *st)
 		st->evictions = is.evictions;
 	}
 	pthread_mutex_lock(&c->mu);
+	/* idle entries are released on demand (cache/idle.c): not held */
+	uint64_t idle = cache_idle_bytes(c);
+	st->pinned_bytes -= idle < st->pinned_bytes ? idle : st->pinned_bytes;
 	st->hits = c->hits;
 	st->misses = c->misses;
 	st->uncached_opens = c->uncached_opens;
