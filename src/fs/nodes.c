@@ -106,13 +106,15 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 			st->st_rdev = (dev_t)n->rdev;
 		}
 	}
-	/* the buffer cat, cp and Python's buffered files size from it: one
-	 * larger than the file costs a page fault per page touched for every
-	 * file opened (a 1 MiB buffer doubled the time of a hot `cat` of 400
-	 * files of 256 KiB), and reads of cached files pass through to the
-	 * cache file anyway; uncached reads are sized by the kernel's read-
-	 * ahead (max_readahead), not by this (doc/architecture.md, "Reads") */
-	st->st_blksize = FS_READ_BLKSIZE;
+	/* the buffer cat, cp and Python's buffered files size from it.  A
+	 * fresh buffer costs a page fault per page it touches, for every file
+	 * opened: a 1 MiB one nearly doubled the time of a hot `cat` of 400
+	 * files of 256 KiB.  For large files the number of reads counts
+	 * more (a 128 KiB buffer slowed a warm `cat` of 64 MiB files).
+	 * Uncached reads are sized by the kernel's read-ahead
+	 * (max_readahead), not by this (doc/architecture.md, "Reads") */
+	st->st_blksize = !n->is_dir && n->size >= FS_BIG_FILE ? FS_BIG_BLKSIZE
+							     : FS_READ_BLKSIZE;
 	struct timespec t = n->mtime;
 	if (t.tv_sec == 0 && t.tv_nsec == 0)
 		t = fs->mount_time;
