@@ -310,7 +310,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		e = NULL; /* a failed download: try afresh */
 	if (e) {
 		e->refs++;
-		e->idle_since = 0;
+		cache_idle_take(c, e);
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (!e) {
@@ -331,7 +331,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		if (e && !e->failed) { /* another thread won the race */
 			bool same = e->chunk_size == ne->chunk_size;
 			e->refs++;
-			e->idle_since = 0;
+			cache_idle_take(c, e);
 			ne->refs = 1;
 			centry_free(c, ne);
 			set_expect(c, e, same ? m : NULL);

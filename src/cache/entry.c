@@ -160,7 +160,11 @@ void centry_put(cache *c, centry *e)
 		return;
 	remember_verified(c, e);
 	if (!e->failed && !c->stopping && e->n_done == e->n_chunks) {
-		e->idle_since = clock_mono(); /* kept: cache/idle.c */
+		/* kept (cache/idle.c); the file's identity now, checked when
+		 * it is taken back (cache_idle_take) */
+		if (fstat(e->fd, &e->idle_st) < 0)
+			memset(&e->idle_st, 0, sizeof e->idle_st);
+		e->idle_since = clock_mono();
 		return;
 	}
 	centry_free(c, e);

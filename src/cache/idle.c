@@ -20,8 +20,11 @@
  *
  * An idle entry is never read: a reopen takes it back (refs > 0, under
  * cache.mu) before any byte is served, and release happens only under the
- * same mutex with refs == 0, so the pin covers every read.  Calls entry.c
- * only; cache.c and fetch.c call it.
+ * same mutex with refs == 0, so the pin covers every read.  A file
+ * changed while idle (its fstat differs from the one taken when it went
+ * idle) has its chunks CRC-checked again as they are read
+ * (cache_idle_take), as a new process's open would (doc/cache.md).  Calls
+ * entry.c only; cache.c and fetch.c call it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -176,4 +179,22 @@ uint64_t cache_idle_bytes(cache *c)
 		if (e->refs == 0 && e->idle_since > 0)
 			b += e->size;
 	return b;
+}
+
+void cache_idle_take(cache *c, centry *e)
+{
+	if (e->idle_since <= 0)
+		return;
+	e->idle_since = 0;
+	struct stat st;
+	if (fstat(e->fd, &st) == 0 && same_sig(&st, &e->idle_st))
+		return;
+	if (!c->o.verify)
+		return;
+	log_info("cache file of %s changed while no handle held it; "
+		 "checking it again",
+		 e->key);
+	for (uint32_t i = 0; i < e->n_chunks; i++)
+		e->verified[i] = 0;
+	e->stamped = false;
 }

@@ -56,6 +56,7 @@ struct centry {
 	 * entry and its pin are kept (idle.c), so a reopen (a warm or hot
 	 * read, the next rank) costs no index transaction */
 	double idle_since;
+	struct stat idle_st;   /* [mu] its file's fstat when it went idle */
 	bool active;           /* [mu] on the scheduler's list */
 	bool failed;           /* [mu] cannot complete (err says why) */
 	bool stamped;          /* [mu] known good file recorded in the index */
@@ -143,6 +144,10 @@ unsigned cache_idle_expire(cache *c, double now, double keep, unsigned max);
  * idle_max */
 void cache_idle_tick(cache *c);
 uint64_t cache_idle_bytes(cache *c); /* mu held: their sizes */
+/* mu held: e is opened again (refs taken); if it was idle and its file
+ * changed since (another program wrote it), its chunks are checked again
+ * as they are read, as after a reopen by a new process */
+void cache_idle_take(cache *c, centry *e);
 /* Marks e's done chunks verified if its file is unchanged since it was
  * stamped.  mu */
 void recall_verified(cache *c, centry *e);

@@ -98,11 +98,19 @@ bool fs_closing_handles(fs_ctx *fs)
  * flush may be closing: they may as well be held open by their readers. */
 #define NOFLUSH_WAIT_NS 1000000000L
 
-bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline)
+uint64_t fs_releases(fs_ctx *fs)
 {
 	fs_itable_lock(fs->it);
-	uint64_t seen = fs->released;
-	bool got = false;
+	uint64_t n = fs->released;
+	fs_itable_unlock(fs->it);
+	return n;
+}
+
+bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline,
+		     uint64_t *seen)
+{
+	fs_itable_lock(fs->it);
+	bool got = fs->released != *seen;
 	struct timespec lim = *deadline;
 	if (fs->closing == 0) {
 		struct timespec now;
@@ -114,11 +122,11 @@ bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline)
 		    (now.tv_sec == lim.tv_sec && now.tv_nsec < lim.tv_nsec))
 			lim = now;
 	}
-	while (fs->closing + fs->noflush_open > 0 &&
-	       !(got = fs->released != seen) &&
+	while (!got && fs->closing + fs->noflush_open > 0 &&
 	       fs_itable_timedwait(fs->it, &lim) == 0)
-		;
-	got = got || fs->released != seen;
+		got = fs->released != *seen;
+	got = got || fs->released != *seen;
+	*seen = fs->released;
 	fs_itable_unlock(fs->it);
 	return got;
 }

@@ -230,11 +230,16 @@ void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted);
 /* Whether a handle was closed (flushed) and its release is still to come:
  * the space it holds is about to be freed. */
 bool fs_closing_handles(fs_ctx *fs);
-/* Waits until a release of a handle closed before the call arrives, or
- * until deadline (CLOCK_REALTIME); false when none was closing or the
- * deadline passed.  Handles opened without flush (fs->noflush_open) count
- * as closing, for at most 1 s when no other one is. */
-bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline);
+/* Releases of closed handles so far (for fs_wait_release's seen). */
+uint64_t fs_releases(fs_ctx *fs);
+/* Waits until a release arrives after *seen (fs_releases before the
+ * attempt that failed for want of room: one that came during the attempt
+ * counts), or until deadline (CLOCK_REALTIME); false when none came and
+ * none is to come (nothing closing) or the deadline passed.  Updates
+ * *seen.  Handles opened without flush (fs->noflush_open) count as
+ * closing, for at most 1 s when no other one is. */
+bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline,
+		     uint64_t *seen);
 void fs_dirhandle_unlink(fs_ctx *fs, fs_dirhandle *dh); /* table locked */
 void fs_dirhandle_free(fs_dirhandle *dh);
 

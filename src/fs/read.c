@@ -43,10 +43,11 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += RELEASE_WAIT_S;
 	int rc;
+	uint64_t seen = fs_releases(fs);
 	do
 		rc = cache_file_open_expect(fs->cache, h->key, h->etag, h->size,
 					    check ? &x : NULL, &h->cf, &h->hit);
-	while (rc == -ENOSPC && fs_wait_release(fs, &deadline));
+	while (rc == -ENOSPC && fs_wait_release(fs, &deadline, &seen));
 	if (check && rc != 0) { /* uncached reads check whole blocks */
 		h->vcrc = crc;
 		h->vblock = x.block;
