@@ -330,9 +330,11 @@ def bench_ls(a, link, rgw, ep, proxy, tools, work, rows):
             n += len(page.get("Contents", []))
         add(rows, link=link, shape="ls", item="raw ListObjectsV2 loop",
             secs=time.monotonic() - t, bytes=0, reqs=None, objects=n)
-    variants = [(name, "") for name in tools]
-    if "ckptfs" in tools:
-        variants.insert(1, ("ckptfs", "object_meta=off"))
+    variants = []
+    for name in tools:
+        variants.append((name, ""))
+        if name in ("ckptfs", "base"):  # before/after for both
+            variants.append((name, "object_meta=off"))
     for name, extra in variants:
         t = Tool(name, a, rgw, ep, work, extra)
         try:
