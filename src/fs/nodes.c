@@ -175,6 +175,8 @@ static void apply_manifest(fs_inode *d, ns_dir *nd)
  * Makes d->listing fresh.  Called and returns with the table locked; drops
  * the lock while listing.  Returns 0 or a negative errno.
  */
+static int dir_fetch(fs_ctx *fs, fs_inode *d);
+
 int fs_dir_load(fs_ctx *fs, fs_inode *d)
 {
 	for (;;) {
@@ -185,6 +187,27 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 			break;
 		fs_itable_wait(fs->it);
 	}
+	return dir_fetch(fs, d);
+}
+
+/* A listing this far into dir_timeout is refreshed ahead of its expiry
+ * by fs_dir_refresh_ahead. */
+#define AHEAD_AT 0.75
+
+void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d)
+{
+	double age = fs_now() - d->listing_time;
+	if (!d->listing || d->listing_busy || d->listing_gen != fs->listing_gen ||
+	    fs->o.dir_timeout <= 0 || age < AHEAD_AT * fs->o.dir_timeout ||
+	    age >= fs->o.dir_timeout)
+		return;
+	if (dir_fetch(fs, d) < 0)
+		log_debug("refresh of /%s ahead of its expiry failed", d->path);
+}
+
+/* Lists d (fs_dir_load without the freshness check).  Table locked. */
+static int dir_fetch(fs_ctx *fs, fs_inode *d)
+{
 	d->listing_busy = true;
 	uint64_t gen = fs->listing_gen;
 	fs_inode_ref(d);

@@ -173,6 +173,11 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
 void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
 /* Makes d->listing fresh; drops the lock while listing.  0 or -errno. */
 int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
+/* Lists d again when its listing is still fresh but near the end of
+ * dir_timeout (and no listing of d is under way), so that a directory
+ * being read never makes its next open or lookup wait for a LIST.  For
+ * after a reply.  Table locked (dropped while listing). */
+void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d);
 /* Whether lookups may answer from d's listing past dir_timeout (a large
  * directory, refreshed after the reply).  Table locked. */
 bool fs_dir_stale_ok(fs_ctx *fs, const fs_inode *d);
