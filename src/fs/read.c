@@ -298,14 +298,21 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	else if (cached) /* after the reply: the open never waits for it */
 		fs_readahead_opened(fs, n);
 	fs_itable_lock(fs->it);
-	/* a directory read file after file: its listing is listed again
-	 * before it expires, by this worker, after the reply, so the next
-	 * opens and lookups find it fresh (doc/architecture.md, "Reads") */
-	fs_inode *d = n->parent;
-	if (d && !n->detached && !wr_is_local_dir(fs, d)) {
+	/* a directory read file after file: its listing, and those of the
+	 * directories above it (the path walk's lookups), are listed again
+	 * before they expire, by this worker, after the reply, so the next
+	 * opens and lookups find them fresh (doc/architecture.md, "Reads") */
+	fs_inode *d = n->detached ? NULL : n->parent;
+	if (d)
 		fs_inode_ref(d);
-		fs_dir_refresh_ahead(fs, d);
+	while (d) { /* each held while the lock is dropped to list it */
+		if (!wr_is_local_dir(fs, d))
+			fs_dir_refresh_ahead(fs, d);
+		fs_inode *up = d->detached ? NULL : d->parent;
+		if (up)
+			fs_inode_ref(up);
 		fs_itable_unref(fs->it, d);
+		d = up;
 	}
 	fs_itable_unref(fs->it, n);
 	fs_itable_unlock(fs->it);

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from faultproxy import FaultProxy
 from helpers import (cache_files, cache_names, ckptfs_status, det_bytes, sha256_bytes,
                      sha256_file, wait_until)
 
@@ -236,3 +237,47 @@ def test_ls_l_asks_for_xattrs_once(s3server, bucket, mount, cdir, tmp_path):
     assert len([ln for ln in out.splitlines() if " o-" in ln]) == 300
     calls = [ln for ln in log.read_text().splitlines() if "getxattr(" in ln]
     assert 1 <= len(calls) <= 4, f"ls -l made {len(calls)} getxattr calls: {calls[:6]}"
+
+
+@pytest.mark.timeout(120)
+def test_reading_a_directory_never_waits_for_its_listing(s3server, bucket, mount, cdir):
+    """Every LIST takes 0.4 s (a slow link); dir_timeout=2.  A reader
+    opens and reads the 40 files of a directory one after another, 0.12 s
+    apart (about 5 s, two listing lifetimes and more): the listing is
+    refreshed ahead of its expiry, so no open after the first waits for a
+    LIST (each takes well under 0.4 s), and every byte is right."""
+    bodies = put_dir(s3server, bucket, "d", [64 * KiB + i for i in range(40)], seed=800)
+
+    def slow_list(method, path, query, headers):
+        if method == "GET" and "list-type" in query:
+            time.sleep(0.4)
+        return None
+    with FaultProxy(s3server.endpoint, seed=13, inspect=slow_list) as proxy:
+        mp = cdir.parent / "mnt-slow"
+        mp.mkdir(exist_ok=True)
+        argv = mount.argv(bucket, "", mp, [f"cache_dir={cdir}", "dir_timeout=2",
+                                           "attr_timeout=2", "entry_timeout=2"],
+                          endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        m = mount(bucket, argv=argv, mountpoint=mp)
+        d = m / "d"
+        names = sorted(bodies)
+        slow = []
+        for i, n in enumerate(names):
+            t = time.monotonic()
+            fd = os.open(d / n, os.O_RDONLY)
+            took = time.monotonic() - t
+            try:
+                data = b""
+                while chunk := os.read(fd, 1 << 20):
+                    data += chunk
+            finally:
+                os.close(fd)
+            assert data == bodies[n], n
+            if i > 0 and took >= 0.3:
+                slow.append((n, round(took, 2)))
+            time.sleep(0.12)
+        lists = sum(1 for op, _ in proxy.oplog(0) if op == "LIST")
+        assert not slow, (f"opens waited for a LIST: {slow} "
+                          f"({lists} LISTs in all)")
+        assert lists >= 3, f"the listing was not refreshed ({lists} LISTs)"
