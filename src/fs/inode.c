@@ -29,12 +29,6 @@ typedef struct ghost {
 	ns_dir *listing;
 	vis_manifest *manifest;
 	struct timespec mtime;
-	/* when it was fetched, and in which generation: a listing still
-	 * within dir_timeout stays fresh for the next inode (the kernel
-	 * forgets inodes when memory is reclaimed, drop_caches; a warm
-	 * re-read must not list again for that) */
-	double listing_time;
-	uint64_t listing_gen;
 	struct ghost *lprev, *lnext;
 } ghost;
 
@@ -192,9 +186,8 @@ static void ghost_drop_listing(fs_itable *t, ghost *g)
 }
 
 /* Takes the remembered number of n's path, if any, out of the ghost
- * table; a directory also gets the listing its last inode had, as fresh
- * as it was (fetched again once older than dir_timeout, served if that
- * fails transiently). */
+ * table; a directory also gets the listing its last inode had, as a stale
+ * one (fetched again at first use, served if that fails transiently). */
 static uint64_t ghost_take(fs_itable *t, fs_inode *n, bool is_dir)
 {
 	if (!t->ghosts)
@@ -209,8 +202,7 @@ static uint64_t ghost_take(fs_itable *t, fs_inode *n, bool is_dir)
 			n->listing = g->listing;
 			n->manifest = g->manifest;
 			n->mtime = g->mtime;
-			n->listing_time = g->listing_time;
-			n->listing_gen = g->listing_gen;
+			n->listing_time = -1e9;
 			g->listing = NULL;
 			g->manifest = NULL;
 		} else {
@@ -250,8 +242,6 @@ static void ghost_add(fs_itable *t, fs_inode *n)
 		g->listing = n->listing;
 		g->manifest = n->manifest;
 		g->mtime = n->mtime;
-		g->listing_time = n->listing_time;
-		g->listing_gen = n->listing_gen;
 		n->listing = NULL;
 		n->manifest = NULL;
 		g->lprev = t->l_tail;
