@@ -33,8 +33,11 @@
 #include "util/buf.h"
 
 #define LOGGED_MAX 4096
-/* st_blksize of remote files (fs_fill_stat) */
+/* st_blksize of remote files (fs_fill_stat): 128 KiB, 1 MiB for files of
+ * 8 MiB or more */
 #define FS_READ_BLKSIZE (128u << 10)
+#define FS_BIG_BLKSIZE (1u << 20)
+#define FS_BIG_FILE (8ull << 20)
 
 struct fs_ctx {
 	fs_pt pt;
