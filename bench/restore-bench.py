@@ -330,11 +330,15 @@ def bench_ls(a, link, rgw, ep, proxy, tools, work, rows):
             n += len(page.get("Contents", []))
         add(rows, link=link, shape="ls", item="raw ListObjectsV2 loop",
             secs=time.monotonic() - t, bytes=0, reqs=None, objects=n)
-    variants = [(name, "") for name in tools]
-    if "ckptfs" in tools:  # the default is object_meta=auto (metadata hints)
-        variants.insert(1, ("ckptfs", "object_meta=off"))
-        if not a.base:  # HEAD every object, as before hints (base does)
-            variants.insert(2, ("ckptfs", "object_meta=on"))
+    variants = []
+    for name in tools:
+        variants.append((name, ""))
+        if name in ("ckptfs", "base"):  # before/after for both
+            variants.append((name, "object_meta=off"))
+    # the default is object_meta=auto (metadata hints); without --base, a
+    # row that HEADs every object, as before hints (a base binary does)
+    if "ckptfs" in tools and not a.base:
+        variants.insert(2, ("ckptfs", "object_meta=on"))
     for name, extra in variants:
         t = Tool(name, a, rgw, ep, work, extra)
         try:

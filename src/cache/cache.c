@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/internal.h"
@@ -33,6 +34,7 @@ struct cache_file {
 static void cache_destroy(cache *c)
 {
 	cidx_close(c->idx);
+	free(c->idle_ask_path);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c->dir);
@@ -61,7 +63,7 @@ int cache_open(const cache_opts *o, s3_client *s3, const char *bucket,
 	pthread_cond_init(&c->cv, NULL);
 	cidx_limits lim = {o->cap, o->min_free};
 	if (cidx_open(c->dir, &lim, &c->idx, err) < 0 ||
-	    fetch_start_writer(c) < 0) {
+	    cache_idle_init(c) < 0 || fetch_start_writer(c) < 0) {
 		cache_destroy(c);
 		return -1;
 	}
@@ -130,6 +132,93 @@ static int entry_create(cache *c, const char *key, const char *etag,
 	cidx_entry_free(&ie);
 	*out = e;
 	return e ? 0 : (rc ? rc : -EIO);
+}
+
+/* How long an open the cache cannot take waits, when other processes
+ * sharing it hold pins, for them to release their idle entries (asked
+ * through cache/idle.c; their writer threads look every 100 ms). */
+#define ASK_TRIES 6
+#define ASK_PAUSE_NS (50 * 1000000L)
+
+static bool no_room(int rc)
+{
+	return rc == -ENOSPC || rc == -EBUSY;
+}
+
+/* How long an open waits for room held by entries settling (below). */
+#define SETTLE_WAIT_S 2.0
+
+/* Whether an entry is complete and held by no handle, only by a transfer
+ * or a completion record still finishing: its pin goes within moments.
+ * mu held. */
+static bool settling(const cache *c)
+{
+	for (const centry *e = c->entries; e; e = e->next)
+		if (!e->failed && e->handles == 0 && e->refs > 0 &&
+		    e->n_done == e->n_chunks)
+			return true;
+	return false;
+}
+
+/* Makes room held by idle entries: this process's at once, then, when
+ * others pin entries too, theirs (asked; when wait, tried again for up to
+ * ASK_TRIES * ASK_PAUSE_NS).  try(c, arg) is the operation that needed
+ * room; its result.  mu not held. */
+static int with_idle_room(cache *c, int (*try)(cache *, void *), void *arg,
+			  bool wait)
+{
+	int rc = try(c, arg);
+	if (!no_room(rc))
+		return rc;
+	/* this process's idle entries go at once; complete ones whose last
+	 * transfer or completion record is still finishing (settling) are
+	 * waited for, up to SETTLE_WAIT_S, when the caller can wait */
+	double until = clock_mono() + SETTLE_WAIT_S;
+	for (;;) {
+		pthread_mutex_lock(&c->mu);
+		unsigned freed = cache_idle_free_all(c);
+		bool settle = !freed && wait && settling(c) &&
+			      clock_mono() < until;
+		if (settle) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 20 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		}
+		pthread_mutex_unlock(&c->mu);
+		if (!freed && !settle)
+			break;
+		if (freed && !no_room(rc = try(c, arg)))
+			return rc;
+	}
+	bool others = false;
+	if (!no_room(rc) || cidx_others_pin(c->idx, &others) < 0 || !others)
+		return rc;
+	cache_idle_ask(c);
+	for (int i = 0; wait && i < ASK_TRIES && no_room(rc); i++) {
+		struct timespec ts = {0, ASK_PAUSE_NS};
+		nanosleep(&ts, NULL);
+		rc = try(c, arg);
+	}
+	return rc;
+}
+
+struct create_args {
+	const char *key, *etag;
+	uint64_t size;
+	uint32_t chunk_size;
+	centry **out;
+};
+
+static int try_create(cache *c, void *arg)
+{
+	struct create_args *a = arg;
+	return entry_create(c, a->key, a->etag, a->size, a->chunk_size,
+			    a->out);
 }
 
 /* ---- checking downloads against a manifest ----------------------------- */
@@ -241,21 +330,6 @@ int cache_file_open(cache *c, const char *key, const char *etag,
 	return cache_file_open_expect(c, key, etag, size, NULL, out, hit);
 }
 
-/* How long an open waits for room held by entries settling (below). */
-#define SETTLE_WAIT_S 2.0
-
-/* Whether an entry is complete and held by no handle, only by a transfer
- * or a completion record still finishing: its pin goes within moments.
- * mu held. */
-static bool settling(const cache *c)
-{
-	for (const centry *e = c->entries; e; e = e->next)
-		if (!e->failed && e->handles == 0 && e->refs > 0 &&
-		    e->n_done == e->n_chunks)
-			return true;
-	return false;
-}
-
 int cache_file_open_expect(cache *c, const char *key, const char *etag,
 			   uint64_t size, const cache_expect *x,
 			   cache_file **out, bool *hit)
@@ -272,38 +346,16 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 	if (e) {
 		e->refs++;
 		e->handles++;
-		e->idle_since = 0;
+		cache_idle_take(c, e);
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (!e) {
 		centry *ne;
 		/* a new entry: one chunk per manifest block */
 		uint32_t cs = x && x->block ? x->block : c->o.chunk_size;
-		int rc = entry_create(c, key, etag, size, cs, &ne);
-		double until = clock_mono() + SETTLE_WAIT_S;
-		while (rc == -ENOSPC || rc == -EBUSY) {
-			/* the room may be held by this process's idle entries,
-			 * or by complete ones whose last transfer or record is
-			 * still finishing (an fsync on a busy disk) */
-			pthread_mutex_lock(&c->mu);
-			unsigned freed = centry_free_idle(c, true);
-			bool wait = !freed && settling(c) && clock_mono() < until;
-			if (wait) {
-				struct timespec ts;
-				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_nsec += 20 * 1000000L;
-				if (ts.tv_nsec >= 1000000000L) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000L;
-				}
-				pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-			}
-			pthread_mutex_unlock(&c->mu);
-			if (freed)
-				rc = entry_create(c, key, etag, size, cs, &ne);
-			else if (!wait)
-				break;
-		}
+		/* the room may be held by idle or settling entries */
+		struct create_args ca = {key, etag, size, cs, &ne};
+		int rc = with_idle_room(c, try_create, &ca, true);
 		if (rc < 0) {
 			free(f);
 			return rc;
@@ -316,7 +368,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 			bool same = e->chunk_size == ne->chunk_size;
 			e->refs++;
 			e->handles++;
-			e->idle_since = 0;
+			cache_idle_take(c, e);
 			ne->refs = 1;
 			centry_free(c, ne);
 			set_expect(c, e, same ? m : NULL);
@@ -383,6 +435,18 @@ void cache_file_close(cache_file *f)
 	centry_put(c, f->e);
 	pthread_mutex_unlock(&c->mu);
 	free(f);
+}
+
+void cache_file_willneed(cache_file *f)
+{
+	cache *c = f->c;
+	pthread_mutex_lock(&c->mu);
+	bool whole = f->e->n_done == f->e->n_chunks;
+	pthread_mutex_unlock(&c->mu);
+	/* fd and size never change while f holds the entry */
+	if (whole && f->e->size)
+		(void)posix_fadvise(f->e->fd, 0, (off_t)f->e->size,
+				    POSIX_FADV_WILLNEED);
 }
 
 void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total)
@@ -611,7 +675,7 @@ int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
 				cs, crc, path);
 	if (rc == -ENOSPC || rc == -EBUSY) { /* idle entries hold the room */
 		pthread_mutex_lock(&c->mu);
-		unsigned freed = centry_free_idle(c, true);
+		unsigned freed = cache_idle_free_all(c);
 		pthread_mutex_unlock(&c->mu);
 		if (freed)
 			rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag,
@@ -641,17 +705,16 @@ uint64_t cache_min_free(const cache *c)
 	return c->o.min_free;
 }
 
+static int try_free_disk(cache *c, void *arg)
+{
+	return cidx_free_disk(c->idx, *(uint64_t *)arg);
+}
+
 int cache_free_disk(cache *c, uint64_t size)
 {
-	int rc = cidx_free_disk(c->idx, size);
-	if (rc == -ENOSPC) { /* room held by idle entries of this process */
-		pthread_mutex_lock(&c->mu);
-		unsigned freed = centry_free_idle(c, true);
-		pthread_mutex_unlock(&c->mu);
-		if (freed)
-			rc = cidx_free_disk(c->idx, size);
-	}
-	return rc;
+	/* room held by idle entries, of this process or others (asked: the
+	 * writers' callers try again, fs/write.c wait_for_space) */
+	return with_idle_room(c, try_free_disk, &size, false);
 }
 
 void cache_count_uncached(cache *c)
@@ -672,6 +735,9 @@ void cache_get_stats(cache *c, cache_stats *st)
 		st->evictions = is.evictions;
 	}
 	pthread_mutex_lock(&c->mu);
+	/* idle entries are released on demand (cache/idle.c): not held */
+	uint64_t idle = cache_idle_bytes(c);
+	st->pinned_bytes -= idle < st->pinned_bytes ? idle : st->pinned_bytes;
 	st->hits = c->hits;
 	st->misses = c->misses;
 	st->uncached_opens = c->uncached_opens;

@@ -88,6 +88,11 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
  * or splice from, or a negative errno (EIO when the download failed). */
 int cache_file_ready(cache_file *f, uint64_t off, size_t len);
 
+/* Starts reading a completely cached file f into the page cache, in the
+ * background (POSIX_FADV_WILLNEED): directory read-ahead of a warm cache,
+ * so that the disk reads of the next files overlap the reader's. */
+void cache_file_willneed(cache_file *f);
+
 /* Download progress of the file's object. */
 void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total);
 

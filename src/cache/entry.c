@@ -161,27 +161,14 @@ void centry_put(cache *c, centry *e)
 		return;
 	remember_verified(c, e);
 	if (!e->failed && !c->stopping && e->n_done == e->n_chunks) {
-		e->idle_since = clock_mono(); /* centry_free_idle frees it */
+		/* kept (cache/idle.c); the file's identity now, checked when
+		 * it is taken back (cache_idle_take) */
+		if (fstat(e->fd, &e->idle_st) < 0)
+			memset(&e->idle_st, 0, sizeof e->idle_st);
+		e->idle_since = clock_mono();
 		return;
 	}
 	centry_free(c, e);
-}
-
-unsigned centry_free_idle(cache *c, bool all)
-{
-	double now = clock_mono();
-	unsigned n = 0;
-	for (centry **pp = &c->entries; *pp;) {
-		centry *e = *pp;
-		if (e->refs == 0 && e->idle_since > 0 &&
-		    (all || now - e->idle_since >= CENTRY_IDLE_KEEP)) {
-			centry_free(c, e); /* unlinks it from *pp */
-			n++;
-		} else {
-			pp = &e->next;
-		}
-	}
-	return n;
 }
 
 bool chunk_expected(cache *c, centry *e, uint32_t i, uint32_t crc)

@@ -498,7 +498,7 @@ static void *writer_main(void *arg)
 			clock_realtime_in(&ts, 100);
 			pthread_cond_timedwait(&c->writer_cv, &c->mu, &ts);
 			fetch_schedule(c); /* delayed retries */
-			centry_free_idle(c, c->stopping); /* their pins go */
+			cache_idle_tick(c); /* their pins go */
 			continue;
 		}
 		struct done_rec *rev = take_pending(c);

@@ -68,6 +68,7 @@ static const char *const stmt_sql[S_COUNT] = {
 		  "WHERE name = ?1 AND owner = ?2",
     [S_PIN_DEL] = "DELETE FROM pins WHERE name = ?1 AND owner = ?2",
     [S_PINS_COUNT] = "SELECT COUNT(*) FROM pins WHERE name = ?1",
+    [S_PINS_OTHERS] = "SELECT COUNT(*) FROM pins WHERE owner != ?1",
     [S_PINS_DEL_NAME] = "DELETE FROM pins WHERE name = ?1",
     [S_OWNER_INS] = "INSERT OR REPLACE INTO owners(owner, pid, since) "
 		    "VALUES(?1, ?2, ?3)",

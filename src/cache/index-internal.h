@@ -52,6 +52,7 @@ enum cidx_sid {
 	S_PIN_DEC,
 	S_PIN_DEL,
 	S_PINS_COUNT,
+	S_PINS_OTHERS,
 	S_PINS_DEL_NAME,
 	S_OWNER_INS,
 	S_OWNER_DEL,

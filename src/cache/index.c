@@ -679,6 +679,17 @@ static int stats_locked(cidx *x, cidx_stats *st)
 	return rc ? rc : pinned_bytes(x, &st->pinned_bytes);
 }
 
+int cidx_others_pin(cidx *x, bool *any)
+{
+	int64_t n = 0;
+	int rc = cidx_enter(x, false);
+	if (rc)
+		return rc;
+	rc = query_i64(x, S_PINS_OTHERS, x->owner, NULL, &n, NULL);
+	*any = n > 0;
+	return cidx_leave(x, rc, !rc);
+}
+
 int cidx_get_stats(cidx *x, cidx_stats *st)
 {
 	memset(st, 0, sizeof *st);

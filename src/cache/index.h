@@ -129,6 +129,9 @@ typedef struct cidx_stats {
 } cidx_stats;
 
 int cidx_get_stats(cidx *x, cidx_stats *st);
+/* Whether other processes sharing the cache hold pins (live or not yet
+ * reaped): whether asking them for their idle entries may make room. */
+int cidx_others_pin(cidx *x, bool *any);
 
 /*
  * Evicts unpinned entries (least recently used first) until the cache's

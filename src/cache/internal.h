@@ -1,8 +1,9 @@
 /*
  * Shared between cache.c (handles, opening, verification, stats), fetch.c
- * (the download scheduler) and entry.c (a centry's life, chunk
- * bookkeeping).  Calls go one way: cache.c -> fetch.c -> entry.c, and
- * cache.c -> entry.c.  Not part of the cache interface.
+ * (the download scheduler), idle.c (entries no handle holds) and entry.c
+ * (a centry's life, chunk bookkeeping).  Calls go one way: cache.c ->
+ * fetch.c -> idle.c -> entry.c, and cache.c -> idle.c, cache.c ->
+ * entry.c.  Not part of the cache interface.
  *
  * Locking: one mutex (cache.mu) guards every centry field marked [mu] and
  * the scheduler state; `cv` is broadcast whenever a chunk changes state.
@@ -55,9 +56,10 @@ struct centry {
 	unsigned refs;
 	unsigned handles;      /* [mu] of refs: open cache_files */
 	/* [mu] complete, no handle since then (monotonic s; 0: not idle): the
-	 * entry and its pin are kept CENTRY_IDLE_KEEP seconds, so a reopen
-	 * (a hot read, the next rank) costs no index transaction */
+	 * entry and its pin are kept (idle.c), so a reopen (a warm or hot
+	 * read, the next rank) costs no index transaction */
 	double idle_since;
+	struct stat idle_st;   /* [mu] its file's fstat when it went idle */
 	bool active;           /* [mu] on the scheduler's list */
 	bool failed;           /* [mu] cannot complete (err says why) */
 	bool stamped;          /* [mu] known good file recorded in the index */
@@ -95,6 +97,11 @@ struct cache {
 	unsigned recording;
 	pthread_t writer;
 	pthread_cond_t writer_cv;
+	/* idle entries (idle.c) */
+	unsigned idle_max;     /* kept at most (descriptors) */
+	char *idle_ask_path;   /* DIR/release-idle */
+	struct stat idle_sig;  /* [mu] its stat when last looked at */
+	bool idle_sig_ok;      /* [mu] it existed then */
 	/* stats [mu] */
 	uint64_t hits, misses, uncached_opens, downloaded, verify_failures;
 	uint64_t rate_bytes[RATE_SLOTS];
@@ -122,11 +129,31 @@ centry *centry_new(cache *c, const char *key, const char *etag,
 		   const cidx_entry *ie, enum cidx_role role, int fd);
 void centry_free(cache *c, centry *e); /* mu held: unlink, unpin, free */
 void centry_put(cache *c, centry *e); /* mu held: drop a ref */
-/* mu held: frees the idle entries (all, or those idle longer than
- * CENTRY_IDLE_KEEP); returns how many */
-unsigned centry_free_idle(cache *c, bool all);
-#define CENTRY_IDLE_KEEP 1.0
 void stamp_good(cache *c, centry *e); /* fsync, then stamp (mu not held) */
+
+/* idle.c: complete entries no handle holds, kept with their pins */
+#define CACHE_IDLE_KEEP 60.0 /* seconds without a handle */
+#define CACHE_IDLE_MAX 4096  /* entries at most */
+/* How many idle entries a process allowed nofile descriptors keeps. */
+unsigned cache_idle_max_for(uint64_t nofile);
+int cache_idle_init(cache *c); /* at open: idle_max, the request file */
+/* Asks every process sharing the cache to release its idle entries.  mu
+ * not needed. */
+void cache_idle_ask(cache *c);
+/* mu held: releases every idle entry; how many */
+unsigned cache_idle_free_all(cache *c);
+/* mu held: releases the entries idle for keep seconds at now, then the
+ * longest idle while more than max are; how many */
+unsigned cache_idle_expire(cache *c, double now, double keep, unsigned max);
+/* mu held, every 100 ms (the cache writer): all of them when another
+ * process asked (or at shutdown), else those past CACHE_IDLE_KEEP or
+ * idle_max */
+void cache_idle_tick(cache *c);
+uint64_t cache_idle_bytes(cache *c); /* mu held: their sizes */
+/* mu held: e is opened again (refs taken); if it was idle and its file
+ * changed since (another program wrote it), its chunks are checked again
+ * as they are read, as after a reopen by a new process */
+void cache_idle_take(cache *c, centry *e);
 /* Marks e's done chunks verified if its file is unchanged since it was
  * stamped.  mu */
 void recall_verified(cache *c, centry *e);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -374,8 +375,31 @@ static void detach_stdio(void)
 		close(fd);
 }
 
+/* The soft descriptor limit raised towards the hard one (at most
+ * NOFILE_WANT): the read cache keeps a descriptor per idle entry, as many
+ * as a quarter of this limit (doc/cache.md, "Idle entries"), and a
+ * service manager's soft default (1024) would keep too few for a
+ * directory of a few hundred shards. */
+#define NOFILE_WANT 65536
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= NOFILE_WANT)
+		return;
+	rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > NOFILE_WANT
+			      ? NOFILE_WANT
+			      : rl.rlim_max;
+	if (want > rl.rlim_cur) {
+		rl.rlim_cur = want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_debug("cannot raise the descriptor limit: %s",
+				  strerror(errno));
+	}
+}
+
 static int run(mount_args *a, int ready_fd)
 {
+	raise_nofile();
 	struct mounted m;
 	memset(&m, 0, sizeof m);
 	int rc = 1;

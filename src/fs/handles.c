@@ -1,12 +1,14 @@
 /*
  * Open handles: the list of file and directory handles of the mount
  * (freed at unmount if the kernel never released them) and the counts of
- * handles closed whose release is still to come (fs->closing).  A handle of
+ * handles closed whose release is still to come (fs->closing, and
+ * fs->noflush_open: handles whose close the kernel does not report).  A handle of
  * a remote object is freed by fs_handle_free; one of a local file by
  * wr_handle_free (fs/write.c), which hands the file over between
  * fs_handle_settle and fs_handle_drop.
  */
 #include <stdlib.h>
+#include <time.h>
 
 #include "fs/ops-internal.h"
 
@@ -55,8 +57,11 @@ void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted)
 {
 	fs_itable_lock(fs->it);
 	handle_unlink(fs, h);
-	if (h->flushed) {
-		fs->closing--;
+	if (h->flushed || h->noflush) {
+		if (h->flushed)
+			fs->closing--;
+		else
+			fs->noflush_open--;
 		fs->released++;
 		fs_itable_broadcast(fs->it);
 	}
@@ -89,15 +94,39 @@ bool fs_closing_handles(fs_ctx *fs)
 	return any;
 }
 
-bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline)
+/* How long a wait for releases lasts when only handles opened without
+ * flush may be closing: they may as well be held open by their readers. */
+#define NOFLUSH_WAIT_NS 1000000000L
+
+uint64_t fs_releases(fs_ctx *fs)
 {
 	fs_itable_lock(fs->it);
-	uint64_t seen = fs->released;
-	bool got = false;
-	while (fs->closing > 0 && !(got = fs->released != seen) &&
-	       fs_itable_timedwait(fs->it, deadline) == 0)
-		;
-	got = got || fs->released != seen;
+	uint64_t n = fs->released;
+	fs_itable_unlock(fs->it);
+	return n;
+}
+
+bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline,
+		     uint64_t *seen)
+{
+	fs_itable_lock(fs->it);
+	bool got = fs->released != *seen;
+	struct timespec lim = *deadline;
+	if (fs->closing == 0) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		now.tv_nsec += NOFLUSH_WAIT_NS;
+		now.tv_sec += now.tv_nsec / 1000000000L;
+		now.tv_nsec %= 1000000000L;
+		if (now.tv_sec < lim.tv_sec ||
+		    (now.tv_sec == lim.tv_sec && now.tv_nsec < lim.tv_nsec))
+			lim = now;
+	}
+	while (!got && fs->closing + fs->noflush_open > 0 &&
+	       fs_itable_timedwait(fs->it, &lim) == 0)
+		got = fs->released != *seen;
+	got = got || fs->released != *seen;
+	*seen = fs->released;
 	fs_itable_unlock(fs->it);
 	return got;
 }

@@ -106,7 +106,16 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 			st->st_rdev = (dev_t)n->rdev;
 		}
 	}
-	st->st_blksize = 1 << 20;
+	/* the buffer cat, cp and Python's buffered files size from it.  A
+	 * fresh buffer costs a page fault per page it touches, for every file
+	 * opened: a 1 MiB one nearly doubled the time of a hot `cat` of 400
+	 * files of 256 KiB.  Large files keep 1 MiB: with 128 KiB, a warm
+	 * `cat` of 64 MiB files from the cache's disk took twice as long
+	 * (though `dd bs=128K` did not), while a hot one gained 20%.
+	 * Uncached reads are sized by the kernel's read-ahead
+	 * (max_readahead), not by this (doc/architecture.md, "Reads") */
+	st->st_blksize = !n->is_dir && n->size >= FS_BIG_FILE ? FS_BIG_BLKSIZE
+							     : FS_READ_BLKSIZE;
 	struct timespec t = n->mtime;
 	if (t.tv_sec == 0 && t.tv_nsec == 0)
 		t = fs->mount_time;
@@ -167,6 +176,8 @@ static void apply_manifest(fs_inode *d, ns_dir *nd)
  * Makes d->listing fresh.  Called and returns with the table locked; drops
  * the lock while listing.  Returns 0 or a negative errno.
  */
+static int dir_fetch(fs_ctx *fs, fs_inode *d);
+
 int fs_dir_load(fs_ctx *fs, fs_inode *d)
 {
 	for (;;) {
@@ -177,6 +188,27 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 			break;
 		fs_itable_wait(fs->it);
 	}
+	return dir_fetch(fs, d);
+}
+
+/* A listing this far into dir_timeout is refreshed ahead of its expiry
+ * by fs_dir_refresh_ahead. */
+#define AHEAD_AT 0.75
+
+void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d)
+{
+	double age = fs_now() - d->listing_time;
+	if (!d->listing || d->listing_busy || d->listing_gen != fs->listing_gen ||
+	    fs->o.dir_timeout <= 0 || age < AHEAD_AT * fs->o.dir_timeout ||
+	    age >= fs->o.dir_timeout)
+		return;
+	if (dir_fetch(fs, d) < 0)
+		log_debug("refresh of /%s ahead of its expiry failed", d->path);
+}
+
+/* Lists d (fs_dir_load without the freshness check).  Table locked. */
+static int dir_fetch(fs_ctx *fs, fs_inode *d)
+{
 	d->listing_busy = true;
 	uint64_t gen = fs->listing_gen;
 	fs_inode_ref(d);

@@ -33,6 +33,11 @@
 #include "util/buf.h"
 
 #define LOGGED_MAX 4096
+/* st_blksize of remote files (fs_fill_stat): 128 KiB, 1 MiB for files of
+ * 8 MiB or more */
+#define FS_READ_BLKSIZE (128u << 10)
+#define FS_BIG_BLKSIZE (1u << 20)
+#define FS_BIG_FILE (8ull << 20)
 
 struct fs_ctx {
 	fs_pt pt;
@@ -54,6 +59,9 @@ struct fs_ctx {
 	/* handles closed by the application (flush) whose asynchronous
 	 * release has not arrived yet: their cache pins are about to go */
 	unsigned closing; /* [table lock] */
+	/* handles opened with FOPEN_NOFLUSH (files cached whole, fs/read.c):
+	 * the kernel sends no flush, so any of them may be closing */
+	unsigned noflush_open; /* [table lock] */
 	uint64_t released; /* [table lock] releases of those so far */
 	/* those of them that write through passthrough: their bytes are
 	 * handed to the commit engine at release (fs/write.c) */
@@ -95,6 +103,7 @@ struct fs_handle {
 	atomic_bool served; /* a read returned bytes */
 	bool hit;       /* every byte was cached at open */
 	bool flushed;   /* counted in fs->closing */
+	bool noflush;   /* opened with FOPEN_NOFLUSH: in fs->noflush_open */
 	atomic_bool cache_failed; /* download failed: read uncached from now on */
 	/* reads hold it shared; release takes it exclusively, because the
 	 * kernel may release a file while readahead reads are still replying */
@@ -168,6 +177,11 @@ bool fs_meta_wanted(fs_ctx *fs, const fs_inode *n);
 void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
 /* Makes d->listing fresh; drops the lock while listing.  0 or -errno. */
 int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
+/* Lists d again when its listing is still fresh but near the end of
+ * dir_timeout (and no listing of d is under way), so that a directory
+ * being read never makes its next open or lookup wait for a LIST.  For
+ * after a reply.  Table locked (dropped while listing). */
+void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d);
 /* Whether lookups may answer from d's listing past dir_timeout (a large
  * directory, refreshed after the reply).  Table locked. */
 bool fs_dir_stale_ok(fs_ctx *fs, const fs_inode *d);
@@ -225,10 +239,16 @@ void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted);
 /* Whether a handle was closed (flushed) and its release is still to come:
  * the space it holds is about to be freed. */
 bool fs_closing_handles(fs_ctx *fs);
-/* Waits until a release of a handle closed before the call arrives, or
- * until deadline (CLOCK_REALTIME); false when none was closing or the
- * deadline passed. */
-bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline);
+/* Releases of closed handles so far (for fs_wait_release's seen). */
+uint64_t fs_releases(fs_ctx *fs);
+/* Waits until a release arrives after *seen (fs_releases before the
+ * attempt that failed for want of room: one that came during the attempt
+ * counts), or until deadline (CLOCK_REALTIME); false when none came and
+ * none is to come (nothing closing) or the deadline passed.  Updates
+ * *seen.  Handles opened without flush (fs->noflush_open) count as
+ * closing, for at most 1 s when no other one is. */
+bool fs_wait_release(fs_ctx *fs, const struct timespec *deadline,
+		     uint64_t *seen);
 void fs_dirhandle_unlink(fs_ctx *fs, fs_dirhandle *dh); /* table locked */
 void fs_dirhandle_free(fs_dirhandle *dh);
 

@@ -43,10 +43,11 @@ static void attach_cache(fs_ctx *fs, fs_handle *h)
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += RELEASE_WAIT_S;
 	int rc;
+	uint64_t seen = fs_releases(fs);
 	do
 		rc = cache_file_open_expect(fs->cache, h->key, h->etag, h->size,
 					    check ? &x : NULL, &h->cf, &h->hit);
-	while (rc == -ENOSPC && fs_wait_release(fs, &deadline));
+	while (rc == -ENOSPC && fs_wait_release(fs, &deadline, &seen));
 	if (check && rc != 0) { /* uncached reads check whole blocks */
 		h->vcrc = crc;
 		h->vblock = x.block;
@@ -261,6 +262,15 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	bool reg = choose_backing(fs, n, h);
 	n->open_handles++;
 	fs_handle_link(fs, h);
+	/* a handle of a file cached whole has nothing to do at close: no
+	 * FLUSH round trip (FOPEN_NOFLUSH) for each file a reader walks.
+	 * Its close is then unseen until the release, so it counts as
+	 * possibly closing (fs->noflush_open, fs_wait_release) */
+	if (h->cf && h->hit) {
+		fi->noflush = 1;
+		h->noflush = true;
+		fs->noflush_open++;
+	}
 	n->size = hr.size;
 	/* HEAD has whole seconds, listings milliseconds: keep the finer one
 	 * unless the second changed, or the kernel would see the mtime flip
@@ -288,6 +298,22 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	else if (cached) /* after the reply: the open never waits for it */
 		fs_readahead_opened(fs, n);
 	fs_itable_lock(fs->it);
+	/* a directory read file after file: its listing, and those of the
+	 * directories above it (the path walk's lookups), are listed again
+	 * before they expire, by this worker, after the reply, so the next
+	 * opens and lookups find them fresh (doc/architecture.md, "Reads") */
+	fs_inode *d = n->detached ? NULL : n->parent;
+	if (d)
+		fs_inode_ref(d);
+	while (d) { /* each held while the lock is dropped to list it */
+		if (!wr_is_local_dir(fs, d))
+			fs_dir_refresh_ahead(fs, d);
+		fs_inode *up = d->detached ? NULL : d->parent;
+		if (up)
+			fs_inode_ref(up);
+		fs_itable_unref(fs->it, d);
+		d = up;
+	}
 	fs_itable_unref(fs->it, n);
 	fs_itable_unlock(fs->it);
 }

@@ -32,6 +32,12 @@
 #include "util/log.h"
 
 #define RA_FILES_MAX 512 /* files started per open at most */
+/* Files cached whole up to this size are read from the cache's disk into
+ * the page cache ahead of the reader (cache_file_willneed): the reader of
+ * many small files then never waits for the disk at each open.  Larger
+ * ones stream at disk speed with the kernel's own read-ahead, and reading
+ * them ahead only took CPU from the reader (measured: bench/README.md) */
+#define RA_WILLNEED_MAX (8ull << 20)
 
 typedef struct ra_item {
 	char *key, *etag;
@@ -152,6 +158,8 @@ void fs_readahead_opened(fs_ctx *fs, fs_inode *n)
 							  &cf, &hit)
 				 : -ECANCELED;
 		if (rc == 0) {
+			if (hit && it->size <= RA_WILLNEED_MAX)
+				cache_file_willneed(cf); /* warm: disk */
 			cache_file_close(cf); /* the download goes on */
 			started++;
 		} else if (rc != -ECANCELED) {

@@ -223,6 +223,14 @@ static void xattr_query(fuse_req_t req, fuse_ino_t ino, const char *name,
 void wr_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 size_t size)
 {
+	/* only user xattrs exist here (wr_setxattr refuses the others):
+	 * ENOTSUP for security.* and system.posix_acl_*, not ENODATA, tells
+	 * ls -l (and libacl, libselinux users) that this filesystem has none,
+	 * so they stop asking for each file (doc/posix.md) */
+	if (strncmp(name, "user.", 5)) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
 	xattr_query(req, ino, name, size);
 }
 

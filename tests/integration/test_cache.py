@@ -873,8 +873,9 @@ def test_status_table_and_json(s3server, bucket, mount, cdir, tmp_path):
     assert sha_of(m / "x.bin") == sha256_bytes(body)
     assert sha_of(m / "x.bin") == sha256_bytes(body)
     wait_idle(m)
-    # a closed file's pin stays a second (a reopen then costs no index
-    # transaction: doc/cache.md), then goes
+    # a closed file's entry stays pinned, idle (a reopen then costs no
+    # index transaction: doc/cache.md, "Idle entries"); pinned_bytes counts
+    # only what handles hold
     assert wait_until(lambda: cache_of(status(m))["pinned_bytes"] == 0, 15), status(m)
     s = status(m)
     assert s["mountpoint"] == str(m) and s["bucket"] == bucket, s
