@@ -283,6 +283,7 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!offline) /* the next open asks the server again */
 		n->attr_time = fs_now();
 	set_page_cache_mode(n, h, fi);
+	fs_inode_ref(n); /* the handle may go at once after the reply */
 	fs_itable_unlock(fs->it);
 	if (reg)
 		register_backing(fs, n, h);
@@ -292,7 +293,6 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fs_pt_mark_next_open(h->backing_id);
 	bool cached = h->cf != NULL;
-	fs_inode_ref(n); /* the handle may go at once */
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		fs_handle_free(fs, h, true); /* interrupted open */
 	else if (cached) /* after the reply: the open never waits for it */
