@@ -286,6 +286,17 @@ def cache_files(cache_dir):
     return res
 
 
+def cache_file_of(s3, cache_dir, bucket, key):
+    """Path of the cache file of key's current version (s3: anything with
+    a boto3-like head(bucket, key)), or None."""
+    etag = s3.head(bucket, key)["ETag"]
+    have = cache_files(cache_dir)
+    for n in cache_names(bucket, key, etag):
+        if n in have:
+            return have[n]
+    return None
+
+
 class ThrottleProxy:
     """A TCP proxy on 127.0.0.1 in front of `target` ("host:port" or an
     http:// URL) that makes the link slow: each connection's bytes from the

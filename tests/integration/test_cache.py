@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (cache_files, cache_names, ckptfs_status, det_bytes, run,
+from helpers import (cache_file_of, cache_files, ckptfs_status, det_bytes, run,
                      sha256_bytes, wait_until)
 import helpers
 
@@ -73,16 +73,6 @@ def assert_reads(mnt, files, timeout=60):
     for key, body in files.items():
         got = sha_of(Path(mnt) / key, timeout)
         assert got == sha256_bytes(body), f"{key}: wrong bytes through the mount"
-
-
-def cache_file_of(s3, cdir, bucket, key):
-    """Path of the cache file of key's current version, or None."""
-    etag = s3.head(bucket, key)["ETag"]
-    have = cache_files(cdir)
-    for n in cache_names(bucket, key, etag):
-        if n in have:
-            return have[n]
-    return None
 
 
 def expected_cache_path(s3, cdir, bucket, key):

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from faultproxy import FaultProxy
-from helpers import (cache_files, cache_names, ckptfs_status, det_bytes, sha256_bytes,
+from helpers import (cache_file_of, cache_files, ckptfs_status, det_bytes, sha256_bytes,
                      sha256_file, wait_until)
 
 KiB = 1 << 10
@@ -146,15 +146,6 @@ def test_replaced_remotely_is_seen_after_the_timeouts(s3server, bucket, mount, c
         assert [(d / n).stat().st_size for n in names] == [len(new[n]) for n in names]
 
 
-def cache_path_of(s3server, cdir, bucket, key):
-    etag = s3server.head(bucket, key)["ETag"]
-    have = cache_files(cdir)
-    for n in cache_names(bucket, key, etag):
-        if n in have:
-            return have[n]
-    return None
-
-
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("keeper_end", ["alive", "sigkill"])
 def test_another_mount_gets_the_room_of_kept_entries(s3server, bucket, mount, cdir,
@@ -179,7 +170,7 @@ def test_another_mount_gets_the_room_of_kept_entries(s3server, bucket, mount, cd
         for n in sorted(a):
             assert sha256_file(m1 / "a" / n) == sha256_bytes(a[n]), n
         s = wait_idle(m1)
-        fh = cache_path_of(s3server, cdir, bucket, "held.bin")
+        fh = cache_file_of(s3server, cdir, bucket, "held.bin")
         assert fh is not None, sorted(cache_files(cdir))
         ino = fh.stat().st_ino
         assert wait_until(lambda: ckptfs_status(m1)["cache"]["pinned_bytes"] == len(held),
