@@ -17,6 +17,30 @@
 #include "fs/write-internal.h"
 #include "proto/meta.h"
 
+/* A closed file of a transaction that is committing or committed, whose
+ * bytes are not being staged again. */
+static bool sealed_clean(const ov_node *o)
+{
+	return o->kind == OV_FILE && o->writers == 0 && o->txn &&
+	       o->txn->sealed && !o->dirty;
+}
+
+/* A change of o's attributes or xattrs when sealed_clean(o): stores it
+ * again with them (a copy of the staged bytes), or a change of a
+ * transaction that became visible meanwhile would be lost.  0 or -errno.
+ * Table locked. */
+static int put_again(fs_ctx *fs, ov_node *o)
+{
+	ov_node_ref(o);
+	int rc = wr_writable_stage(fs, o, o->size);
+	if (rc == 0) {
+		o->dirty = true;
+		rc = wr_put_file(fs, o);
+	}
+	ov_node_unref(o);
+	return rc;
+}
+
 void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		int to_set, struct fuse_file_info *fi)
 {
@@ -115,17 +139,8 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		bool meta = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				      FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
 				      FUSE_SET_ATTR_MTIME_NOW);
-		if (meta && o->kind == OV_FILE && o->writers == 0 && o->txn &&
-		    o->txn->sealed && !o->dirty) {
-			/* committing or committed: store it again with the
-			 * new attributes (a copy of the staged bytes) */
-			ov_node_ref(o);
-			rc = wr_writable_stage(fs, o, o->size);
-			if (rc == 0) {
-				o->dirty = true;
-				rc = wr_put_file(fs, o);
-			}
-			ov_node_unref(o);
+		if (meta && sealed_clean(o)) {
+			rc = put_again(fs, o);
 		} else if (meta && (o->kind == OV_FILE || o->kind == OV_LINK) &&
 			   o->dirty &&
 			   o->writers == 0 && o->st && !o->st->handed) {
@@ -246,18 +261,8 @@ static int xattr_changed(fs_ctx *fs, ov_node *o)
 	wr_touch(o->txn);
 	clock_gettime(CLOCK_REALTIME, &o->ctime);
 	int rc = 0;
-	if (o->kind == OV_FILE && o->writers == 0 && o->txn &&
-	    o->txn->sealed && !o->dirty) {
-		/* committing or committed: stored again with them, as for
-		 * chmod (a change of a transaction that became visible
-		 * meanwhile would be lost) */
-		ov_node_ref(o);
-		rc = wr_writable_stage(fs, o, o->size);
-		if (rc == 0) {
-			o->dirty = true;
-			rc = wr_put_file(fs, o);
-		}
-		ov_node_unref(o);
+	if (sealed_clean(o)) {
+		rc = put_again(fs, o);
 	} else if (o->txn && o->st && o->st->handed && !o->dirty) {
 		wr_ordered(fs);
 		eng_meta m;
