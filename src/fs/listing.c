@@ -370,15 +370,16 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 	/* only a listing that lacks a manifest's file can be part of a
 	 * delete: the common case costs no extra LIST */
 	bool hidden = false;
-	if (rc == 0 && *manifest && vis_listing_misses(out, *manifest))
+	bool misses = rc == 0 && *manifest && vis_listing_misses(out, *manifest);
+	if (misses)
 		rc = own_marker_live(s3, dir_prefix, &hidden, e);
-	/* none of the files there and no marker: a delete (objects, then
-	 * manifests, then the marker) may have finished its last two steps
-	 * between the manifest reads and the marker LIST.  Its manifests are
-	 * gone then; manifests that stay (files deleted one by one, addenda
-	 * naming checkpoints rotated away) leave an empty directory */
-	if (rc == 0 && !hidden && *manifest &&
-	    vis_listing_has_none(out, *manifest))
+	/* files missing and no marker: a delete (objects, then manifests,
+	 * then the marker) may have finished its last two steps between
+	 * the LIST that saw some of its objects left and the marker LIST.
+	 * Its manifests are gone then; manifests that stay (files deleted
+	 * one by one, addenda naming checkpoints rotated away) leave what
+	 * is listed */
+	if (rc == 0 && misses && !hidden)
 		rc = manifests_gone(s3, dir_prefix, &hidden, e);
 	/* .ckptfs/ listed but its manifests gone: deleted meanwhile */
 	if (rc == 0 && (hidden || (out->saw_meta && !*manifest))) {

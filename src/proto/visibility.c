@@ -146,9 +146,3 @@ bool vis_listing_misses(const ns_dir *d, const vis_manifest *m)
 	return missing > 0;
 }
 
-bool vis_listing_has_none(const ns_dir *d, const vis_manifest *m)
-{
-	size_t names, missing;
-	count_needed(d, m, false, &names, &missing);
-	return names > 0 && missing == names;
-}

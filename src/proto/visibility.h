@@ -72,10 +72,4 @@ void vis_hide_all(ns_dir *d);
  * whole directory on its way out. */
 bool vis_listing_misses(const ns_dir *d, const vis_manifest *m);
 
-/* Whether listing d lacks every name the files of m need (m names some):
- * a directory on its way out, or one whose files were all deleted while
- * manifests naming them stay (fs/listing.c tells them apart by listing
- * the manifests again). */
-bool vis_listing_has_none(const ns_dir *d, const vis_manifest *m);
-
 #endif
