@@ -36,12 +36,10 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &ep);
 		return;
 	}
-	/* a large directory's names keep answering from its last listing
-	 * while it is refreshed (fs_dir_stale_ok) */
+	/* a large directory's names, and subdirectories, keep answering
+	 * from the last listing while it is refreshed (fs_dir_stale_entry) */
 	bool remote = !wr && !wr_is_local_dir(fs, p);
-	const ns_entry *e = remote && fs_dir_stale_ok(fs, p)
-				    ? ns_dir_find(p->listing, name)
-				    : NULL;
+	const ns_entry *e = remote ? fs_dir_stale_entry(fs, p, name) : NULL;
 	bool refresh = e && fs_now() - p->listing_time >= fs->o.dir_timeout &&
 		       !p->listing_busy;
 	int rc = e || !remote ? 0 : fs_dir_load(fs, p);

@@ -279,24 +279,33 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 }
 
 /*
- * Whether lookups of names d's listing holds may answer from it although
- * it is older than dir_timeout (the caller then refreshes it after
- * replying).  Only for large directories (STALE_OK_MIN entries: a LIST of
- * several pages, ~1 s over a WAN for 10 000 entries, which `ls -l` would
- * otherwise wait for again every dir_timeout), within STALE_OK_FACTOR x
- * dir_timeout, never with dir_timeout=0, and never after this mount changed
- * the bucket (listing_gen).  A name new since is looked up as before (the
- * lookup lists); a removed one answers until the refresh lands.  Table
- * locked.
+ * The entry of name in d's listing when a lookup may answer from that
+ * listing although it is older than dir_timeout (the caller then
+ * refreshes it after replying), else NULL.  Within STALE_OK_FACTOR x
+ * dir_timeout, never with dir_timeout=0, never after this mount changed
+ * the bucket (listing_gen), and only for
+ *  - any name of a large directory (STALE_OK_MIN entries: a LIST of
+ *    several pages, ~1 s over a WAN for 10 000 entries, which `ls -l`
+ *    would otherwise wait for again every dir_timeout);
+ *  - a subdirectory's name in any directory: walking a path to a file
+ *    would otherwise wait for one LIST per directory above it, in turn,
+ *    every dir_timeout, and a subdirectory's contents come from its own
+ *    listing anyway (a directory removed since answers ENOENT at opendir
+ *    and has no names).
+ * A name new since is looked up as before (the lookup lists); a removed
+ * one answers until the refresh lands.  Table locked.
  */
 #define STALE_OK_MIN 1000
 #define STALE_OK_FACTOR 4
-bool fs_dir_stale_ok(fs_ctx *fs, const fs_inode *d)
+const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
+				   const char *name)
 {
-	return d->listing && d->listing->n >= STALE_OK_MIN &&
-	       d->listing_gen == fs->listing_gen && fs->o.dir_timeout > 0 &&
-	       fs_now() - d->listing_time <
-		   STALE_OK_FACTOR * fs->o.dir_timeout;
+	if (!d->listing || d->listing_gen != fs->listing_gen ||
+	    fs->o.dir_timeout <= 0 ||
+	    fs_now() - d->listing_time >= STALE_OK_FACTOR * fs->o.dir_timeout)
+		return NULL;
+	const ns_entry *e = ns_dir_find(d->listing, name);
+	return e && (e->is_dir || d->listing->n >= STALE_OK_MIN) ? e : NULL;
 }
 
 /* An inode bound to a passthrough backing file of another version of its

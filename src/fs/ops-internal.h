@@ -33,10 +33,13 @@
 #include "util/buf.h"
 
 #define LOGGED_MAX 4096
-/* st_blksize of remote files (fs_fill_stat): 128 KiB, 1 MiB for files of
- * 8 MiB or more */
+/* st_blksize of remote files (fs_fill_stat): 128 KiB, 512 KiB for files of
+ * 8 MiB or more.  cat and Python size their buffer from it: 1 MiB
+ * overflows the L2 cache on a hot read; 128 and 256 KiB reads with the
+ * POSIX_FADV_SEQUENTIAL that cat asks for made warm passthrough reads of
+ * big files erratic, up to twice as slow (doc/architecture.md, "Reads") */
 #define FS_READ_BLKSIZE (128u << 10)
-#define FS_BIG_BLKSIZE (1u << 20)
+#define FS_BIG_BLKSIZE (512u << 10)
 #define FS_BIG_FILE (8ull << 20)
 
 struct fs_ctx {
@@ -182,9 +185,11 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
  * being read never makes its next open or lookup wait for a LIST.  For
  * after a reply.  Table locked (dropped while listing). */
 void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d);
-/* Whether lookups may answer from d's listing past dir_timeout (a large
- * directory, refreshed after the reply).  Table locked. */
-bool fs_dir_stale_ok(fs_ctx *fs, const fs_inode *d);
+/* name's entry in d's listing when a lookup may answer from it past
+ * dir_timeout (a large directory's name, or a subdirectory: refreshed
+ * after the reply), else NULL.  Table locked. */
+const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
+				   const char *name);
 /* Child inode for a listing entry, attributes updated.  Table locked. */
 fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e);
 /* Whether n serves another version than etag (it then gets a new inode). */

@@ -281,3 +281,57 @@ def test_reading_a_directory_never_waits_for_its_listing(s3server, bucket, mount
         assert not slow, (f"opens waited for a LIST: {slow} "
                           f"({lists} LISTs in all)")
         assert lists >= 3, f"the listing was not refreshed ({lists} LISTs)"
+
+
+@pytest.mark.timeout(120)
+def test_a_path_walk_waits_for_one_listing_not_one_per_directory(s3server, bucket, mount,
+                                                                 cdir):
+    """Every LIST takes 0.4 s; dir_timeout=1.  After every listing has
+    expired, opening run/step-10/rank/shard-000.bin waits for the LIST of
+    the file's own directory only: the names of the directories above it
+    answer from their last listings while those are listed again behind
+    the reply (before: one LIST per directory, in turn, 1.6 s).  A
+    directory new since appears at its first lookup after dir_timeout, and
+    one removed since answers ENOENT once the refresh has landed."""
+    bodies = put_dir(s3server, bucket, "run/step-10/rank", [64 * KiB, 64 * KiB + 1], seed=900)
+
+    def slow_list(method, path, query, headers):
+        if method == "GET" and "list-type" in query:
+            time.sleep(0.4)
+        return None
+    with FaultProxy(s3server.endpoint, seed=17, inspect=slow_list) as proxy:
+        mp = cdir.parent / "mnt-walk"
+        mp.mkdir(exist_ok=True)
+        argv = mount.argv(bucket, "", mp, [f"cache_dir={cdir}", "dir_timeout=1",
+                                           "attr_timeout=1", "entry_timeout=1"],
+                          endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        m = mount(bucket, argv=argv, mountpoint=mp)
+        f = m / "run" / "step-10" / "rank" / "shard-000.bin"
+        assert f.read_bytes() == bodies["shard-000.bin"]
+        walks = []
+        for _ in range(2):
+            time.sleep(2.2)  # every listing and kernel entry expired
+            lists0 = sum(1 for op, _ in proxy.oplog(0) if op == "LIST")
+            t = time.monotonic()
+            data = f.read_bytes()
+            walks.append(round(time.monotonic() - t, 2))
+            assert data == bodies["shard-000.bin"]
+            # the three directories above were listed again behind the reply
+            assert wait_until(lambda: sum(1 for op, _ in proxy.oplog(0) if op == "LIST")
+                              >= lists0 + 4, 10), proxy.oplog(0)
+        assert all(w < 0.75 for w in walks), f"the walk waited for more than one LIST: {walks}"
+
+        # a directory new since the listings shows at its first lookup once
+        # they are past dir_timeout (a name they lack is never answered
+        # from them); a removed one goes
+        s3server.put_many(bucket, [("run/step-20/rank/shard-000.bin", b"new")])
+        time.sleep(2.2)
+        assert (m / "run" / "step-20" / "rank" / "shard-000.bin").read_bytes() == b"new"
+        s3 = s3server.client()
+        for k in ("run/step-10/rank/shard-000.bin", "run/step-10/rank/shard-001.bin"):
+            s3.delete_object(Bucket=bucket, Key=k)
+        time.sleep(1.2)
+        assert wait_until(lambda: not (m / "run" / "step-10").exists(), 10), \
+            "a directory removed remotely still shows"
+        assert sorted(os.listdir(m / "run")) == ["step-20"]
