@@ -25,10 +25,14 @@ typedef struct ghost {
 	/* a directory's last listing (and manifests), kept for the next
 	 * inode of the path: served when the store cannot be reached
 	 * (fs_dir_load), so an outage does not hide a directory the kernel
-	 * happened to forget.  On the kept list (lprev/lnext) while held. */
+	 * happened to forget, and as fresh as it was (listing_time,
+	 * listing_gen), so a re-read after drop_caches makes no LIST within
+	 * dir_timeout.  On the kept list (lprev/lnext) while held. */
 	ns_dir *listing;
 	vis_manifest *manifest;
 	struct timespec mtime;
+	double listing_time;
+	uint64_t listing_gen;
 	struct ghost *lprev, *lnext;
 } ghost;
 
@@ -186,8 +190,9 @@ static void ghost_drop_listing(fs_itable *t, ghost *g)
 }
 
 /* Takes the remembered number of n's path, if any, out of the ghost
- * table; a directory also gets the listing its last inode had, as a stale
- * one (fetched again at first use, served if that fails transiently). */
+ * table; a directory also gets the listing its last inode had, as fresh
+ * as it was (served while dir_timeout lasts, then fetched again, and
+ * served if that fails transiently). */
 static uint64_t ghost_take(fs_itable *t, fs_inode *n, bool is_dir)
 {
 	if (!t->ghosts)
@@ -202,7 +207,8 @@ static uint64_t ghost_take(fs_itable *t, fs_inode *n, bool is_dir)
 			n->listing = g->listing;
 			n->manifest = g->manifest;
 			n->mtime = g->mtime;
-			n->listing_time = -1e9;
+			n->listing_time = g->listing_time;
+			n->listing_gen = g->listing_gen;
 			g->listing = NULL;
 			g->manifest = NULL;
 		} else {
@@ -242,6 +248,8 @@ static void ghost_add(fs_itable *t, fs_inode *n)
 		g->listing = n->listing;
 		g->manifest = n->manifest;
 		g->mtime = n->mtime;
+		g->listing_time = n->listing_time;
+		g->listing_gen = n->listing_gen;
 		n->listing = NULL;
 		n->manifest = NULL;
 		g->lprev = t->l_tail;
