@@ -694,10 +694,22 @@ Test(chain, callers_never_wait_for_a_refresh, .timeout = 20)
 	creds_chain_free(ch);
 }
 
+/* The fake's expiry is whole seconds of time(NULL), so a set fetched late
+ * in a second expires up to 1 s before expires_in says: start just after
+ * a second begins (50 ms after: time() is a coarse clock, a few ms
+ * behind). */
+static void at_second_start(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	usleep((useconds_t)((1000000000L - ts.tv_nsec) / 1000) + 50000);
+}
+
 Test(chain, failed_refresh_keeps_the_set_until_it_expires, .timeout = 20)
 {
 	fake f = {.expires_in = 6, .fail_after = 2};
 	creds_provider p = {"fake", fake_fetch, &f};
+	at_second_start(); /* usable until 5 s from now, not maybe 4 s */
 	creds_chain *ch = creds_chain_new_with("default", NULL, &p, 1);
 	double t0 = clock_mono();
 	cr_assert_str_eq(get_id(ch), "AKIA1");
