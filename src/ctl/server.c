@@ -230,7 +230,7 @@ static int pf_list(ctl_server *s, const char *rel, pf_scope *sc, ns_dir *out,
 {
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s%s", s->t.prefix, rel, rel[0] ? "/" : "");
-	int rc = fs_listing_fetch(s->t.s3, NULL, buf_cstr(&p), false, false, NULL,
+	int rc = fs_listing_fetch(s->t.s3, NULL, buf_cstr(&p), false, NULL,
 				  NULL, out, own, e);
 	buf_free(&p);
 	if (rc < 0)

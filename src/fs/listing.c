@@ -17,7 +17,6 @@
 #include "s3/upload.h"
 #include "util/buf.h"
 #include "util/log.h"
-#include "util/pfor.h"
 
 #define MANIFEST_MAX (64u << 20)
 
@@ -353,63 +352,21 @@ static int read_hints(s3_client *s3, const char *dir_prefix, ns_dir *d,
 	return rc;
 }
 
-/* The directory's LIST and, beside it, the load of its manifests (a
- * directory that had manifests at its last listing: a refresh then waits
- * for one round trip instead of two in turn). */
-struct beside {
-	s3_client *s3;
-	fs_mcache *mc;
-	const char *dir_prefix;
-	ns_dir *out;
-	s3_err *e;
-	int rc;
-	vis_manifest *m;
-	s3_err me;
-	int mrc;
-};
-
-static void beside_one(void *arg, size_t i)
-{
-	struct beside *b = arg;
-	if (i == 0)
-		b->rc = list_all(b->s3, b->dir_prefix, "/", page_into_dir,
-				 b->out, b->e);
-	else
-		b->mrc = load_manifests(b->s3, b->mc, b->dir_prefix, &b->m,
-					&b->me);
-}
-
 int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
-		     bool hints, bool had_manifest, ns_report_fn report,
-		     void *arg, ns_dir *out, vis_manifest **manifest, s3_err *e)
+		     bool hints, ns_report_fn report, void *arg, ns_dir *out,
+		     vis_manifest **manifest, s3_err *e)
 {
 	*manifest = NULL;
 	ns_dir_init(out, report, arg);
-	struct beside b = {s3, mc, dir_prefix, out, e, 0, NULL, {0}, -1};
-	if (had_manifest)
-		pfor(2, 2, beside_one, &b);
-	else
-		beside_one(&b, 0);
-	int rc = b.rc;
+	int rc = list_all(s3, dir_prefix, "/", page_into_dir, out, e);
 	if (rc == 0)
 		ns_dir_finish(out);
 	if (rc == 0 && out->saw_pending)
 		rc = hide_pending(s3, dir_prefix, out, e);
 	if (rc == 0 && out->saw_pending)
 		rc = relist_after_markers(s3, dir_prefix, out, e);
-	/* the manifests loaded beside the LIST serve unless the listing
-	 * showed pending markers: those are only read after the markers
-	 * (relist_after_markers), as before */
-	if (rc == 0 && out->saw_meta && b.mrc == 0 && !out->saw_pending) {
-		*manifest = b.m;
-		b.m = NULL;
-	} else if (rc == 0 && out->saw_meta) {
+	if (rc == 0 && out->saw_meta)
 		rc = load_manifests(s3, mc, dir_prefix, manifest, e);
-	}
-	if (b.m) {
-		vis_manifest_free(b.m);
-		free(b.m);
-	}
 	/* only a listing that lacks a manifest's file can be part of a
 	 * delete: the common case costs no extra LIST */
 	bool hidden = false;

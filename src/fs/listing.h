@@ -19,13 +19,10 @@
  * hints").  *manifest is set to the directory's manifests (malloc'd,
  * caller frees with vis_manifest_free + free) or NULL when it has none;
  * manifest bodies come from mc when it holds their listed ETag (mc may be
- * NULL: every manifest is downloaded).  had_manifest: the directory had
- * manifests at its last listing, so they are loaded beside the LIST
- * rather than after it (used unless the listing shows pending markers).
- * Returns 0, or -1 with e filled.
+ * NULL: every manifest is downloaded).  Returns 0, or -1 with e filled.
  */
 int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
-		     bool hints, bool had_manifest, ns_report_fn report,
-		     void *arg, ns_dir *out, vis_manifest **manifest, s3_err *e);
+		     bool hints, ns_report_fn report, void *arg, ns_dir *out,
+		     vis_manifest **manifest, s3_err *e);
 
 #endif

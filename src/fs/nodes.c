@@ -211,7 +211,6 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 {
 	d->listing_busy = true;
 	uint64_t gen = fs->listing_gen;
-	bool had_manifest = d->manifest != NULL;
 	fs_inode_ref(d);
 	char *prefix = dir_prefix(fs, d);
 	fs->fetching++;
@@ -222,8 +221,7 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 	s3_err e = {0};
 	int rc = nd ? fs_listing_fetch(fs->s3, fs->mcache, prefix,
 				       fs->o.object_meta == FS_META_AUTO,
-				       had_manifest, report_key, fs, nd, &man,
-				       &e)
+				       report_key, fs, nd, &man, &e)
 		    : -1;
 	/* the store unreachable or failing (transport, 5xx, throttled) and
 	 * a listing from before: keep serving that one, so what is cached
