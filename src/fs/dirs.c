@@ -40,8 +40,7 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * from the last listing while it is refreshed (fs_dir_stale_entry) */
 	bool remote = !wr && !wr_is_local_dir(fs, p);
 	const ns_entry *e = remote ? fs_dir_stale_entry(fs, p, name) : NULL;
-	bool refresh = e && fs_now() - p->listing_time >= fs->o.dir_timeout &&
-		       !p->listing_busy;
+	bool refresh = e && !p->listing_busy; /* e: past dir_timeout */
 	int rc = e || !remote ? 0 : fs_dir_load(fs, p);
 	if (!e && rc == 0 && remote && p->listing)
 		e = ns_dir_find(p->listing, name);

@@ -281,7 +281,8 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 /*
  * The entry of name in d's listing when a lookup may answer from that
  * listing although it is older than dir_timeout (the caller then
- * refreshes it after replying), else NULL.  Within STALE_OK_FACTOR x
+ * refreshes it after replying), else NULL (also while it is fresh: the
+ * lookup's usual path answers then, with one search of the listing).  Within STALE_OK_FACTOR x
  * dir_timeout, never with dir_timeout=0, never after this mount changed
  * the bucket (listing_gen), and only for
  *  - any name of a large directory (STALE_OK_MIN entries: a LIST of
@@ -300,10 +301,11 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
 				   const char *name)
 {
+	double age = fs_now() - d->listing_time;
 	if (!d->listing || d->listing_gen != fs->listing_gen ||
-	    fs->o.dir_timeout <= 0 ||
-	    fs_now() - d->listing_time >= STALE_OK_FACTOR * fs->o.dir_timeout)
-		return NULL;
+	    fs->o.dir_timeout <= 0 || age < fs->o.dir_timeout ||
+	    age >= STALE_OK_FACTOR * fs->o.dir_timeout)
+		return NULL; /* fresh: fs_dir_load keeps it; too old: lists */
 	const ns_entry *e = ns_dir_find(d->listing, name);
 	return e && (e->is_dir || d->listing->n >= STALE_OK_MIN) ? e : NULL;
 }

@@ -185,9 +185,9 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
  * being read never makes its next open or lookup wait for a LIST.  For
  * after a reply.  Table locked (dropped while listing). */
 void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d);
-/* name's entry in d's listing when a lookup may answer from it past
- * dir_timeout (a large directory's name, or a subdirectory: refreshed
- * after the reply), else NULL.  Table locked. */
+/* name's entry in d's listing when the listing is past dir_timeout and a
+ * lookup may still answer from it (a large directory's name, or a
+ * subdirectory: refreshed after the reply), else NULL.  Table locked. */
 const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
 				   const char *name);
 /* Child inode for a listing entry, attributes updated.  Table locked. */

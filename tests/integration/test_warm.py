@@ -13,12 +13,14 @@ expires, so no open waits for a LIST; `ls -l` learns from ENOTSUP that
 the mount has no SELinux labels or ACLs and stops asking for them.
 Timings are bench/restore-bench.py's job."""
 
+import contextlib
 import errno
 import os
 import shutil
 import signal
 import subprocess
 import time
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -78,6 +80,30 @@ def put_dir(s3server, bucket, prefix, sizes, seed):
     bodies = {f"shard-{i:03d}.bin": det_bytes(seed + i, s) for i, s in enumerate(sizes)}
     s3server.put_many(bucket, [(f"{prefix}/{k}", v) for k, v in bodies.items()])
     return bodies
+
+
+@contextlib.contextmanager
+def slow_listing_mount(s3server, bucket, mount, cdir, name, seed, timeout_s, silent=None):
+    """A mount whose requests go through a FaultProxy on which every LIST
+    takes 0.4 s, with dir/attr/entry timeouts of timeout_s; a LIST whose
+    prefix is in the set `silent` (changed by the caller as it goes) gets
+    no answer for 8 s, a connection gone silent.  Yields (proxy, mount)."""
+    silent = set() if silent is None else silent
+
+    def slow_list(method, path, query, headers):
+        if method == "GET" and "list-type" in query:
+            prefix = parse_qs(query).get("prefix", [""])[0]
+            time.sleep(8 if prefix in silent else 0.4)
+        return None
+    with FaultProxy(s3server.endpoint, seed=seed, inspect=slow_list) as proxy:
+        mp = cdir.parent / name
+        mp.mkdir(exist_ok=True)
+        argv = mount.argv(bucket, "", mp, [f"cache_dir={cdir}", f"dir_timeout={timeout_s}",
+                                           f"attr_timeout={timeout_s}",
+                                           f"entry_timeout={timeout_s}"],
+                          endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        yield proxy, mount(bucket, argv=argv, mountpoint=mp)
 
 
 @pytest.mark.timeout(120)
@@ -245,19 +271,7 @@ def test_reading_a_directory_never_waits_for_its_listing(s3server, bucket, mount
     refreshed ahead of its expiry, so no open after the first waits for a
     LIST (each takes well under 0.4 s), and every byte is right."""
     bodies = put_dir(s3server, bucket, "d", [64 * KiB + i for i in range(40)], seed=800)
-
-    def slow_list(method, path, query, headers):
-        if method == "GET" and "list-type" in query:
-            time.sleep(0.4)
-        return None
-    with FaultProxy(s3server.endpoint, seed=13, inspect=slow_list) as proxy:
-        mp = cdir.parent / "mnt-slow"
-        mp.mkdir(exist_ok=True)
-        argv = mount.argv(bucket, "", mp, [f"cache_dir={cdir}", "dir_timeout=2",
-                                           "attr_timeout=2", "entry_timeout=2"],
-                          endpoint=False)
-        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
-        m = mount(bucket, argv=argv, mountpoint=mp)
+    with slow_listing_mount(s3server, bucket, mount, cdir, "mnt-slow", 13, 2) as (proxy, m):
         d = m / "d"
         names = sorted(bodies)
         slow = []
@@ -288,23 +302,14 @@ def test_a_path_walk_waits_for_one_listing_not_one_per_directory(s3server, bucke
     expired, opening run/step-10/rank/shard-000.bin waits for the LIST of
     the file's own directory only: the names of the directories above it
     answer from their last listings while those are listed again behind
-    the reply (before: one LIST per directory, in turn, 1.6 s).  A
+    the reply (before: one LIST per directory, in turn, 1.6 s), also when
+    those LISTs go unanswered.  A
     directory new since appears at its first lookup after dir_timeout, and
     one removed since answers ENOENT once the refresh has landed."""
     bodies = put_dir(s3server, bucket, "run/step-10/rank", [64 * KiB, 64 * KiB + 1], seed=900)
-
-    def slow_list(method, path, query, headers):
-        if method == "GET" and "list-type" in query:
-            time.sleep(0.4)
-        return None
-    with FaultProxy(s3server.endpoint, seed=17, inspect=slow_list) as proxy:
-        mp = cdir.parent / "mnt-walk"
-        mp.mkdir(exist_ok=True)
-        argv = mount.argv(bucket, "", mp, [f"cache_dir={cdir}", "dir_timeout=1",
-                                           "attr_timeout=1", "entry_timeout=1"],
-                          endpoint=False)
-        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
-        m = mount(bucket, argv=argv, mountpoint=mp)
+    silent = set()
+    with slow_listing_mount(s3server, bucket, mount, cdir, "mnt-walk", 17, 1,
+                            silent) as (proxy, m):
         f = m / "run" / "step-10" / "rank" / "shard-000.bin"
         assert f.read_bytes() == bodies["shard-000.bin"]
         walks = []
@@ -319,6 +324,16 @@ def test_a_path_walk_waits_for_one_listing_not_one_per_directory(s3server, bucke
             assert wait_until(lambda: sum(1 for op, _ in proxy.oplog(0) if op == "LIST")
                               >= lists0 + 4, 10), proxy.oplog(0)
         assert all(w < 0.75 for w in walks), f"the walk waited for more than one LIST: {walks}"
+
+        # the directories above go silent (their LISTs get no answer): the
+        # walk still waits for the file's own directory only
+        silent.update({"", "run/", "run/step-10/"})
+        time.sleep(1.3)
+        t = time.monotonic()
+        assert f.read_bytes() == bodies["shard-000.bin"]
+        took = time.monotonic() - t
+        assert took < 0.75, f"the walk waited {took:.2f} s for silent parents"
+        silent.clear()
 
         # a directory new since the listings shows at its first lookup once
         # they are past dir_timeout (a name they lack is never answered
