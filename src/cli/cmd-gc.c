@@ -388,17 +388,24 @@ static void run_txn(gc_run *g, const gc_plan *p, size_t ti, size_t first,
 {
 	const gc_txn *t = &p->txns[ti];
 	char when[32];
-	fmt_time(t->expired_at, when);
-	if (!g->a->dry_run && !still_abandoned(g, t)) {
+	if (t->gone) {
+		/* a delete past its commit point: no lease to look at */
+		fmt_time(t->gone_at, when);
+		printf("unfinished delete of s3://%s/%s (writer %s, decided "
+		       "%s)\n",
+		       g->a->s.bucket, t->root, t->writers[0], when);
+	} else if (!g->a->dry_run && !still_abandoned(g, t)) {
 		printf("skipped  s3://%s/%s: a writer renewed its lease\n",
 		       g->a->s.bucket, t->root);
 		g->skipped++;
 		return;
+	} else {
+		fmt_time(t->expired_at, when);
+		printf("abandoned transaction s3://%s/%s (writer %s%s, lease "
+		       "expired %s)\n",
+		       g->a->s.bucket, t->root, t->writers[0],
+		       t->n_writers > 1 ? " and others" : "", when);
 	}
-	printf("abandoned transaction s3://%s/%s (writer %s%s, lease expired "
-	       "%s)\n",
-	       g->a->s.bucket, t->root, t->writers[0],
-	       t->n_writers > 1 ? " and others" : "", when);
 	g->txns++;
 	/* objects, then manifests, then markers: each group only when the
 	 * previous one is gone entirely */

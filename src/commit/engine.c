@@ -50,6 +50,7 @@ static int load_txn(void *arg, const jr_txn_row *r)
 	t->seq = r->seq;
 	t->has_marker = t->kind == T_DIR && eng_root_final(e, t) &&
 			t->state != TS_ABORTED;
+	t->check_committed = t->has_marker && t->state == TS_SEALED;
 	return 0;
 }
 

@@ -33,6 +33,12 @@ static const char *find_comp(const char *key, const char *comp)
 	return found;
 }
 
+bool gc_is_gone_key(const char *key)
+{
+	const char *pd = find_comp(key, PENDING_COMP);
+	return pd && vis_marker_is_gone(pd + strlen(PENDING_COMP));
+}
+
 int gc_parse_marker_key(const char *key, char **root, char **writer,
 			unsigned *lease)
 {
@@ -162,7 +168,8 @@ typedef struct marker {
 	const char *key;
 	char *root, *writer;
 	bool live;
-	time_t expires;
+	bool gone; /* a delete record (proto_gone_key): never live */
+	time_t mtime, expires;
 } marker;
 
 static int cmp_marker(const void *a, const void *b)
@@ -204,8 +211,11 @@ static int collect_markers(const gc_object *objs, size_t n, time_t now,
 			v = nv;
 			cap = nc;
 		}
+		bool gone = gc_is_gone_key(objs[i].key);
 		v[k++] = (marker){objs[i].key, root, writer,
-				  vis_marker_live(objs[i].mtime, lease, now),
+				  !gone && vis_marker_live(objs[i].mtime, lease,
+							   now),
+				  gone, objs[i].mtime,
 				  objs[i].mtime + (time_t)lease};
 	}
 	if (k)
@@ -223,10 +233,11 @@ static bool live_overlaps(const marker *m, size_t n, const char *root)
 	return false;
 }
 
-/* Roots with an expired marker and no live marker on their branch. */
+/* Roots with an expired marker and no live marker on their branch (an
+ * unfinished delete needs no manifest: everything under it goes). */
 static bool root_collectable(const marker *m, size_t n, size_t i)
 {
-	return !m[i].live && !live_overlaps(m, n, m[i].root);
+	return !m[i].live && !m[i].gone && !live_overlaps(m, n, m[i].root);
 }
 
 int gc_manifests_needed(const gc_object *objs, size_t n, time_t now,
@@ -414,6 +425,36 @@ static int plan_root(gc_plan *p, size_t *dcap, size_t ti,
 	return rc;
 }
 
+/*
+ * An unfinished delete of root t (a delete record among m[first..last)):
+ * every key under it written before the newest record goes, its objects
+ * first, then ckptfs' own keys (manifests, hints, markers of directories
+ * inside), then the root's markers and records: the order of the writer's
+ * own delete (commit/steps.c), so a gc that stops half-way leaves what the
+ * next one finishes.  Keys written after the record belong to a new
+ * transaction of the same name and stay.
+ */
+static int plan_gone(gc_plan *p, size_t *dcap, size_t ti,
+		     const gc_object *objs, size_t n, const marker *m,
+		     size_t first, size_t last)
+{
+	const gc_txn *t = &p->txns[ti];
+	int rc = 0;
+	for (int pass = 0; pass < 2 && rc == 0; pass++)
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const char *k = objs[i].key;
+			if (!has_prefix(k, t->root) || objs[i].mtime > t->gone_at ||
+			    internal_below(k, t->root) != (pass == 1))
+				continue;
+			rc = push_del(p, dcap, k, pass ? GC_MANIFEST : GC_OBJECT,
+				      objs[i].size, ti);
+		}
+	for (size_t i = first; i < last && rc == 0; i++)
+		if (!m[i].live)
+			rc = push_del(p, dcap, m[i].key, GC_MARKER, 0, ti);
+	return rc;
+}
+
 static int add_txn(gc_plan *p, const marker *m, size_t first, size_t last)
 {
 	gc_txn *nv = realloc(p->txns, (p->n_txns + 1) * sizeof *nv);
@@ -433,8 +474,12 @@ static int add_txn(gc_plan *p, const marker *m, size_t first, size_t last)
 	for (size_t i = first; i < last; i++) {
 		if (!(t->writers[t->n_writers++] = strdup(m[i].writer)))
 			return -1;
-		if (m[i].expires > t->expired_at)
+		if (m[i].gone && m[i].mtime >= t->gone_at) {
+			t->gone = true;
+			t->gone_at = m[i].mtime;
+		} else if (!m[i].gone && m[i].expires > t->expired_at) {
 			t->expired_at = m[i].expires;
+		}
 	}
 	return 0;
 }
@@ -466,10 +511,19 @@ int gc_make_plan(const gc_object *objs, size_t n, time_t now,
 	size_t dcap = 0;
 	for (size_t i = 0; i < nm && rc == 0;) {
 		size_t j = i;
-		bool any_live = false;
-		while (j < nm && !strcmp(m[j].root, m[i].root))
+		bool any_live = false, any_gone = false;
+		while (j < nm && !strcmp(m[j].root, m[i].root)) {
+			any_gone |= m[j].gone;
 			any_live |= m[j++].live;
-		if (!any_live) {
+		}
+		if (any_gone) {
+			/* a delete past its commit point: finished whoever
+			 * holds the name now */
+			rc = add_txn(out, m, i, j);
+			if (rc == 0)
+				rc = plan_gone(out, &dcap, out->n_txns - 1, objs,
+					       n, m, i, j);
+		} else if (!any_live) {
 			rc = add_txn(out, m, i, j);
 			size_t ti = out->n_txns - 1;
 			if (rc == 0 && live_overlaps(m, nm, m[i].root))

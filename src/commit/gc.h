@@ -24,6 +24,15 @@
  * that governs it cannot be read or parsed (its files cannot be told from
  * strays).  Committed files and live markers are never in a plan.
  *
+ * Unfinished deletes.  A delete record P/.ckptfs-pending/C/W.gone@L
+ * (proto_gone_key) is the commit point of a delete of P/C: readers show
+ * P/C as gone from the moment it exists.  A writer that died after it
+ * leaves the rest to anyone: the plan deletes every key under P/C/ whose
+ * LastModified is not after the newest record's (objects, then ckptfs'
+ * own keys, then the root's markers and records), whatever the age of the
+ * record and whoever holds a lease (the delete is decided; its writer, if
+ * alive, deletes the same keys, and S3 deletes are idempotent).
+ *
  * Incomplete multipart uploads are aborted when initiated more than
  * older_than seconds before the server's clock, unless their key lies in a
  * root held by a live marker.
@@ -69,6 +78,8 @@ typedef struct gc_txn {
 	char **writers;   /* writers of its expired markers */
 	size_t n_writers;
 	time_t expired_at; /* latest LastModified + lease of its markers */
+	bool gone;        /* an unfinished delete (a delete record) */
+	time_t gone_at;   /* LastModified of its newest delete record */
 	char *skip;       /* NULL, or why the root is left alone */
 } gc_txn;
 
@@ -111,6 +122,9 @@ bool gc_upload_expired(time_t initiated, time_t now, double older_than);
  * with *seconds, or -1.
  */
 int gc_parse_duration(const char *s, double *seconds);
+
+/* Whether key (anywhere) is a delete record (proto_gone_key). */
+bool gc_is_gone_key(const char *key);
 
 /* Parses a marker key (anywhere: "a/b/.ckptfs-pending/C/W@60").  Fills the
  * root ("a/b/C/"), writer and lease (malloc'd strings); -1 when key is not

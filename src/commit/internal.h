@@ -126,6 +126,10 @@ struct etxn {
 	char *mroot; /* manifest_root, or NULL */
 	bool done;   /* visible (or aborted and cleaned): being freed */
 	bool has_marker; /* a marker for root is held (renewed) */
+	/* resumed sealed: its step may have passed its commit point before
+	 * the crash, so its marker is PUT again only if its manifest is not
+	 * committed yet (eng_renew_main) */
+	bool check_committed;
 	bool failed;
 	int err;
 	char *error;

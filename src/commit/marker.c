@@ -99,9 +99,67 @@ int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
 	return rc;
 }
 
+/*
+ * Whether root's manifest of this writer is the committed one of
+ * transaction txn: a step resumed after a crash that had passed its commit
+ * point (the manifest PUT, doc/commit.md "Directory commits") must not be
+ * hidden again by a new marker, since later effects (a `latest` naming it)
+ * may be visible already.  Any failure answers "no": the marker is PUT as
+ * before, which hides nothing that is not committed.
+ */
+static bool manifest_committed(eng *e, const char *root, int64_t txn)
+{
+	char *k = proto_manifest_key(e->prefix, root, e->writer);
+	s3_head_result h;
+	s3_err x;
+	bool yes = false, committed = false;
+	uint64_t id = 0;
+	if (k && s3_head(e->s3, k, &h, &x) == 0 && h.size < (64u << 20)) {
+		size_t got = 0;
+		char *body = malloc(h.size + 1);
+		if (body &&
+		    s3_get_range(e->s3, k, 0, h.size, NULL, body, &got, &x) == 0 &&
+		    proto_manifest_state(body, got, &committed, &id) == 0)
+			yes = committed && id == (uint64_t)txn;
+		free(body);
+	}
+	free(k);
+	return yes;
+}
+
+/* The transactions resumed sealed: those whose manifest is committed
+ * already lose their marker (the step only finishes), the others keep it. */
+static void check_resumed(eng *e)
+{
+	for (;;) {
+		pthread_mutex_lock(&e->mu);
+		etxn *t = e->txns;
+		while (t && !t->check_committed)
+			t = t->next;
+		char *root = t ? strdup(t->root) : NULL;
+		int64_t id = t ? t->id : 0;
+		if (t)
+			t->check_committed = false;
+		pthread_mutex_unlock(&e->mu);
+		if (!t)
+			return;
+		bool done = root && manifest_committed(e, root, id);
+		pthread_mutex_lock(&e->mu);
+		for (etxn *u = e->txns; done && u; u = u->next)
+			if (u->id == id)
+				u->has_marker = false;
+		pthread_mutex_unlock(&e->mu);
+		if (done)
+			log_info("commit: %s was committed before the restart; "
+				 "finishing it without hiding it again", root);
+		free(root);
+	}
+}
+
 void *eng_renew_main(void *arg)
 {
 	eng *e = arg;
+	check_resumed(e);
 	pthread_mutex_lock(&e->mu);
 	double every = e->o.lease_s / 3.0;
 	while (!e->stopping) {

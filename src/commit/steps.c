@@ -546,6 +546,33 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 	return rc;
 }
 
+/*
+ * The delete of a directory (doc/commit.md, "Deletes and renames"): the
+ * PUT of its delete record is the commit point (every reader shows the
+ * directory gone from then on, whatever happens to this writer), then its
+ * keys go, data first, then the record.  Everything after the record is
+ * finished by whoever gets there: this step run again after a crash, or
+ * `ckptfs gc` on any host.
+ */
+static int put_gone(eng *e, const char *path, s3_err *x)
+{
+	char *k = proto_gone_key(e->prefix, path, e->writer);
+	s3_meta meta[1] = {{"writer", e->writer}};
+	int rc = k ? put_mem(e, k, "", NULL, meta, 1, x) : -1;
+	free(k);
+	return rc;
+}
+
+static int finish_delete(eng *e, const char *path, s3_err *x)
+{
+	int rc = delete_tree(e, path, x);
+	char *k = rc ? NULL : proto_gone_key(e->prefix, path, e->writer);
+	if (k)
+		rc = s3_delete_object(e->s3, k, x);
+	free(k);
+	return rc;
+}
+
 static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
 {
 	if (!is_dir) {
@@ -557,12 +584,21 @@ static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
 			rc = eng_hint_delete(e, path, x);
 		return rc;
 	}
-	eng_hold_marker(e, path);
-	int rc = eng_put_marker(e, path, x);
-	if (!rc)
-		rc = delete_tree(e, path, x);
-	if (!rc)
-		rc = eng_delete_marker(e, path, 0, x);
+	int rc = put_gone(e, path, x); /* commit point */
+	return rc ? rc : finish_delete(e, path, x);
+}
+
+/* Whether this writer's delete record of path exists: a rename resumed
+ * after its commit point only finishes. */
+static int gone_exists(eng *e, const char *path, bool *yes, s3_err *x)
+{
+	char *k = proto_gone_key(e->prefix, path, e->writer);
+	s3_head_result h;
+	int rc = k ? s3_head(e->s3, k, &h, x) : -1;
+	free(k);
+	*yes = rc == 0;
+	if (rc && x->err == ENOENT)
+		rc = 0;
 	return rc;
 }
 
@@ -672,8 +708,22 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	keylist l = {0};
 	vis_manifest vm;
 	vis_manifest_init(&vm);
+	bool decided = false;
+	int rc = gone_exists(e, sn->root, &decided, x);
+	if (!rc && decided) { /* resumed past the commit point */
+		vis_manifest_free(&vm);
+		buf_free(&p);
+		rc = eng_delete_marker(e, sn->dest, 0, x);
+		return rc ? rc : finish_delete(e, sn->root, x);
+	}
 	eng_hold_marker(e, sn->dest);
-	int rc = eng_put_marker(e, sn->dest, x);
+	if (!rc)
+		rc = eng_put_marker(e, sn->dest, x);
+	/* an intent at the new name: a writer that dies while copying
+	 * leaves an abandoned transaction (hidden once its marker expires,
+	 * removed by gc), never a directory of other tools' objects */
+	if (!rc)
+		rc = eng_put_intent(e, sn->dest, (uint64_t)sn->id, x);
 	if (!rc)
 		rc = list_under(e, buf_cstr(&p), &l, x);
 	if (!rc)
@@ -781,10 +831,14 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		rc = put_addendum(e, &tmp, sn->dest, x);
 		nf = saved;
 	}
+	/* the old name's delete record is the commit point: from here on
+	 * the rename is finished, not undone (gone_exists above) */
+	if (!rc)
+		rc = put_gone(e, sn->root, x);
 	if (!rc)
 		rc = eng_delete_marker(e, sn->dest, 0, x); /* new name visible */
 	if (!rc)
-		rc = remote_delete(e, sn->root, true, x); /* hints included */
+		rc = finish_delete(e, sn->root, x); /* hints included */
 	for (size_t i = 0; nf && i < n; i++) {
 		free(nf[i].path);
 		free(nf[i].etag);

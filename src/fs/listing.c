@@ -64,7 +64,9 @@ static int page_markers(void *arg, const char *prefix,
 		if (o->key_len <= plen ||
 		    vis_parse_marker(o->key + plen, &child, &lease) < 0)
 			continue;
-		if (!vis_marker_live(o->mtime.tv_sec, lease, now)) {
+		/* a delete record hides its directory whatever its age */
+		if (!vis_marker_is_gone(o->key + plen) &&
+		    !vis_marker_live(o->mtime.tv_sec, lease, now)) {
 			free(child);
 			continue;
 		}
@@ -120,14 +122,16 @@ static int relist_after_markers(s3_client *s3, const char *dir_prefix,
 
 /*
  * A ckptfs directory (one with manifests) is hidden in its parent's
- * listing while a marker of its own is live: a writer creating it, a
- * rename onto it, a delete of it.  A reader already inside (a cwd, a name
- * resolved a moment before) lists it directly, so the same markers are
- * checked here, after the objects and the manifests were listed: a delete
- * removes objects, then manifests, then the marker, so a listing that saw
- * some objects gone also finds the marker, and shows nothing instead of
- * part of the files.  One LIST, only when the listing lacks a file of a
- * committed manifest (a file deleted since, or the directory going).
+ * listing while a marker of its own is live (a writer creating it, a
+ * rename onto it) and from the moment a delete record of it exists (a
+ * delete past its commit point: doc/commit.md, "Deletes and renames").  A
+ * reader already inside (a cwd, a name resolved a moment before) lists it
+ * directly, so the same markers are checked here, after the objects and
+ * the manifests were listed, and the directory is gone (ENOENT) when one
+ * is there: a delete whose writer died right after its commit point must
+ * not go on showing its files to a reader inside, and one that removed
+ * some objects already must not show the rest.  One LIST per listing of a
+ * directory that has manifests; directories of other tools pay nothing.
  */
 static int own_marker_live(s3_client *s3, const char *dir_prefix, bool *live,
 			   s3_err *e)
@@ -367,14 +371,14 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 		rc = relist_after_markers(s3, dir_prefix, out, e);
 	if (rc == 0 && out->saw_meta)
 		rc = load_manifests(s3, mc, dir_prefix, manifest, e);
-	/* only a listing that lacks a manifest's file can be part of a
-	 * delete: the common case costs no extra LIST */
+	/* a ckptfs directory: its own markers and delete records decide
+	 * whether it is there at all */
 	bool hidden = false;
 	bool misses = rc == 0 && *manifest && vis_listing_misses(out, *manifest);
-	if (misses)
+	if (rc == 0 && *manifest)
 		rc = own_marker_live(s3, dir_prefix, &hidden, e);
 	/* files missing and no marker: a delete (objects, then manifests,
-	 * then the marker) may have finished its last two steps between
+	 * then its record) may have finished its last two steps between
 	 * the LIST that saw some of its objects left and the marker LIST.
 	 * Its manifests are gone then; manifests that stay (files deleted
 	 * one by one, addenda naming checkpoints rotated away) leave what

@@ -154,6 +154,18 @@ char *proto_marker_key(const char *prefix, const char *root,
 	return buf_steal(&b);
 }
 
+char *proto_gone_key(const char *prefix, const char *root,
+		     const char *writer)
+{
+	buf w = BUF_INIT;
+	buf_printf(&w, "%s" PROTO_GONE_SUFFIX, writer);
+	char *k = w.data ? proto_marker_key(prefix, root, buf_cstr(&w),
+					    PROTO_GONE_LEASE)
+			 : NULL;
+	buf_free(&w);
+	return k;
+}
+
 char *proto_manifest_key(const char *prefix, const char *root,
 			 const char *writer)
 {

@@ -8,6 +8,10 @@
  *
  *   prefix P/C/<path>                        the objects
  *   prefix P/.ckptfs-pending/C/W@<lease>     its pending marker
+ *   prefix P/.ckptfs-pending/C/W.gone@86400  a delete record: the commit
+ *                                            point of a delete of P/C
+ *                                            (doc/commit.md, "Deletes
+ *                                            and renames")
  *   prefix P/C/.ckptfs/manifest.W.json       its manifest
  *   prefix M/.ckptfs/manifest.W.<txn>.json   an addendum, written into the
  *                                            directory M whose manifests
@@ -87,6 +91,14 @@ char *proto_key(const char *prefix, const char *path);
 /* prefix + parent(root) + ".ckptfs-pending/" + base(root) + "/" + W@lease */
 char *proto_marker_key(const char *prefix, const char *root,
 		       const char *writer, unsigned lease);
+/* The delete record of root: the marker key of writer W.gone with lease
+ * PROTO_GONE_LEASE.  Readers of this version treat it as live for ever
+ * (proto/visibility.h); readers before it (format 1) parse it as a marker
+ * of writer "W.gone" and hide root for a day, which is what it means. */
+#define PROTO_GONE_SUFFIX ".gone"
+#define PROTO_GONE_LEASE 86400u
+char *proto_gone_key(const char *prefix, const char *root,
+		     const char *writer);
 /* prefix + root + "/.ckptfs/manifest.W.json" */
 char *proto_manifest_key(const char *prefix, const char *root,
 			 const char *writer);

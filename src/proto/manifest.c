@@ -108,6 +108,23 @@ char *proto_intent_json(const char *writer, uint64_t txn)
 	return s;
 }
 
+int proto_manifest_state(const char *json, size_t len, bool *committed,
+			 uint64_t *txn)
+{
+	json_t *root = json_loadb(json, len, 0, NULL);
+	const char *st = json_string_value(json_object_get(root, "state"));
+	json_t *t = json_object_get(root, "txn");
+	int rc = st && (!strcmp(st, "pending") || !strcmp(st, "committed"))
+			 ? 0
+			 : -1;
+	*committed = rc == 0 && !strcmp(st, "committed");
+	*txn = json_is_integer(t) && json_integer_value(t) > 0
+		       ? (uint64_t)json_integer_value(t)
+		       : 0;
+	json_decref(root);
+	return rc;
+}
+
 /* ---- reader ------------------------------------------------------------ */
 
 void vis_manifest_init(vis_manifest *m)

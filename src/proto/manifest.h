@@ -78,6 +78,11 @@ char *proto_manifest_json(const char *writer, uint64_t txn, int64_t time_ns,
 /* {"version":1,"writer":W,"state":"pending","txn":N} */
 char *proto_intent_json(const char *writer, uint64_t txn);
 
+/* A manifest document's "state" and "txn": 0 with *committed and *txn (0
+ * when absent), -1 when it is not a manifest. */
+int proto_manifest_state(const char *json, size_t len, bool *committed,
+			 uint64_t *txn);
+
 /* ---- reader ------------------------------------------------------------ */
 
 typedef struct vis_file {

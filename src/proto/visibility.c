@@ -5,6 +5,7 @@
  */
 #include "proto/visibility.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,15 @@ int vis_parse_marker(const char *rel, char **child, unsigned *lease)
 	*child = strndup(rel, (size_t)(slash - rel));
 	*lease = (unsigned)l;
 	return *child ? 0 : -1;
+}
+
+bool vis_marker_is_gone(const char *rel)
+{
+	const char *slash = strchr(rel, '/');
+	const char *at = slash ? strrchr(slash, '@') : NULL;
+	size_t sl = strlen(PROTO_GONE_SUFFIX);
+	return at && at - slash - 1 > (ptrdiff_t)sl &&
+	       !strncmp(at - sl, PROTO_GONE_SUFFIX, sl);
 }
 
 bool vis_marker_live(time_t last_modified, unsigned lease, time_t now)

@@ -6,7 +6,8 @@
  * Pending markers: P/.ckptfs-pending/<C>/<writer>@<lease-seconds>
  * (proto/keys.h).  A child C of P with a live marker (LastModified + lease
  * later than the server's clock at listing time) is hidden: its
- * transaction is in progress.
+ * transaction is in progress.  A delete record (writer "W.gone") is live
+ * whatever its age: C is gone (ENOENT) from the moment it is PUT.
  *
  * Manifests (proto/manifest.h): a directory holding manifests in
  * .ckptfs/ shows exactly the union of the files of its committed
@@ -38,6 +39,12 @@
  * child (malloc'd) and lease; returns -1 for keys that are not markers.
  */
 int vis_parse_marker(const char *rel, char **child, unsigned *lease);
+
+/* Whether a marker key relative to P/.ckptfs-pending/ ("C/W.gone@86400")
+ * is a delete record (proto_gone_key): its directory is gone, whatever
+ * its age, until the record itself is deleted after the directory's
+ * objects (doc/commit.md, "Deletes and renames"). */
+bool vis_marker_is_gone(const char *rel);
 
 /* Whether a marker written at last_modified with lease is live at now. */
 bool vis_marker_live(time_t last_modified, unsigned lease, time_t now);

@@ -344,3 +344,59 @@ Test(gc_plan, nothing_to_do)
 	cr_assert_eq(F.plan.n_txns, 0);
 	cr_assert_eq(F.plan.n_del, 0);
 }
+
+/* ---- unfinished deletes (a delete record: doc/commit.md) ------------------- */
+
+Test(gc_plan, unfinished_delete_is_finished_whatever_its_age)
+{
+	/* a committed checkpoint, its delete record PUT a second ago by a
+	 * writer that died: everything under it goes, data first, then its
+	 * manifest and hints, the record last; no lease is waited for */
+	obj("run/.ckptfs-pending/ckpt-5/w1.gone@86400", NOW - 1);
+	obj("run/ckpt-5/model.pt", NOW - 50);
+	obj("run/ckpt-5/sub/opt.pt", NOW - 50);
+	obj("run/ckpt-5/.ckptfs-meta/model.pt", NOW - 50);
+	doc("run/ckpt-5/.ckptfs/manifest.w1.json",
+	    COMMITTED("w1", F1("model.pt") "," F1("sub/opt.pt")));
+	obj("run/ckpt-6/model.pt", NOW - 50); /* a neighbour: kept */
+	plan();
+	cr_assert_eq(F.plan.n_txns, 1);
+	cr_assert(F.plan.txns[0].gone);
+	cr_assert_null(F.plan.txns[0].skip);
+	cr_assert(deleted("run/ckpt-5/model.pt", GC_OBJECT));
+	cr_assert(deleted("run/ckpt-5/sub/opt.pt", GC_OBJECT));
+	cr_assert(deleted("run/ckpt-5/.ckptfs/manifest.w1.json", GC_MANIFEST));
+	cr_assert(deleted("run/ckpt-5/.ckptfs-meta/model.pt", GC_MANIFEST));
+	cr_assert(deleted("run/.ckptfs-pending/ckpt-5/w1.gone@86400",
+			  GC_MARKER));
+	cr_assert_not(mentioned("run/ckpt-6/model.pt"));
+	cr_assert_eq(F.plan.n_del, 5);
+	cr_assert_eq(F.plan.del[0].kind, GC_OBJECT);
+	cr_assert_eq(F.plan.del[1].kind, GC_OBJECT);
+	cr_assert_eq(F.plan.del[4].kind, GC_MARKER);
+}
+
+Test(gc_plan, unfinished_delete_keeps_what_came_after_it)
+{
+	/* the name written again by another host after the delete was
+	 * decided: its keys are newer than the record and stay, and so does
+	 * its live marker */
+	obj("p/.ckptfs-pending/c/w1.gone@86400", NOW - 30);
+	obj("p/.ckptfs-pending/c/w2@600", NOW - 5);
+	obj("p/c/old.bin", NOW - 40);
+	obj("p/c/new.bin", NOW - 5);
+	plan();
+	cr_assert(deleted("p/c/old.bin", GC_OBJECT));
+	cr_assert_not(mentioned("p/c/new.bin"));
+	cr_assert(deleted("p/.ckptfs-pending/c/w1.gone@86400", GC_MARKER));
+	cr_assert_not(mentioned("p/.ckptfs-pending/c/w2@600"));
+}
+
+Test(gc_marker, gone_records)
+{
+	cr_assert(gc_is_gone_key("run/.ckptfs-pending/ckpt-3/host-ab12.gone@86400"));
+	cr_assert(gc_is_gone_key(".ckptfs-pending/c/w.gone@86400"));
+	cr_assert_not(gc_is_gone_key("run/.ckptfs-pending/ckpt-3/host-ab12@60"));
+	cr_assert_not(gc_is_gone_key("run/ckpt-3/w.gone@86400"));
+	cr_assert_not(gc_is_gone_key("run/.ckptfs-pending/ckpt-3/.gone@86400"));
+}

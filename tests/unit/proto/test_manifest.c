@@ -376,3 +376,29 @@ Test(proto, manifest_special_files_and_dir_attrs)
 	free(json);
 	free(newer);
 }
+
+Test(proto, manifest_state_and_txn)
+{
+	bool c = true;
+	uint64_t txn = 9;
+	char *j = proto_intent_json("w", 42);
+	cr_assert_eq(proto_manifest_state(j, strlen(j), &c, &txn), 0);
+	cr_assert_not(c);
+	cr_assert_eq(txn, 42);
+	free(j);
+	j = proto_manifest_json("w", 43, 1, NULL, 0, NULL, 0);
+	cr_assert_eq(proto_manifest_state(j, strlen(j), &c, &txn), 0);
+	cr_assert(c);
+	cr_assert_eq(txn, 43);
+	free(j);
+	const char *bad[] = {"", "{", "[]", "{\"state\":\"maybe\"}", NULL};
+	for (int i = 0; bad[i]; i++)
+		cr_assert_eq(proto_manifest_state(bad[i], strlen(bad[i]), &c,
+						  &txn),
+			     -1, "%s", bad[i]);
+	cr_assert_eq(proto_manifest_state("{\"state\":\"committed\"}", 21, &c,
+					  &txn),
+		     0);
+	cr_assert(c);
+	cr_assert_eq(txn, 0);
+}

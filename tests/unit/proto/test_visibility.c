@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/keys.h"
 #include "proto/visibility.h"
 
 #include "../support/manifest-fixture.h"
@@ -153,4 +154,29 @@ Test(vis, keep_listed_drops_names_gone_or_new_in_the_second_listing)
 	cr_assert_eq(d.n, 0, "nothing listed again: nothing shows");
 	ns_dir_free(&d);
 	ns_dir_free(&again);
+}
+
+/* A delete record: the old format reads it as a marker of writer "W.gone"
+ * with a one-day lease (hidden), this one as gone for ever. */
+Test(vis, delete_records)
+{
+	char *k = proto_gone_key("pre/", "run/ckpt-3", "host-ab12cd34");
+	cr_assert_str_eq(k, "pre/run/.ckptfs-pending/ckpt-3/"
+			    "host-ab12cd34.gone@86400");
+	const char *rel = k + strlen("pre/run/.ckptfs-pending/");
+	cr_assert(vis_marker_is_gone(rel));
+	char *child;
+	unsigned lease;
+	cr_assert_eq(vis_parse_marker(rel, &child, &lease), 0);
+	cr_assert_str_eq(child, "ckpt-3");
+	cr_assert_eq(lease, 86400);
+	free(child);
+	free(k);
+	cr_assert_not(vis_marker_is_gone("ckpt-3/host-ab12cd34@60"));
+	cr_assert_not(vis_marker_is_gone("ckpt-3/.gone@60"));
+	cr_assert_not(vis_marker_is_gone("ckpt-3.gone/w@60"));
+	cr_assert_not(vis_marker_is_gone("nochild"));
+	k = proto_gone_key("", "top", "w");
+	cr_assert_str_eq(k, ".ckptfs-pending/top/w.gone@86400");
+	free(k);
 }
