@@ -1,0 +1,466 @@
+"""Issue 21: every request of a remote operation is a crash point.
+
+For each operation whose atomicity must live in the bucket (a delete of a
+committed directory, a rename of one, a directory commit by rename, an
+in-place directory followed by a `latest` file, a single-file PUT), a clean
+run through the fault proxy first records the distinct mutating requests
+(PUT, POST, DELETE) the writer sends for it.  Then, for every one of them
+and three moments (the request held before the server sees it; sent, acted
+on, and its reply never delivered; answered, with nothing sent after it),
+the writer's ckptfs is SIGKILLed at that moment, on a prefix of its own:
+
+  (a) the writer never comes back: past every lease (lease=2), an observer
+      mount polling all along, a mount started afterwards and the bucket
+      read through the manifests with boto3 each see the complete old state
+      or the complete new state, never a mix, never an empty directory,
+      never a `latest` naming a checkpoint that is not there;
+  (b) `ckptfs gc` (another host) finishes or rolls back what was left: the
+      same checks, and no marker or delete record is left;
+  (c) the writer mounts again on its cache directory, `ckptfs sync`
+      returns 0, and every view shows the new state.
+
+The number of operations x crash points covered and the violations found
+are printed (pytest -s shows them); the test fails on any violation."""
+
+import errno
+import json
+import os
+import re
+import threading
+import time
+
+import pytest
+
+import helpers
+from faultproxy import FaultProxy
+from helpers import ckptfs_sync, det_bytes, kill_ckptfs, run, wait_until
+from test_gc import gc
+
+LEASE = 2
+MODES = ("held", "sent", "answered")
+GONE = "gone"  # a directory that does not exist (ENOENT)
+
+
+# ---- what each view sees --------------------------------------------------------
+
+
+def mount_view(root, names):
+    """{name: {rel: bytes} | GONE | "latest:<text>"} for the watched names
+    under a mount path; an empty directory is reported as {} (a violation
+    for every operation here)."""
+    out = {}
+    for n in names:
+        p = os.path.join(root, n)
+        try:
+            if n == "latest":
+                with open(p, "rb") as f:
+                    out[n] = "latest:" + f.read().decode(errors="replace")
+                continue
+            files = {}
+            for d, _, fs in os.walk(p, onerror=_raise):
+                for f in fs:
+                    full = os.path.join(d, f)
+                    with open(full, "rb") as fh:
+                        files[os.path.relpath(full, p)] = fh.read()
+            if not os.path.isdir(p):
+                raise FileNotFoundError(p)
+            out[n] = files
+        except FileNotFoundError:
+            out[n] = GONE
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                out[n] = f"error:{e}"
+            else:
+                out[n] = GONE
+    return out
+
+
+def _raise(e):
+    raise e
+
+
+def bucket_view(s3, bucket, prefix, names):
+    """The same view from the bucket alone, applying the format's rules
+    (doc/commit.md) with boto3: a directory with a delete record or a live
+    marker is gone; one with manifests shows exactly the files of its
+    committed ones (each must exist with the listed size); one whose
+    manifests are all pending is gone; other objects show as they are."""
+    keys = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                              Prefix=prefix):
+        for o in page.get("Contents", []):
+            keys[o["Key"][len(prefix):]] = o
+    now = time.time()
+    out = {}
+    for n in names:
+        if n == "latest":
+            out[n] = ("latest:" + s3.get_object(Bucket=bucket, Key=prefix + n)[
+                "Body"].read().decode()) if n in keys else GONE
+            continue
+        hidden = False
+        for k, o in keys.items():
+            m = re.fullmatch(rf"\.ckptfs-pending/{re.escape(n)}/([^/]+)@(\d+)", k)
+            if not m:
+                continue
+            if m.group(1).endswith(".gone"):
+                hidden = True
+            elif o["LastModified"].timestamp() + int(m.group(2)) > now:
+                hidden = True
+        under = {k[len(n) + 1:]: o for k, o in keys.items() if k.startswith(n + "/")}
+        mans = [k for k in under if re.fullmatch(r"\.ckptfs/manifest\.[^/]+\.json", k)]
+        if hidden or not under:
+            out[n] = GONE
+            continue
+        if not mans:
+            out[n] = {k: s3.get_object(Bucket=bucket, Key=prefix + n + "/" + k)[
+                "Body"].read() for k in under if not k.endswith("/")}
+            continue
+        files, committed = {}, 0
+        for k in sorted(mans):
+            try:
+                doc = json.loads(s3.get_object(Bucket=bucket, Key=prefix + n + "/" + k)[
+                    "Body"].read())
+            except s3.exceptions.NoSuchKey:
+                continue
+            if doc.get("state") != "committed":
+                continue
+            committed += 1
+            for f in doc.get("files", []):
+                o = under.get(f["path"])
+                files[f["path"]] = (s3.get_object(Bucket=bucket,
+                                                  Key=prefix + n + "/" + f["path"])[
+                    "Body"].read() if o and o["Size"] == f["size"] else
+                    f"missing object (manifest says {f['size']} bytes)")
+        out[n] = files if committed else GONE
+    return out
+
+
+# ---- the operations -----------------------------------------------------------
+
+
+def ckpt(seed, n=3):
+    return {f"shard-{i}.bin": det_bytes(seed + i, 1000 + 137 * i) for i in range(n)}
+
+
+def write_dir(d, files):
+    os.makedirs(d, exist_ok=True)
+    for rel, body in files.items():
+        with open(os.path.join(d, rel), "wb") as f:
+            f.write(body)
+
+
+def fsync_dir(d):
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Op:
+    """setup(mp) makes the old state and syncs; act(mp) is the operation;
+    old and new are the views of `names` before and after."""
+    names = ()
+
+    def allowed(self, view):
+        return view in (self.old, self.new) or self.also_ok(view)
+
+    def also_ok(self, view):
+        return False
+
+
+class DeleteDir(Op):
+    names = ("ckpt-1",)
+    old = {"ckpt-1": ckpt(10)}
+    new = {"ckpt-1": GONE}
+
+    def setup(self, mp):
+        write_dir(f"{mp}/ckpt-1", self.old["ckpt-1"])
+
+    def act(self, mp):
+        run(["rm", "-r", f"{mp}/ckpt-1"], check=False, timeout=60)
+
+
+class RenameDir(Op):
+    names = ("ckpt-1", "ckpt-2")
+    old = {"ckpt-1": ckpt(20), "ckpt-2": GONE}
+    new = {"ckpt-1": GONE, "ckpt-2": ckpt(20)}
+
+    def setup(self, mp):
+        write_dir(f"{mp}/ckpt-1", self.old["ckpt-1"])
+
+    def act(self, mp):
+        run(["mv", f"{mp}/ckpt-1", f"{mp}/ckpt-2"], check=False, timeout=60)
+
+
+class CommitDir(Op):
+    """A temp-named directory renamed to its final name (the rename is the
+    commit trigger)."""
+    names = ("ckpt-1",)
+    old = {"ckpt-1": GONE}
+    new = {"ckpt-1": ckpt(30)}
+
+    def setup(self, mp):
+        pass
+
+    def act(self, mp):
+        write_dir(f"{mp}/tmp-ckpt-1", self.new["ckpt-1"])
+        os.rename(f"{mp}/tmp-ckpt-1", f"{mp}/ckpt-1")
+
+
+class InPlaceLatest(Op):
+    """A checkpoint written in place, fsynced, then `latest` naming it."""
+    names = ("ckpt-1", "ckpt-2", "latest")
+    old = {"ckpt-1": ckpt(40), "ckpt-2": GONE, "latest": "latest:ckpt-1"}
+    new = {"ckpt-1": ckpt(40), "ckpt-2": ckpt(50), "latest": "latest:ckpt-2"}
+
+    def setup(self, mp):
+        write_dir(f"{mp}/ckpt-1", self.old["ckpt-1"])
+        fsync_dir(f"{mp}/ckpt-1")
+        with open(f"{mp}/latest", "w") as f:
+            f.write("ckpt-1")
+
+    def act(self, mp):
+        write_dir(f"{mp}/ckpt-2", self.new["ckpt-2"])
+        fsync_dir(f"{mp}/ckpt-2")
+        with open(f"{mp}/latest", "w") as f:
+            f.write("ckpt-2")
+
+    def also_ok(self, view):
+        # the checkpoint visible before the file naming it: in order
+        return view == dict(self.new, latest="latest:ckpt-1")
+
+
+class FilePut(Op):
+    names = ("latest",)
+    old = {"latest": "latest:ckpt-1"}
+    new = {"latest": "latest:ckpt-2"}
+
+    def setup(self, mp):
+        with open(f"{mp}/latest", "w") as f:
+            f.write("ckpt-1")
+
+    def act(self, mp):
+        with open(f"{mp}/latest", "w") as f:
+            f.write("ckpt-2")
+
+
+OPS = {"delete": DeleteDir, "rename": RenameDir, "commit_dir": CommitDir,
+       "inplace_latest": InPlaceLatest, "file_put": FilePut}
+
+
+# ---- killing at a request ----------------------------------------------------
+
+
+class CrashAt:
+    """The proxy's inspect hook: counts the distinct mutating requests
+    (method, path, upload part) sent after arm(); at the n-th it sets the
+    moment's fault and `fire`.  n=None only records."""
+
+    def __init__(self, proxy, bucket):
+        self.p, self.bucket = proxy, bucket
+        self.armed = False
+        self.seen = []
+        self.n = None
+        self.mode = None
+        self.fire = threading.Event()
+        self.nth = threading.Event()
+        self.lock = threading.Lock()
+
+    def arm(self, n=None, mode=None):
+        with self.lock:
+            self.seen, self.n, self.mode = [], n, mode
+            self.fire.clear()
+            self.nth.clear()
+            self.armed = True
+
+    def __call__(self, method, path, query, hdrs):
+        if method not in ("PUT", "POST", "DELETE") or \
+                not (path + "/").startswith(f"/{self.bucket}/"):
+            return None
+        ident = (method, path, re.sub(r"uploadId=[^&]*", "", query))
+        with self.lock:
+            if ident[2].startswith("delete"):  # DeleteObjects: each batch
+                ident = (method, path, f"{ident[2]} #{len(self.seen) + 1}")
+            if not self.armed or ident in self.seen:
+                return None  # a renewal or a retry: not a new point
+            self.seen.append(ident)
+            i = len(self.seen)
+            if i == self.n:
+                self.nth.set()
+            if self.n is None or self.fire.is_set():
+                if self.fire.is_set():  # after the kill moment: held
+                    self.p.rule("stall_before", method=method,
+                                path_re=re.escape(path) + "$")
+                return None
+            if i == self.n and self.mode in ("held", "sent"):
+                self.p.rule("stall_before" if self.mode == "held" else "stall_after",
+                            method=method, path_re=re.escape(path) + "$")
+                self.fire.set()
+            elif i == self.n + 1 and self.mode == "answered":
+                self.p.rule("stall_before", method=method,
+                            path_re=re.escape(path) + "$")
+                self.fire.set()
+        return None
+
+
+# ---- the test -------------------------------------------------------------------
+
+
+class Checker:
+    def __init__(self, op, label):
+        self.op, self.label = op, label
+        self.violations = []
+
+    def check(self, where, view):
+        if not self.op.allowed(view):
+            self.violations.append(f"{self.label} {where}: {_short(view)}")
+
+
+def _short(view):
+    def one(v):
+        if isinstance(v, dict):
+            return {k: (len(b) if isinstance(b, bytes) else b) for k, b in v.items()}
+        return v
+    return {k: one(v) for k, v in view.items()}
+
+
+class Observer(threading.Thread):
+    def __init__(self, path, op, checker):
+        super().__init__(daemon=True)
+        self.path, self.op, self.c = path, op, checker
+        self.stop = threading.Event()
+        self.looks = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            self.c.check("observer", mount_view(self.path, self.op.names))
+            self.looks += 1
+            time.sleep(0.05)
+
+
+def writer_mount(mount, s3server, bucket, prefix, cdir, endpoint):
+    mp = mount.workdir / f"w-{prefix}"
+    mp.mkdir(parents=True, exist_ok=True)
+    argv = mount.argv(bucket, prefix, mp, [f"cache_dir={cdir}", f"lease={LEASE}",
+                                           "commit_delay=600"], endpoint=False)
+    argv += ["--endpoint", endpoint, "--region", s3server.region]
+    return mount(bucket, argv=argv, mountpoint=mp)
+
+
+def observer_mount(mount, bucket, prefix, tmp_path, tag):
+    return mount(bucket, prefix, options=helpers.observer_options(
+        tmp_path / f"oc-{prefix}-{tag}"))
+
+
+def record(op_name, s3server, bucket, mount, tmp_path, proxy, hook):
+    """The clean run: the distinct mutating requests of the operation."""
+    op = OPS[op_name]()
+    prefix = f"{op_name}-ref"
+    w = writer_mount(mount, s3server, bucket, prefix, tmp_path / "c-ref", proxy.endpoint)
+    op.setup(w.path)
+    assert ckptfs_sync(w.path).returncode == 0
+    hook.arm()
+    op.act(w.path)
+    assert ckptfs_sync(w.path).returncode == 0
+    hook.armed = False
+    seen = list(hook.seen)
+    s3 = s3server.client()
+    assert bucket_view(s3, bucket, prefix + "/", op.names) == op.new
+    w.unmount()
+    return seen
+
+
+def one_point(op_name, n, total, mode, s3server, bucket, mount, tmp_path, proxy, hook):
+    op = OPS[op_name]()
+    prefix = f"{op_name}-{n}-{mode}"
+    c = Checker(op, f"{op_name} request {n} {mode}")
+    s3 = s3server.client()
+    cdir = tmp_path / f"c-{prefix}"
+    w = writer_mount(mount, s3server, bucket, prefix, cdir, proxy.endpoint)
+    op.setup(w.path)
+    assert ckptfs_sync(w.path).returncode == 0, f"{prefix}: setup sync"
+    obs_m = observer_mount(mount, bucket, prefix, tmp_path, "o")
+    wait_until(lambda: mount_view(obs_m.path, op.names) == op.old, 10)
+    obs = Observer(obs_m.path, op, c)
+    obs.start()
+    hook.arm(n, mode)
+    act = threading.Thread(target=lambda: _quiet(op.act, w.path), daemon=True)
+    act.start()
+    if mode == "answered" and n == total:
+        # the last request: answered, nothing after it
+        fired = hook.nth.wait(30)
+        time.sleep(0.5)
+    else:
+        fired = hook.fire.wait(30)
+    assert fired, f"{prefix}: request {n} never came ({hook.seen})"
+    time.sleep(0.3 if mode != "held" else 0.1)
+    kill_ckptfs(w)
+    hook.armed = False
+    act.join(30)
+    proxy.reset_stalled()
+    proxy.clear()
+    # (a) the writer never comes back: past every lease
+    time.sleep(LEASE + 1.5)
+    fresh = observer_mount(mount, bucket, prefix, tmp_path, "a")
+    c.check("fresh mount", mount_view(fresh.path, op.names))
+    c.check("bucket", bucket_view(s3, bucket, prefix + "/", op.names))
+    fresh.unmount()
+    # (b) gc from another host finishes or rolls back
+    r = gc(s3server, bucket, prefix)
+    if r.returncode != 0:
+        c.violations.append(f"{c.label}: gc exit {r.returncode}: {r.stdout} {r.stderr}")
+    left = [k for k in helpers.s3_sizes(s3, bucket, prefix + "/")
+            if ".ckptfs-pending/" in k]
+    if left:
+        c.violations.append(f"{c.label}: gc left {left}")
+    after_gc = bucket_view(s3, bucket, prefix + "/", op.names)
+    c.check("bucket after gc", after_gc)
+    fresh = observer_mount(mount, bucket, prefix, tmp_path, "b")
+    c.check("mount after gc", mount_view(fresh.path, op.names))
+    fresh.unmount()
+    # (c) the writer comes back and converges
+    w2 = writer_mount(mount, s3server, bucket, prefix, cdir, s3server.endpoint)
+    sr = ckptfs_sync(w2.path)
+    if sr.returncode != 0:
+        c.violations.append(f"{c.label}: sync after remount: {sr.stdout} {sr.stderr}")
+    time.sleep(0.3)
+    obs.stop.set()
+    obs.join(10)
+    for where, v in (("writer back: bucket", bucket_view(s3, bucket, prefix + "/", op.names)),
+                     ("writer back: observer", mount_view(obs_m.path, op.names))):
+        if v != op.new:
+            c.violations.append(f"{c.label} {where}: {_short(v)} (want the new state)")
+    w2.unmount()
+    obs_m.unmount()
+    return c.violations, obs.looks
+
+
+def _quiet(fn, *a):
+    try:
+        fn(*a)
+    except OSError:
+        pass  # the mount died under it
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("op_name", list(OPS))
+def test_every_request_is_a_safe_crash_point(s3server, bucket, mount, tmp_path, op_name):
+    hook = None
+    with FaultProxy(s3server.endpoint) as proxy:
+        hook = CrashAt(proxy, bucket)
+        proxy.inspect = hook
+        seen = record(op_name, s3server, bucket, mount, tmp_path, proxy, hook)
+        assert seen, "the operation sent nothing"
+        violations, points, looks = [], 0, 0
+        for n in range(1, len(seen) + 1):
+            for mode in MODES:
+                v, lk = one_point(op_name, n, len(seen), mode, s3server, bucket, mount,
+                                  tmp_path, proxy, hook)
+                violations += v
+                points += 1
+                looks += lk
+    reqs = "\n  ".join(f"{i + 1}: {m} {p} {q}" for i, (m, p, q) in enumerate(seen))
+    print(f"\ncrash points: {op_name}: {len(seen)} requests x {len(MODES)} moments = "
+          f"{points} points, {looks} observer looks, {len(violations)} violations\n  {reqs}")
+    assert not violations, "\n".join(violations[:40])
