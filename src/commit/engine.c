@@ -116,6 +116,8 @@ static int load_file(void *arg, const jr_file_row *r)
 	eng_link_file(t, f);
 	if (f->state == F_STORED) {
 		f->bytes_done = f->size;
+		if (t->kind == T_DIR)
+			t->check_stored = true;
 		return 0;
 	}
 	if (f->upload_id && f->part_size) {

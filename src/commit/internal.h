@@ -130,6 +130,11 @@ struct etxn {
 	 * the crash, so its marker is PUT again only if its manifest is not
 	 * committed yet (eng_renew_main) */
 	bool check_committed;
+	/* resumed from the journal with files stored before the restart: a
+	 * gc on another host may have rolled the transaction back while this
+	 * writer was away (its lease expired), so its commit first checks
+	 * that those objects are still there (steps.c, verify_stored) */
+	bool check_stored;
 	bool failed;
 	int err;
 	char *error;
@@ -391,6 +396,10 @@ void eng_snap_free(eng_snap *sn);
 int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x);
 /* Deletes keys in batches of S3_DELETE_MAX (mu not held). */
 int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x);
+
+/* marker.c: this writer's own manifest of root as stored (0 with *body,
+ * malloc'd, or -1) */
+int eng_get_manifest(eng *e, const char *root, char **body, size_t *len);
 
 /* ---- visible.c ---------------------------------------------------------- */
 void *eng_vis_main(void *arg);

@@ -107,23 +107,41 @@ int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
  * may be visible already.  Any failure answers "no": the marker is PUT as
  * before, which hides nothing that is not committed.
  */
-static bool manifest_committed(eng *e, const char *root, int64_t txn)
+/* This writer's own manifest of root as it is in the bucket: 0 with *body
+ * (malloc'd) and *len, -1 when it cannot be read (missing included). */
+int eng_get_manifest(eng *e, const char *root, char **body, size_t *len)
 {
 	char *k = proto_manifest_key(e->prefix, root, e->writer);
 	s3_head_result h;
 	s3_err x;
-	bool yes = false, committed = false;
-	uint64_t id = 0;
+	int rc = -1;
+	*body = NULL;
+	*len = 0;
 	if (k && s3_head(e->s3, k, &h, &x) == 0 && h.size < (64u << 20)) {
-		size_t got = 0;
-		char *body = malloc(h.size + 1);
-		if (body &&
-		    s3_get_range(e->s3, k, 0, h.size, NULL, body, &got, &x) == 0 &&
-		    proto_manifest_state(body, got, &committed, &id) == 0)
-			yes = committed && id == (uint64_t)txn;
-		free(body);
+		*body = malloc(h.size + 1);
+		rc = *body ? s3_get_range(e->s3, k, 0, h.size, NULL, *body, len,
+					  &x)
+			   : -1;
+		if (rc) {
+			free(*body);
+			*body = NULL;
+		}
 	}
 	free(k);
+	return rc;
+}
+
+static bool manifest_committed(eng *e, const char *root, int64_t txn)
+{
+	char *body;
+	size_t got;
+	bool committed = false;
+	uint64_t id = 0;
+	if (eng_get_manifest(e, root, &body, &got) < 0)
+		return false;
+	bool yes = proto_manifest_state(body, got, &committed, &id) == 0 &&
+		   committed && id == (uint64_t)txn;
+	free(body);
 	return yes;
 }
 

@@ -588,6 +588,29 @@ static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
 	return rc ? rc : finish_delete(e, path, x);
 }
 
+/* Whether the new name holds this rename's own manifest (transaction id,
+ * "renamed_from" the old name), committed: the rename passed its commit
+ * point and someone (a gc) finished the old name and its record. */
+static bool rename_landed(eng *e, const eng_snap *sn)
+{
+	char *body, *from = NULL, *writer = NULL;
+	size_t len;
+	if (eng_get_manifest(e, sn->dest, &body, &len) < 0)
+		return false;
+	bool committed = false;
+	uint64_t txn = 0;
+	char *rel = proto_rel_path(sn->dest, sn->root);
+	bool yes = proto_manifest_state(body, len, &committed, &txn) == 0 &&
+		   committed && txn == (uint64_t)sn->id &&
+		   proto_manifest_renamed_from(body, len, &from, &writer) == 1 &&
+		   rel && !strcmp(from, rel);
+	free(rel);
+	free(from);
+	free(writer);
+	free(body);
+	return yes;
+}
+
 /* Whether this writer's delete record of path exists: a rename resumed
  * after its commit point only finishes. */
 static int gone_exists(eng *e, const char *path, bool *yes, s3_err *x)
@@ -710,11 +733,13 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	vis_manifest_init(&vm);
 	bool decided = false;
 	int rc = gone_exists(e, sn->root, &decided, x);
-	if (!rc && decided) { /* resumed past the commit point */
+	if (!rc && (decided || rename_landed(e, sn))) {
+		/* resumed past the commit point: finish, never copy again
+		 * (the old name may be gone already: a gc finished it) */
 		vis_manifest_free(&vm);
 		buf_free(&p);
 		rc = eng_delete_marker(e, sn->dest, 0, x);
-		return rc ? rc : finish_delete(e, sn->root, x);
+		return rc || !decided ? rc : finish_delete(e, sn->root, x);
 	}
 	eng_hold_marker(e, sn->dest);
 	if (!rc)
@@ -726,9 +751,20 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		rc = eng_put_intent(e, sn->dest, (uint64_t)sn->id, x);
 	if (!rc)
 		rc = list_under(e, buf_cstr(&p), &l, x);
+	if (!rc && l.n == 0) {
+		/* nothing to copy: the source went away (another host deleted
+		 * it); never a new name made of nothing */
+		memset(x, 0, sizeof *x);
+		x->err = ENOENT;
+		x->http_status = 404;
+		snprintf(x->msg, sizeof x->msg,
+			 "rename of %s: it is gone from the bucket", sn->root);
+		rc = -1;
+	}
 	if (!rc)
 		rc = load_src_manifests(e, &l, plen, &vm, x);
 	bool governed = vm.committed > 0;
+	char *final_json = NULL; /* the new name's manifest, unconditional */
 	/* copy every object but the root's own manifests */
 	eng_snap_file *nf = calloc(l.n + 1, sizeof *nf);
 	size_t n = 0;
@@ -805,9 +841,16 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 						eng_wall_ns(), mf, n, md, nd)
 				      : NULL;
 		char *key = proto_manifest_key(e->prefix, sn->dest, e->writer);
-		rc = json ? put_mem(e, key, json, "application/json", NULL, 0, x)
+		/* committed only once the old name's delete record exists
+		 * (proto/manifest.h, "renamed_from") */
+		char *rel = proto_rel_path(sn->dest, sn->root);
+		char *cond = json && rel ? proto_manifest_with_from(json, rel)
+					 : NULL;
+		rc = cond ? put_mem(e, key, cond, "application/json", NULL, 0, x)
 			  : -1;
-		free(json);
+		final_json = json;
+		free(cond);
+		free(rel);
 		free(key);
 		free(mf);
 		free(md);
@@ -837,8 +880,14 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		rc = put_gone(e, sn->root, x);
 	if (!rc)
 		rc = eng_delete_marker(e, sn->dest, 0, x); /* new name visible */
+	if (!rc) { /* readers of the new name stop checking the old one */
+		char *key = proto_manifest_key(e->prefix, sn->dest, e->writer);
+		rc = put_mem(e, key, final_json, "application/json", NULL, 0, x);
+		free(key);
+	}
 	if (!rc)
 		rc = finish_delete(e, sn->root, x); /* hints included */
+	free(final_json);
 	for (size_t i = 0; nf && i < n; i++) {
 		free(nf[i].path);
 		free(nf[i].etag);
@@ -923,11 +972,98 @@ static int rename_file(eng *e, eng_snap *sn, s3_err *x)
 	return rc;
 }
 
+/* ETags equal, quoted or not (listings quote them, some replies not). */
+static bool etag_same(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
+		a++, la -= 2;
+	if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
+		b++, lb -= 2;
+	return la == lb && !strncmp(a, b, la);
+}
+
+/* Whether sn's file path of key is listed in l with its ETag. */
+static bool stored_as_listed(const keylist *l, const eng_snap_file *f)
+{
+	size_t lo = 0, hi = l->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(f->key, l->v[mid]);
+		if (c == 0)
+			return l->o[mid].etag && f->etag &&
+			       etag_same(l->o[mid].etag, f->etag);
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return false;
+}
+
+/*
+ * A directory transaction resumed after a restart, with files stored
+ * before it: its writer may have been away longer than its lease, and a
+ * gc on another host then rolled it back (deleted its objects, its intent
+ * and its marker).  Before its commit point the objects are checked with
+ * one LIST of the root; files whose object is gone or different go back
+ * to staged (the staging files are kept until the commit) and the step
+ * fails transiently, to run again once they are uploaded.  Called with
+ * mu; drops it around the LIST.
+ */
+static int verify_stored(eng *e, etxn *t, eng_snap *sn, s3_err *x)
+{
+	t->check_stored = false;
+	pthread_mutex_unlock(&e->mu);
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s%s/", e->prefix, sn->root);
+	keylist l = {0};
+	int rc = list_under(e, buf_cstr(&p), &l, x);
+	buf_free(&p);
+	pthread_mutex_lock(&e->mu);
+	if (rc) {
+		t->check_stored = true;
+		keylist_free(&l);
+		return rc;
+	}
+	size_t gone = 0;
+	for (size_t i = 0; i < sn->nf; i++) {
+		if (!sn->f[i].key || stored_as_listed(&l, &sn->f[i]))
+			continue;
+		for (efile *f = t->files; f; f = f->next) {
+			if (f->state != F_STORED || strcmp(f->path, sn->f[i].path))
+				continue;
+			f->state = F_STAGED;
+			f->etag[0] = 0;
+			f->bytes_done = 0;
+			jr_file_set_state(e->j, f->id, F_STAGED);
+			eng_sched_file(e, f);
+			gone++;
+		}
+	}
+	keylist_free(&l);
+	if (!gone)
+		return 0;
+	memset(x, 0, sizeof *x);
+	x->err = EAGAIN;
+	x->http_status = 503; /* transient: the step runs again */
+	snprintf(x->msg, sizeof x->msg,
+		 "%zu object(s) of %s were removed while this writer was away "
+		 "(a gc rolled the transaction back): uploading them again",
+		 gone, sn->root);
+	log_warn("commit: %s", x->msg);
+	pthread_cond_broadcast(&e->cv);
+	return -1;
+}
+
 int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
 	int rc;
 	if (t->kind == T_FILE)
 		return commit_file(e, t, sn, x);
+	if (t->kind == T_DIR && t->check_stored &&
+	    verify_stored(e, t, sn, x) < 0)
+		return -1;
 	pthread_mutex_unlock(&e->mu);
 	switch (t->kind) {
 	case T_DIR:

@@ -35,19 +35,25 @@ static int page_into_dir(void *arg, const char *prefix,
 
 /* ---- pending markers -------------------------------------------------- */
 
-/* The children named by live markers.  base_len: where "C/W@lease" starts
- * in a key, when the listed prefix is not the markers directory itself
- * (0: it is). */
+/* Live markers and delete records, as (child, writer).  base_len: where
+ * "C/W@lease" starts in a key, when the listed prefix is not the markers
+ * directory itself (0: it is). */
+struct mark {
+	char *child, *writer;
+	bool gone; /* a delete record: hides whatever its age */
+};
 struct hidden {
-	char **v;
+	struct mark *v;
 	size_t n;
 	size_t base_len;
 };
 
 static void hidden_free(struct hidden *h)
 {
-	for (size_t i = 0; i < h->n; i++)
-		free(h->v[i]);
+	for (size_t i = 0; i < h->n; i++) {
+		free(h->v[i].child);
+		free(h->v[i].writer);
+	}
 	free(h->v);
 }
 
@@ -64,32 +70,115 @@ static int page_markers(void *arg, const char *prefix,
 		if (o->key_len <= plen ||
 		    vis_parse_marker(o->key + plen, &child, &lease) < 0)
 			continue;
-		/* a delete record hides its directory whatever its age */
-		if (!vis_marker_is_gone(o->key + plen) &&
-		    !vis_marker_live(o->mtime.tv_sec, lease, now)) {
+		bool gone = vis_marker_is_gone(o->key + plen);
+		if (!gone && !vis_marker_live(o->mtime.tv_sec, lease, now)) {
 			free(child);
 			continue;
 		}
-		char **nv = realloc(h->v, (h->n + 1) * sizeof *nv);
-		if (!nv) {
+		const char *w = o->key + plen + strlen(child) + 1;
+		struct mark *nv = realloc(h->v, (h->n + 1) * sizeof *nv);
+		char *writer = strndup(w, (size_t)(strrchr(w, '@') - w));
+		if (!nv || !writer) {
+			if (nv)
+				h->v = nv;
 			free(child);
+			free(writer);
 			return -ENOMEM;
 		}
 		h->v = nv;
-		h->v[h->n++] = child;
+		h->v[h->n++] = (struct mark){child, writer, gone};
 	}
 	return 0;
 }
 
-static int hide_pending(s3_client *s3, const char *dir_prefix, ns_dir *d,
-			s3_err *e)
+/* The writers whose own manifest (manifest.W.json) in a directory is
+ * committed: a live marker of such a writer hides nothing any more. */
+struct writers {
+	char **v;
+	size_t n;
+};
+
+static void writers_free(struct writers *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		free(w->v[i]);
+	free(w->v);
+	w->v = NULL;
+	w->n = 0;
+}
+
+static bool writers_has(const struct writers *w, const char *writer)
+{
+	for (size_t i = 0; i < w->n; i++)
+		if (!strcmp(w->v[i], writer))
+			return true;
+	return false;
+}
+
+/*
+ * Whether the marks of one directory hide it, given its committed writers:
+ * a delete record always (the delete passed its commit point); a live
+ * marker until its writer's manifest there is committed, which is the
+ * commit point of a directory commit and, through "renamed_from", of a
+ * rename (doc/commit.md, "Commit points").  So what a reader shows never
+ * waits for a lease to expire, and a writer that died after its commit
+ * point leaves its marker hiding nothing.
+ */
+static bool marks_hide(const struct hidden *h, const char *child,
+		       const struct writers *committed)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		const struct mark *m = &h->v[i];
+		if (child && strcmp(m->child, child))
+			continue;
+		if (m->gone || !writers_has(committed, m->writer))
+			return true;
+	}
+	return false;
+}
+
+static int load_manifests(s3_client *s3, fs_mcache *mc,
+			  const char *dir_prefix, vis_manifest **out,
+			  struct writers *cw, s3_err *e);
+
+/* The listing of P without the children its markers hide; a child with
+ * only live markers is looked into (its manifests, cached by ETag) to see
+ * whether their writers committed. */
+static int hide_pending(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
+			ns_dir *d, s3_err *e)
 {
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", dir_prefix, PROTO_PENDING_DIR);
 	struct hidden h = {NULL, 0, 0};
 	int rc = list_all(s3, buf_cstr(&p), NULL, page_markers, &h, e);
-	if (rc == 0)
-		vis_hide_names(d, h.v, h.n);
+	for (size_t i = 0; rc == 0 && i < h.n; i++) {
+		const char *c = h.v[i].child;
+		bool first = true;
+		for (size_t k = 0; k < i && first; k++)
+			first = strcmp(h.v[k].child, c) != 0;
+		if (!first || !ns_dir_find(d, c))
+			continue;
+		struct writers cw = {0};
+		vis_manifest *m = NULL;
+		bool any_gone = false;
+		for (size_t k = i; k < h.n; k++)
+			any_gone |= h.v[k].gone && !strcmp(h.v[k].child, c);
+		if (!any_gone) {
+			buf cp = BUF_INIT;
+			buf_printf(&cp, "%s%s/", dir_prefix, c);
+			rc = load_manifests(s3, mc, buf_cstr(&cp), &m, &cw, e);
+			buf_free(&cp);
+		}
+		if (rc == 0 && marks_hide(&h, c, &cw)) {
+			char *name = (char *)c;
+			vis_hide_names(d, &name, 1);
+		}
+		writers_free(&cw);
+		if (m) {
+			vis_manifest_free(m);
+			free(m);
+		}
+	}
 	hidden_free(&h);
 	buf_free(&p);
 	return rc;
@@ -133,7 +222,8 @@ static int relist_after_markers(s3_client *s3, const char *dir_prefix,
  * some objects already must not show the rest.  One LIST per listing of a
  * directory that has manifests; directories of other tools pay nothing.
  */
-static int own_marker_live(s3_client *s3, const char *dir_prefix, bool *live,
+static int own_marker_live(s3_client *s3, const char *dir_prefix,
+			   const struct writers *committed, bool *live,
 			   s3_err *e)
 {
 	*live = false;
@@ -147,7 +237,7 @@ static int own_marker_live(s3_client *s3, const char *dir_prefix, bool *live,
 	struct hidden h = {NULL, 0, base};
 	int rc = list_all(s3, mp, NULL, page_markers, &h, e);
 	free(mp);
-	*live = h.n > 0;
+	*live = marks_hide(&h, NULL, committed);
 	hidden_free(&h);
 	return rc;
 }
@@ -161,7 +251,91 @@ struct manifests {
 	s3_err *e;
 	int rc;
 	bool indexed; /* an index was read (two writers may both write one) */
+	struct writers *cw; /* writers of committed own manifests, or NULL */
 };
+
+static int page_older(void *arg, const char *prefix, const s3_list_result *p)
+{
+	time_t *t = arg;
+	(void)prefix;
+	for (size_t i = 0; i < p->n_objects; i++)
+		if (p->objects[i].mtime.tv_sec <= *t) {
+			*t = -1; /* found one: stop looking */
+			return 1;
+		}
+	return 0;
+}
+
+/*
+ * Whether a manifest that names the directory it was renamed from
+ * ("renamed_from", proto/manifest.h) counts as committed: the writer's
+ * delete record of the old name exists (the rename passed its commit
+ * point), or nothing under the old name is older than this manifest (the
+ * rename finished and took its record with it).  One HEAD, and a LIST
+ * when the record is not there; only for such manifests, which the writer
+ * rewrites without the field once its commit point is passed.  Errors
+ * answer "not committed": the directory shows a moment later.
+ */
+static bool rename_passed(s3_client *s3, const s3_object *o,
+			  const char *body, size_t len)
+{
+	char *from, *writer;
+	if (proto_manifest_renamed_from(body, len, &from, &writer) != 1)
+		return true;
+	bool yes = false;
+	/* the directory of .ckptfs/manifest.*.json */
+	const char *meta = strstr(o->key, "/" PROTO_META_DIR "/");
+	char *dir = NULL, *old = NULL;
+	if (meta) {
+		const char *last;
+		for (last = meta; (meta = strstr(meta + 1, "/" PROTO_META_DIR "/"));)
+			last = meta;
+		dir = strndup(o->key, (size_t)(last - o->key) + 1);
+	}
+	old = dir ? proto_key_resolve(dir, from) : NULL;
+	size_t ol = old ? strlen(old) : 0;
+	if (ol > 1) {
+		old[ol - 1] = 0; /* the old root's key, as proto_gone_key wants */
+		char *gone = proto_gone_key("", old, writer);
+		old[ol - 1] = '/';
+		s3_head_result h;
+		s3_err e;
+		if (gone && s3_head(s3, gone, &h, &e) == 0)
+			yes = true;
+		else if (gone && e.err == ENOENT) {
+			time_t t = o->mtime.tv_sec;
+			int rc = s3_list_all(s3, old, NULL, page_older, &t, &e);
+			yes = rc == 0 && t != -1;
+		}
+		free(gone);
+	}
+	free(old);
+	free(dir);
+	free(from);
+	free(writer);
+	return yes;
+}
+
+/* Records W when key ends in a writer's own manifest.W.json (not an
+ * addendum manifest.W.N.json: writer ids have no '.'). */
+static void add_own_writer(struct writers *w, const char *key)
+{
+	const char *n = strrchr(key, '/');
+	n = n ? n + 1 : key;
+	size_t l = strlen(n);
+	if (strncmp(n, "manifest.", 9) || l < 15 || strcmp(n + l - 5, ".json"))
+		return;
+	char *writer = strndup(n + 9, l - 14);
+	char **nv = writer && !strchr(writer, '.')
+			    ? realloc(w->v, (w->n + 1) * sizeof *nv)
+			    : NULL;
+	if (!nv) {
+		free(writer);
+		return;
+	}
+	w->v = nv;
+	w->v[w->n++] = writer;
+}
 
 static void read_manifest(struct manifests *ms, const s3_object *o)
 {
@@ -197,9 +371,17 @@ static void read_manifest(struct manifests *ms, const s3_object *o)
 		if (etag)
 			fs_mcache_put(ms->mc, o->key, etag, body, got);
 	}
+	if (!rename_passed(ms->s3, o, body, got)) {
+		ms->m->pending++; /* a rename not past its commit point */
+		free(body);
+		return;
+	}
+	size_t before = ms->m->committed;
 	char *err = NULL;
 	if (vis_manifest_add_json(ms->m, body, got, &err) < 0)
 		log_warn("ignoring %s: %s", o->key, err ? err : "invalid");
+	else if (ms->cw && ms->m->committed > before)
+		add_own_writer(ms->cw, o->key);
 	free(err);
 	free(body);
 }
@@ -280,7 +462,7 @@ static int page_manifests(void *arg, const char *prefix,
 
 static int load_manifests(s3_client *s3, fs_mcache *mc,
 			  const char *dir_prefix, vis_manifest **out,
-			  s3_err *e)
+			  struct writers *cw, s3_err *e)
 {
 	vis_manifest *m = calloc(1, sizeof *m);
 	if (!m)
@@ -288,7 +470,7 @@ static int load_manifests(s3_client *s3, fs_mcache *mc,
 	vis_manifest_init(m);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", dir_prefix, PROTO_META_DIR);
-	struct manifests ms = {s3, mc, m, e, 0, false};
+	struct manifests ms = {s3, mc, m, e, 0, false, cw};
 	int rc = list_all(s3, buf_cstr(&p), NULL, page_manifests, &ms, e);
 	buf_free(&p);
 	if (rc == 0)
@@ -366,17 +548,19 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 	if (rc == 0)
 		ns_dir_finish(out);
 	if (rc == 0 && out->saw_pending)
-		rc = hide_pending(s3, dir_prefix, out, e);
+		rc = hide_pending(s3, mc, dir_prefix, out, e);
 	if (rc == 0 && out->saw_pending)
 		rc = relist_after_markers(s3, dir_prefix, out, e);
+	struct writers cw = {0};
 	if (rc == 0 && out->saw_meta)
-		rc = load_manifests(s3, mc, dir_prefix, manifest, e);
+		rc = load_manifests(s3, mc, dir_prefix, manifest, &cw, e);
 	/* a ckptfs directory: its own markers and delete records decide
 	 * whether it is there at all */
 	bool hidden = false;
 	bool misses = rc == 0 && *manifest && vis_listing_misses(out, *manifest);
 	if (rc == 0 && *manifest)
-		rc = own_marker_live(s3, dir_prefix, &hidden, e);
+		rc = own_marker_live(s3, dir_prefix, &cw, &hidden, e);
+	writers_free(&cw);
 	/* files missing and no marker: a delete (objects, then manifests,
 	 * then its record) may have finished its last two steps between
 	 * the LIST that saw some of its objects left and the marker LIST.
@@ -385,8 +569,13 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 	 * is listed */
 	if (rc == 0 && misses && !hidden)
 		rc = manifests_gone(s3, dir_prefix, &hidden, e);
-	/* .ckptfs/ listed but its manifests gone: deleted meanwhile */
-	if (rc == 0 && (hidden || (out->saw_meta && !*manifest))) {
+	/* .ckptfs/ listed but its manifests gone: deleted meanwhile; or
+	 * only pending ones: a transaction not committed yet, or abandoned
+	 * by a writer that died (gc removes it): not there at all, never an
+	 * empty directory */
+	bool uncommitted = rc == 0 && *manifest && (*manifest)->committed == 0;
+	if (rc == 0 &&
+	    (hidden || uncommitted || (out->saw_meta && !*manifest))) {
 		vis_hide_all(out);
 		out->vanished = true;
 	}

@@ -166,6 +166,55 @@ char *proto_gone_key(const char *prefix, const char *root,
 	return k;
 }
 
+char *proto_rel_path(const char *from, const char *to)
+{
+	/* the longest common run of whole leading components */
+	size_t c = 0;
+	for (size_t i = 0;; i++) {
+		if ((!from[i] || from[i] == '/') && (!to[i] || to[i] == '/'))
+			c = i;
+		if (!from[i] || !to[i] || from[i] != to[i])
+			break;
+	}
+	const char *up = from + c + (from[c] == '/');
+	const char *down = to + c + (to[c] == '/');
+	buf b = BUF_INIT;
+	for (const char *p = up; *up && p; p = strchr(p + 1, '/'))
+		buf_puts(&b, b.len ? "/.." : "..");
+	if (*down)
+		buf_printf(&b, "%s%s", b.len ? "/" : "", down);
+	return buf_steal(&b);
+}
+
+char *proto_key_resolve(const char *dir_key, const char *rel)
+{
+	size_t n = strlen(dir_key);
+	if (!rel[0] || (n && dir_key[n - 1] != '/'))
+		return NULL;
+	buf b = BUF_INIT;
+	buf_puts(&b, dir_key);
+	const char *p = rel;
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		if (len == 2 && !strncmp(p, "..", 2)) {
+			if (b.len == 0) {
+				buf_free(&b);
+				return NULL;
+			}
+			size_t k = b.len - 1; /* drop the last component */
+			while (k > 0 && b.data[k - 1] != '/')
+				k--;
+			b.len = k;
+			b.data[k] = 0;
+		} else if (len && !(len == 1 && *p == '.')) {
+			buf_printf(&b, "%.*s/", (int)len, p);
+		}
+		p += len + (slash != NULL);
+	}
+	return buf_steal(&b);
+}
+
 char *proto_manifest_key(const char *prefix, const char *root,
 			 const char *writer)
 {

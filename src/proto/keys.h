@@ -99,6 +99,15 @@ char *proto_marker_key(const char *prefix, const char *root,
 #define PROTO_GONE_LEASE 86400u
 char *proto_gone_key(const char *prefix, const char *root,
 		     const char *writer);
+/* The path of directory `to` relative to directory `from` (mount-relative
+ * paths, as proto_under): "../ckpt-1" from "run/ckpt-2" to "run/ckpt-1".
+ * Readers resolve it against the key of `from`'s directory
+ * (proto_key_resolve), so it means the same under any mount prefix. */
+char *proto_rel_path(const char *from, const char *to);
+/* dir_key ("pre/run/ckpt-2/", ending in '/') + rel ("../ckpt-1") ->
+ * "pre/run/ckpt-1/"; NULL when rel climbs above the bucket's root or is
+ * empty. */
+char *proto_key_resolve(const char *dir_key, const char *rel);
 /* prefix + root + "/.ckptfs/manifest.W.json" */
 char *proto_manifest_key(const char *prefix, const char *root,
 			 const char *writer);

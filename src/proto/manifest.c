@@ -108,6 +108,36 @@ char *proto_intent_json(const char *writer, uint64_t txn)
 	return s;
 }
 
+char *proto_manifest_with_from(const char *json, const char *from)
+{
+	json_t *root = json_loads(json, 0, NULL);
+	char *s = NULL;
+	if (json_is_object(root) &&
+	    !json_object_set_new(root, "renamed_from", json_string(from)))
+		s = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+	return s;
+}
+
+int proto_manifest_renamed_from(const char *json, size_t len, char **from,
+				char **writer)
+{
+	*from = *writer = NULL;
+	json_t *root = json_loadb(json, len, 0, NULL);
+	if (!root)
+		return -1;
+	const char *f = json_string_value(json_object_get(root, "renamed_from"));
+	const char *w = json_string_value(json_object_get(root, "writer"));
+	int rc = 0;
+	if (f && w) {
+		*from = strdup(f);
+		*writer = strdup(w);
+		rc = *from && *writer ? 1 : -1;
+	}
+	json_decref(root);
+	return rc;
+}
+
 int proto_manifest_state(const char *json, size_t len, bool *committed,
 			 uint64_t *txn)
 {

@@ -78,6 +78,23 @@ char *proto_manifest_json(const char *writer, uint64_t txn, int64_t time_ns,
 /* {"version":1,"writer":W,"state":"pending","txn":N} */
 char *proto_intent_json(const char *writer, uint64_t txn);
 
+/*
+ * A rename's manifest at the new name is committed only once the rename
+ * passed its commit point, the delete record of the old name
+ * (doc/commit.md, "Deletes and renames"): it carries "renamed_from", the
+ * old name relative to the new one (proto_rel_path).  The writer rewrites
+ * it without once past that point; a reader of a manifest that still has
+ * it counts it as committed when the writer's delete record of the old
+ * name exists, or when no key under the old name is older than the
+ * manifest (the rename finished, its record gone with it).
+ */
+/* json (a committed manifest) with "renamed_from": from; malloc'd. */
+char *proto_manifest_with_from(const char *json, const char *from);
+/* 1 with *from and *writer (malloc'd) when the document carries
+ * "renamed_from", 0 when not, -1 when it is not JSON. */
+int proto_manifest_renamed_from(const char *json, size_t len, char **from,
+				char **writer);
+
 /* A manifest document's "state" and "txn": 0 with *committed and *txn (0
  * when absent), -1 when it is not a manifest. */
 int proto_manifest_state(const char *json, size_t len, bool *committed,

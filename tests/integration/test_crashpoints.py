@@ -26,6 +26,7 @@ import errno
 import json
 import os
 import re
+import sys
 import threading
 import time
 
@@ -97,42 +98,60 @@ def bucket_view(s3, bucket, prefix, names):
             out[n] = ("latest:" + s3.get_object(Bucket=bucket, Key=prefix + n)[
                 "Body"].read().decode()) if n in keys else GONE
             continue
-        hidden = False
-        for k, o in keys.items():
-            m = re.fullmatch(rf"\.ckptfs-pending/{re.escape(n)}/([^/]+)@(\d+)", k)
-            if not m:
-                continue
-            if m.group(1).endswith(".gone"):
-                hidden = True
-            elif o["LastModified"].timestamp() + int(m.group(2)) > now:
-                hidden = True
         under = {k[len(n) + 1:]: o for k, o in keys.items() if k.startswith(n + "/")}
         mans = [k for k in under if re.fullmatch(r"\.ckptfs/manifest\.[^/]+\.json", k)]
-        if hidden or not under:
-            out[n] = GONE
-            continue
-        if not mans:
-            out[n] = {k: s3.get_object(Bucket=bucket, Key=prefix + n + "/" + k)[
-                "Body"].read() for k in under if not k.endswith("/")}
-            continue
-        files, committed = {}, 0
+        files, committed_writers = {}, set()
         for k in sorted(mans):
             try:
                 doc = json.loads(s3.get_object(Bucket=bucket, Key=prefix + n + "/" + k)[
                     "Body"].read())
             except s3.exceptions.NoSuchKey:
                 continue
-            if doc.get("state") != "committed":
+            if doc.get("state") != "committed" or not _rename_passed(
+                    keys, n, doc, under[k]["LastModified"]):
                 continue
-            committed += 1
+            if re.fullmatch(r"\.ckptfs/manifest\.[^./]+\.json", k):
+                committed_writers.add(doc.get("writer"))
             for f in doc.get("files", []):
                 o = under.get(f["path"])
                 files[f["path"]] = (s3.get_object(Bucket=bucket,
                                                   Key=prefix + n + "/" + f["path"])[
                     "Body"].read() if o and o["Size"] == f["size"] else
                     f"missing object (manifest says {f['size']} bytes)")
-        out[n] = files if committed else GONE
+        hidden = False
+        for k, o in keys.items():
+            m = re.fullmatch(rf"\.ckptfs-pending/{re.escape(n)}/([^/]+)@(\d+)", k)
+            if not m:
+                continue
+            if m.group(1).endswith(".gone"):
+                hidden = True  # a delete past its commit point
+            elif (o["LastModified"].timestamp() + int(m.group(2)) > now and
+                  m.group(1) not in committed_writers):
+                hidden = True  # a live writer that has not committed
+        if hidden or not under:
+            out[n] = GONE
+        elif not mans:
+            out[n] = {k: s3.get_object(Bucket=bucket, Key=prefix + n + "/" + k)[
+                "Body"].read() for k in under if not k.endswith("/")}
+        else:
+            out[n] = files if committed_writers or files else GONE
     return out
+
+
+def _rename_passed(keys, n, doc, manifest_time):
+    """A manifest carrying "renamed_from" counts once the writer's delete
+    record of the old name exists, or nothing under the old name is older
+    than the manifest (doc/commit.md)."""
+    rel = doc.get("renamed_from")
+    if not rel:
+        return True
+    old = os.path.normpath(os.path.join(n, rel))
+    parent, base = os.path.split(old)
+    rec = (parent + "/" if parent else "") + f".ckptfs-pending/{base}/{doc['writer']}.gone@86400"
+    if rec in keys:
+        return True
+    return not any(k.startswith(old + "/") and o["LastModified"] <= manifest_time
+                   for k, o in keys.items())
 
 
 # ---- the operations -----------------------------------------------------------
@@ -159,13 +178,27 @@ def fsync_dir(d):
 
 class Op:
     """setup(mp) makes the old state and syncs; act(mp) is the operation;
-    old and new are the views of `names` before and after."""
+    old and new are the views of `names`, read in that order: later
+    effects first, so a reader that straddles the commit point between two
+    reads can only see the earlier state of the later name."""
     names = ()
 
-    def allowed(self, view):
-        return view in (self.old, self.new) or self.also_ok(view)
+    def allowed(self, view, moving=False, failed=False):
+        """moving: two reads that may straddle the commit point (the
+        observer); failed: the application saw the operation fail (the
+        mount died under it), so it may have landed in part, as a local
+        disk can keep part of an interrupted save."""
+        return (view in (self.old, self.new) or self.in_order(view) or
+                (moving and self.straddles(view)) or
+                (failed and self.part(view)))
 
-    def also_ok(self, view):
+    def in_order(self, view):
+        return False
+
+    def straddles(self, view):
+        return False
+
+    def part(self, view):
         return False
 
 
@@ -178,19 +211,23 @@ class DeleteDir(Op):
         write_dir(f"{mp}/ckpt-1", self.old["ckpt-1"])
 
     def act(self, mp):
-        run(["rm", "-r", f"{mp}/ckpt-1"], check=False, timeout=60)
+        run(["rm", "-r", f"{mp}/ckpt-1"], timeout=60)
 
 
 class RenameDir(Op):
-    names = ("ckpt-1", "ckpt-2")
-    old = {"ckpt-1": ckpt(20), "ckpt-2": GONE}
-    new = {"ckpt-1": GONE, "ckpt-2": ckpt(20)}
+    names = ("ckpt-2", "ckpt-1")
+    old = {"ckpt-2": GONE, "ckpt-1": ckpt(20)}
+    new = {"ckpt-2": ckpt(20), "ckpt-1": GONE}
 
     def setup(self, mp):
         write_dir(f"{mp}/ckpt-1", self.old["ckpt-1"])
 
     def act(self, mp):
-        run(["mv", f"{mp}/ckpt-1", f"{mp}/ckpt-2"], check=False, timeout=60)
+        run(["mv", f"{mp}/ckpt-1", f"{mp}/ckpt-2"], timeout=60)
+
+    def straddles(self, view):
+        # the new name read before the commit point, the old one after
+        return view == {"ckpt-2": GONE, "ckpt-1": GONE}
 
 
 class CommitDir(Op):
@@ -210,9 +247,9 @@ class CommitDir(Op):
 
 class InPlaceLatest(Op):
     """A checkpoint written in place, fsynced, then `latest` naming it."""
-    names = ("ckpt-1", "ckpt-2", "latest")
-    old = {"ckpt-1": ckpt(40), "ckpt-2": GONE, "latest": "latest:ckpt-1"}
-    new = {"ckpt-1": ckpt(40), "ckpt-2": ckpt(50), "latest": "latest:ckpt-2"}
+    names = ("latest", "ckpt-2", "ckpt-1")
+    old = {"latest": "latest:ckpt-1", "ckpt-2": GONE, "ckpt-1": ckpt(40)}
+    new = {"latest": "latest:ckpt-2", "ckpt-2": ckpt(50), "ckpt-1": ckpt(40)}
 
     def setup(self, mp):
         write_dir(f"{mp}/ckpt-1", self.old["ckpt-1"])
@@ -226,9 +263,18 @@ class InPlaceLatest(Op):
         with open(f"{mp}/latest", "w") as f:
             f.write("ckpt-2")
 
-    def also_ok(self, view):
-        # the checkpoint visible before the file naming it: in order
+    def in_order(self, view):
+        # the checkpoint visible before the file naming it
         return view == dict(self.new, latest="latest:ckpt-1")
+
+    def part(self, view):
+        # an interrupted save: `latest` still names the old checkpoint,
+        # the new directory holds some of its files, each whole
+        c2 = view["ckpt-2"]
+        return (view["latest"] == "latest:ckpt-1" and
+                view["ckpt-1"] == self.old["ckpt-1"] and
+                (c2 == GONE or (isinstance(c2, dict) and all(
+                    self.new["ckpt-2"].get(k) == v for k, v in c2.items()))))
 
 
 class FilePut(Op):
@@ -282,8 +328,9 @@ class CrashAt:
         with self.lock:
             if ident[2].startswith("delete"):  # DeleteObjects: each batch
                 ident = (method, path, f"{ident[2]} #{len(self.seen) + 1}")
-            if not self.armed or ident in self.seen:
-                return None  # a renewal or a retry: not a new point
+            renewal = ".ckptfs-pending/" in path and ".gone@" not in path
+            if not self.armed or (renewal and ident in self.seen):
+                return None  # a marker's renewal: not a new point
             self.seen.append(ident)
             i = len(self.seen)
             if i == self.n:
@@ -312,8 +359,8 @@ class Checker:
         self.op, self.label = op, label
         self.violations = []
 
-    def check(self, where, view):
-        if not self.op.allowed(view):
+    def check(self, where, view, **how):
+        if not self.op.allowed(view, **how):
             self.violations.append(f"{self.label} {where}: {_short(view)}")
 
 
@@ -326,15 +373,21 @@ def _short(view):
 
 
 class Observer(threading.Thread):
-    def __init__(self, path, op, checker):
+    """Polls a mount all along; its views are judged at the end, once it
+    is known whether the application saw the operation succeed."""
+
+    def __init__(self, path, op):
         super().__init__(daemon=True)
-        self.path, self.op, self.c = path, op, checker
+        self.path, self.op = path, op
         self.stop = threading.Event()
         self.looks = 0
+        self.views = []
 
     def run(self):
         while not self.stop.is_set():
-            self.c.check("observer", mount_view(self.path, self.op.names))
+            v = mount_view(self.path, self.op.names)
+            if not self.views or self.views[-1] != v:
+                self.views.append(v)
             self.looks += 1
             time.sleep(0.05)
 
@@ -382,10 +435,12 @@ def one_point(op_name, n, total, mode, s3server, bucket, mount, tmp_path, proxy,
     assert ckptfs_sync(w.path).returncode == 0, f"{prefix}: setup sync"
     obs_m = observer_mount(mount, bucket, prefix, tmp_path, "o")
     wait_until(lambda: mount_view(obs_m.path, op.names) == op.old, 10)
-    obs = Observer(obs_m.path, op, c)
+    obs = Observer(obs_m.path, op)
     obs.start()
     hook.arm(n, mode)
-    act = threading.Thread(target=lambda: _quiet(op.act, w.path), daemon=True)
+    acted = []  # the operation returned success to the application
+    act = threading.Thread(target=lambda: _quiet(op.act, w.path, done=acted),
+                           daemon=True)
     act.start()
     if mode == "answered" and n == total:
         # the last request: answered, nothing after it
@@ -427,19 +482,35 @@ def one_point(op_name, n, total, mode, s3server, bucket, mount, tmp_path, proxy,
     time.sleep(0.3)
     obs.stop.set()
     obs.join(10)
+    # an operation the application saw succeed is never lost; one it saw
+    # fail (the mount died under it) may land or not, but whole
+    for v in obs.views:
+        c.check("observer", v, moving=True, failed=not acted)
     for where, v in (("writer back: bucket", bucket_view(s3, bucket, prefix + "/", op.names)),
                      ("writer back: observer", mount_view(obs_m.path, op.names))):
-        if v != op.new:
+        if acted and v != op.new:
             c.violations.append(f"{c.label} {where}: {_short(v)} (want the new state)")
+        c.check(where, v, failed=not acted)
     w2.unmount()
     obs_m.unmount()
+    if only_one():
+        print(f"writer logs: {w.log} {w2.log}", file=sys.stderr)
+        for k, sz in sorted(helpers.s3_sizes(s3, bucket, prefix + "/").items()):
+            body = helpers.s3_get(s3, bucket, k) if "manifest" in k else b""
+            print(f"  {k} {sz} {body[:400]!r}", file=sys.stderr)
     return c.violations, obs.looks
 
 
-def _quiet(fn, *a):
+def only_one():
+    return bool(os.environ.get("CKPTFS_CRASHPOINT"))
+
+
+def _quiet(fn, *a, done=None):
     try:
         fn(*a)
-    except OSError:
+        if done is not None:
+            done.append(True)
+    except (OSError, helpers.CommandError):
         pass  # the mount died under it
 
 
@@ -452,9 +523,15 @@ def test_every_request_is_a_safe_crash_point(s3server, bucket, mount, tmp_path, 
         proxy.inspect = hook
         seen = record(op_name, s3server, bucket, mount, tmp_path, proxy, hook)
         assert seen, "the operation sent nothing"
+        print(f"\n{op_name}: " + "\n  ".join(f"{i + 1}: {m} {p} {q}"
+                                              for i, (m, p, q) in enumerate(seen)),
+              file=sys.stderr)
         violations, points, looks = [], 0, 0
+        only = os.environ.get("CKPTFS_CRASHPOINT", "")  # "rename:7:held" replays one
         for n in range(1, len(seen) + 1):
             for mode in MODES:
+                if only and only != f"{op_name}:{n}:{mode}":
+                    continue
                 v, lk = one_point(op_name, n, len(seen), mode, s3server, bucket, mount,
                                   tmp_path, proxy, hook)
                 violations += v

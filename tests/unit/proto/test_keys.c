@@ -149,3 +149,31 @@ Test(proto, metadata_hints)
 	cr_assert_eq(strncmp(PROTO_HINT_DIR, PROTO_RESERVED,
 			     strlen(PROTO_RESERVED)), 0);
 }
+
+/* A renamed directory's manifest names its old name relative to itself
+ * (doc/commit.md, "Deletes and renames"), resolved in key space. */
+Test(proto, relative_paths_between_directories)
+{
+	struct { const char *from, *to, *rel, *key, *resolved; } c[] = {
+		{"run/ckpt-2", "run/ckpt-1", "../ckpt-1", "p/run/ckpt-2/",
+		 "p/run/ckpt-1/"},
+		{"a", "b", "../b", "a/", "b/"},
+		{"x/y", "x", "..", "p/x/y/", "p/x/"},
+		{"best", "runs/r1/ckpt-9", "../runs/r1/ckpt-9", "best/",
+		 "runs/r1/ckpt-9/"},
+		{"runs/r1/ckpt-9", "best", "../../../best", "q/runs/r1/ckpt-9/",
+		 "q/best/"},
+		{"ab/c", "a/c", "../../a/c", "ab/c/", "a/c/"},
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		char *r = proto_rel_path(c[i].from, c[i].to);
+		cr_assert_str_eq(r, c[i].rel, "%s -> %s", c[i].from, c[i].to);
+		char *k = proto_key_resolve(c[i].key, r);
+		cr_assert_str_eq(k, c[i].resolved, "%s + %s", c[i].key, r);
+		free(k);
+		free(r);
+	}
+	cr_assert_null(proto_key_resolve("a/", "../.."));
+	cr_assert_null(proto_key_resolve("a/", ""));
+	cr_assert_null(proto_key_resolve("a", "../b"));
+}

@@ -402,3 +402,24 @@ Test(proto, manifest_state_and_txn)
 	cr_assert(c);
 	cr_assert_eq(txn, 0);
 }
+
+Test(proto, manifest_renamed_from)
+{
+	char *j = proto_manifest_json("w1", 7, 1, NULL, 0, NULL, 0);
+	char *from, *writer;
+	cr_assert_eq(proto_manifest_renamed_from(j, strlen(j), &from, &writer), 0);
+	char *c = proto_manifest_with_from(j, "../ckpt-1");
+	cr_assert_eq(proto_manifest_renamed_from(c, strlen(c), &from, &writer), 1);
+	cr_assert_str_eq(from, "../ckpt-1");
+	cr_assert_str_eq(writer, "w1");
+	free(from);
+	free(writer);
+	/* still a committed manifest to every reader */
+	bool committed;
+	uint64_t txn;
+	cr_assert_eq(proto_manifest_state(c, strlen(c), &committed, &txn), 0);
+	cr_assert(committed);
+	cr_assert_eq(proto_manifest_renamed_from("{", 1, &from, &writer), -1);
+	free(c);
+	free(j);
+}
