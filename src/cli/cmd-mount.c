@@ -10,6 +10,7 @@
  * which the daemon gives the S3 client (s3_connect).
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,6 +76,9 @@ static void mount_usage(FILE *f)
 		"      writers wait; 0 = no limit) upload_hold=S (longest a\n"
 		"      closed file waits to upload while the application still\n"
 		"      writes, 10; 0 = upload at once)\n"
+		"      transient_limit=S (a step failing with transient errors\n"
+		"      this long is reported failed and holds back only what\n"
+		"      depends on it, still retried; 180)\n"
 		"      first_byte_timeout=S (longest wait for a reply once a\n"
 		"      request is sent, 2) low_speed_time=S low_speed_limit=B\n"
 		"      (a transfer under B bytes/s for S seconds is abandoned, 5\n"
@@ -170,6 +174,23 @@ static int set_ms(const char *k, const char *v, unsigned *ms)
 		return -1;
 	}
 	*ms = (unsigned)(d * 1000 + 0.5);
+	return 0;
+}
+
+/* Seconds of transient failures before a step is set aside: above 0 (0
+ * would set every step aside at its first failure) and finite. */
+static int set_transient_limit(const char *k, const char *v, double *out)
+{
+	double d;
+	if (parse_num(k, v, 0, &d, NULL) < 0)
+		return -1;
+	if (!(d > 0) || !isfinite(d)) {
+		fprintf(stderr, "ckptfs: mount option %s: a number of seconds "
+				"above 0 (default %.0f)\n",
+			k, ENG_DEFAULT_TRANSIENT_LIMIT_S);
+		return -1;
+	}
+	*out = d;
 	return 0;
 }
 
@@ -328,6 +349,8 @@ static int apply_opt(void *arg, const char *k, const char *v)
 		return -1;
 	} else if (!strcmp(k, "upload_hold")) {
 		return parse_num(k, v, 0, &a->eng.upload_hold_s, NULL);
+	} else if (!strcmp(k, "transient_limit")) {
+		return set_transient_limit(k, v, &a->eng.transient_limit_s);
 	} else if (!strcmp(k, "max_staged")) {
 		return parse_size(k, v, &a->eng.max_staged);
 	} else if (!strcmp(k, "metrics")) {

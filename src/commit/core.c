@@ -4,7 +4,8 @@
  * sleeping on the condition variable, staging paths, transactions and
  * files (find, create, link, free), the per-key claims, the job FIFO the
  * upload workers take from (pushes only; transfer.c pops), and the error
- * rule (transient or for good) with its journal row and garbage rows.
+ * rule (transient or for good, and when transient ones have lasted long
+ * enough to set a step aside) with its journal row and garbage rows.
  *
  * The bottom of the engine: it calls only the journal (journal.c), the
  * metadata conversion (meta.c) and the layers below commit, never another
@@ -274,7 +275,8 @@ bool eng_err_transient(const s3_err *x)
 	return s3_err_transient(x);
 }
 
-void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent)
+void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent,
+		   double began)
 {
 	double now = eng_now();
 	if (t) {
@@ -293,12 +295,41 @@ void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent)
 		pthread_cond_broadcast(&e->cv);
 		return;
 	}
+	/* the streak began with the attempt: a request the client retried
+	 * within its own budget was failing all that time */
+	if (t && t->err_since == 0)
+		t->err_since = began > 0 && began < now ? began : now;
 	double *last = t ? &t->err_logged : &e->last_err_log;
 	if (now - *last >= 60 || *last == 0) {
 		*last = now;
-		log_warn("%s: %s (retrying until it works)",
-			 t ? t->root : "commit", x->msg);
+		log_warn("%s: %s (retrying until it works%s)",
+			 t ? t->root : "commit", x->msg,
+			 t && eng_retrying(e, t, now)
+			     ? "; set aside meanwhile: later steps that do not "
+			       "depend on it go on"
+			     : "");
 	}
+}
+
+void eng_txn_progress(eng *e, etxn *t)
+{
+	(void)e;
+	if (t) {
+		t->err_since = 0;
+		t->attempt = 0;
+		t->retry_at = 0;
+	}
+}
+
+bool eng_set_aside(const eng *e, const etxn *t, double now)
+{
+	return t->failed || eng_retrying(e, t, now);
+}
+
+bool eng_retrying(const eng *e, const etxn *t, double now)
+{
+	return !t->failed && t->err_since > 0 &&
+	       now - t->err_since >= e->o.transient_limit_s;
 }
 
 void eng_garbage(eng *e, etxn *t, const char *key)

@@ -201,6 +201,8 @@ static void apply_defaults(eng_opts *o)
 		o->multipart_min = S3_MIN_PART_SIZE;
 	if (!o->conns)
 		o->conns = 16;
+	if (!(o->transient_limit_s > 0))
+		o->transient_limit_s = ENG_DEFAULT_TRANSIENT_LIMIT_S;
 }
 
 static int load_writer(eng *e)

@@ -72,6 +72,10 @@ typedef struct eng_opts {
 	 * writing, a file of an open directory transaction waits up to this
 	 * many seconds after its put before its upload starts; 0 = never */
 	double upload_hold_s;
+	/* a step (or an upload of its files) failing with transient errors
+	 * for this many seconds is set aside like one that failed for good,
+	 * and still retried (doc/commit.md "Errors"); 0 = 180 */
+	double transient_limit_s;
 	const char *temp_patterns; /* comma-separated fnmatch patterns on the
 	                            * last path component; NULL = default
 	                            * (ENG_DEFAULT_TEMP_PATTERNS) */
@@ -79,6 +83,9 @@ typedef struct eng_opts {
 
 /* the format's default (proto/keys.h) */
 #define ENG_DEFAULT_TEMP_PATTERNS PROTO_DEFAULT_TEMP_PATTERNS
+/* seconds of transient failures before a step is set aside (the mount
+ * option transient_limit=) */
+#define ENG_DEFAULT_TRANSIENT_LIMIT_S 180.0
 
 /* File attributes kept remotely (object metadata and the manifest). */
 typedef struct eng_meta {
@@ -285,20 +292,26 @@ typedef struct eng_txn_status {
 	double age;         /* seconds since it began (or since this mount
 	                     * resumed it from the journal) */
 	char *error;        /* last error, NULL when none */
+	/* "failed" by transient errors for longer than transient_limit:
+	 * still tried again in the background */
+	bool retrying;
 } eng_txn_status;
 
 /*
- * Steps that failed for good (doc/commit.md "Errors"): a failed step holds
- * back only the later steps that depend on it (a delete or rename of it or
- * of a sibling, a single file beside it, anything inside it); the others
- * go on.  eng_failed_text describes each failed step (id, kind, path, the
- * server's error, how many steps wait for it) in one malloc'd line, or
- * returns NULL when none failed.
+ * Steps that failed for good (doc/commit.md "Errors"), or that kept
+ * failing with transient errors for longer than transient_limit (those are
+ * still retried): a failed step holds back only the later steps that
+ * depend on it (a delete or rename of it or of a sibling, a single file
+ * beside it, anything inside it); the others go on.  eng_failed_text
+ * describes each failed step (id, kind, path, the server's error, how many
+ * steps wait for it) in one malloc'd line, or returns NULL when none
+ * failed.
  */
 char *eng_failed_text(eng *e);
 
-/* Operator: tries failed step id (0: every failed step) again now.
- * Returns how many, or -ENOENT. */
+/* Operator: tries failed step id (0: every failed step) again now (a step
+ * set aside for transient errors: its next retry is now).  Returns how
+ * many, or -ENOENT. */
 int eng_step_retry(eng *e, uint64_t id);
 
 /* Operator: gives up step id (a commit is aborted: it never becomes

@@ -419,6 +419,7 @@ int eng_txn_abort(eng *e, uint64_t txn)
 	int rc = t ? jr_txn_set_state(e->j, t->id, TS_ABORTED) : -ENOENT;
 	if (!rc) {
 		t->state = TS_ABORTED;
+		eng_txn_progress(e, t); /* its clean-up starts afresh */
 		for (efile *f = t->files; f; f = f->next) {
 			f->gen++;
 		}

@@ -139,6 +139,14 @@ struct etxn {
 	int err;
 	char *error;
 	double err_logged;
+	/* eng_now() of the first transient failure of the current streak (of
+	 * its step or an upload of its files; 0: none), reset by a success:
+	 * past transient_limit it is set aside (eng_set_aside) */
+	double err_since;
+	/* transient failures of its step in a row (the backoff), and when a
+	 * step set aside is tried again */
+	unsigned attempt;
+	double retry_at;
 	efile *files;
 	edir *dirs;
 	/* eng_now() when it was created (or resumed from the journal) and
@@ -159,6 +167,7 @@ typedef struct job {
 	unsigned gen;
 	unsigned attempt;
 	double not_before;
+	double began; /* eng_now() when its current attempt started */
 	char *key, *upload_id; /* J_ABORT */
 	struct job *next;
 } job;
@@ -250,7 +259,21 @@ bool eng_root_final(const eng *e, const etxn *t);
 void eng_push_job(eng *e, jkind k, efile *f, unsigned part); /* mu */
 void eng_push_abort(eng *e, const char *key, const char *upload_id); /* mu */
 bool eng_err_transient(const s3_err *x);
-void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent); /* mu */
+/* Records t's error (t may be NULL): for good, or transient, when the
+ * attempt that failed, begun at eng_now() `began`, starts t's failure
+ * streak unless one is running.  mu */
+void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent,
+		   double began);
+/* Something of t succeeded (an upload request), or t starts anew (its
+ * clean-up after an abort): its failure streak and backoff, if any, end.
+ * mu */
+void eng_txn_progress(eng *e, etxn *t);
+/* Whether t is set aside: failed for good, or failing with transient
+ * errors since more than transient_limit ago at now (then still retried).
+ * The ordering and the reports treat both alike (doc/commit.md "Errors"). */
+bool eng_set_aside(const eng *e, const etxn *t, double now);
+/* Set aside by transient errors only (not failed for good). */
+bool eng_retrying(const eng *e, const etxn *t, double now);
 void eng_garbage(eng *e, etxn *t, const char *key); /* mu */
 
 /* ---- order.c ------------------------------------------------------------ */
@@ -271,20 +294,29 @@ bool eng_order_blocked(const eng_order_step *q, size_t n, size_t self,
 /* A transaction whose root has a temp name: not in the visibility order
  * until a move gives it a final name (it blocks nothing). */
 bool eng_parked(const eng *e, const etxn *t);
-/* The failed-for-good step that keeps t from running (t itself when it
- * failed), or NULL.  A failed step holds back the later steps that depend
- * on it (touching its paths, or a delete/rename/file beside it), and
- * transitively what depends on those.  mu */
+/* The set-aside step (eng_set_aside: failed for good, or failing
+ * transiently past transient_limit) that keeps t from running (t itself
+ * when it is set aside), or NULL.  A set-aside step holds back the later
+ * steps that depend on it (touching its paths, or a delete/rename/file
+ * beside it), and transitively what depends on those.  mu */
 etxn *eng_blocker(eng *e, const etxn *t);
 /* eng_blocker of every step at once, in queue order (one scan instead of
  * one per step): a malloc'd array with a slot per transaction of
  * e->txns, NULL where nothing holds it back; NULL when out of memory.  mu */
 etxn **eng_blockers(eng *e);
 /* The first step of the queue that may run (its turn has come), or NULL:
- * not done, not aborted, not parked, not held back by a failed step.  mu */
+ * not done, not aborted, not parked, not held back by a set-aside step,
+ * and not set aside itself unless it is set aside by transient errors,
+ * its retry time has come and it is ready (eng_step_ready).  mu */
 etxn *eng_next_step(eng *e);
-/* The error that keeps t from ever becoming visible, or 0.  mu */
+/* The error that keeps t from becoming visible (for good, or while a step
+ * set aside by transient errors is not through), or 0.  mu */
 int eng_blocked_err(eng *e, const etxn *t);
+/* Whether no upload job of t's files is queued or running.  mu */
+bool eng_files_idle(const etxn *t);
+/* Whether t's step can run: a delete or rename always, a commit once
+ * sealed, final-named and every upload it needs is stored.  mu */
+bool eng_step_ready(eng *e, const etxn *t);
 bool eng_upload_blocked(eng *e, const etxn *t, const char *path); /* mu */
 bool eng_file_uploadable(eng *e, const efile *f); /* mu */
 void eng_sched_file(eng *e, efile *f);          /* mu */

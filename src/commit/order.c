@@ -5,9 +5,12 @@
  *  - parked: a transaction whose root has a temp name waits aside, in no
  *    order, until a move gives it a final name (eng_parked); it then
  *    takes a fresh place at the tail (eng_requeue);
- *  - a step that failed for good holds back the later steps that depend
- *    on it, transitively (eng_blocker, eng_next_step: one scan of the
- *    queue), and nothing else;
+ *  - a step set aside (failed for good, or failing with transient errors
+ *    for longer than transient_limit: eng_set_aside) holds back the later
+ *    steps that depend on it, transitively (eng_blocker, eng_next_step:
+ *    one scan of the queue), and nothing else; one set aside by transient
+ *    errors takes its turn again at its retry time (eng_next_step), and
+ *    its success ends the holding back in queue order;
  *  - an upload waits for every earlier unfinished step touching an
  *    overlapping path (eng_order_waits, stated on plain paths and unit
  *    tested through eng_order_blocked; eng_upload_blocked applies it to
@@ -86,11 +89,31 @@ static bool eng_depends(const etxn *t, const etxn *s)
 	return false;
 }
 
+/* The set-aside step at the root of what holds t back among the n steps
+ * held back so far (stuck, each with its cause), or NULL. */
+static etxn *held_by(const etxn *t, etxn **stuck, etxn **cause, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (eng_depends(t, stuck[i]))
+			return cause[i];
+	return NULL;
+}
+
+/* Whether t, set aside by transient errors, may be tried again now: its
+ * backoff is over and its step could run (uploads of its files are
+ * retried by the workers on their own). */
+static bool retry_due(eng *e, const etxn *t, double now)
+{
+	return eng_retrying(e, t, now) && t->retry_at <= now &&
+	       eng_step_ready(e, t);
+}
+
 /*
  * One pass over the queue in order, keeping the steps held back by a
- * failed one (each with the failed step at its root).  Stops at `upto`
- * and returns its blocker, or, with upto NULL, at the first step that is
- * not held back and returns it in *next.  mu
+ * set-aside one (each with the set-aside step at its root).  Stops at
+ * `upto` and returns its blocker, or, with upto NULL, at the first step
+ * that may run (not held back, and not set aside unless its retry is
+ * due) and returns it in *next.  mu
  */
 static etxn *scan(eng *e, const etxn *upto, etxn **next)
 {
@@ -100,20 +123,19 @@ static etxn *scan(eng *e, const etxn *upto, etxn **next)
 	etxn **stuck = calloc(cap ? cap : 1, sizeof *stuck);
 	etxn **cause = calloc(cap ? cap : 1, sizeof *cause);
 	etxn *found = NULL;
+	double now = eng_now();
 	if (next)
 		*next = NULL;
 	for (etxn *t = e->txns; t && stuck && cause; t = t->next) {
 		if (t->done || t->state == TS_ABORTED || eng_parked(e, t))
 			continue;
-		etxn *c = t->failed ? t : NULL;
-		for (size_t i = 0; !c && i < n; i++)
-			if (eng_depends(t, stuck[i]))
-				c = cause[i];
+		etxn *dep = held_by(t, stuck, cause, n);
+		etxn *c = eng_set_aside(e, t, now) ? t : dep;
 		if (t == upto) {
 			found = c;
 			break;
 		}
-		if (!c && !upto) {
+		if (!upto && (!c || (!dep && retry_due(e, t, now)))) {
 			*next = t;
 			break;
 		}
@@ -127,12 +149,19 @@ static etxn *scan(eng *e, const etxn *upto, etxn **next)
 	return found;
 }
 
+/* Whether some live step is set aside (else nothing is held back). */
+static bool any_set_aside(eng *e)
+{
+	double now = eng_now();
+	for (etxn *x = e->txns; x; x = x->next)
+		if (!x->done && eng_set_aside(e, x, now))
+			return true;
+	return false;
+}
+
 etxn *eng_blocker(eng *e, const etxn *t)
 {
-	bool any_failed = false;
-	for (etxn *x = e->txns; x && !any_failed; x = x->next)
-		any_failed = !x->done && x->failed;
-	return any_failed ? scan(e, t, NULL) : NULL;
+	return any_set_aside(e) ? scan(e, t, NULL) : NULL;
 }
 
 etxn **eng_blockers(eng *e)
@@ -144,6 +173,7 @@ etxn **eng_blockers(eng *e)
 	etxn **out = calloc(cap ? cap : 1, sizeof *out);
 	etxn **stuck = calloc(cap ? cap : 1, sizeof *stuck);
 	etxn **cause = calloc(cap ? cap : 1, sizeof *cause);
+	double now = eng_now();
 	if (!out || !stuck || !cause) {
 		free(out);
 		out = NULL;
@@ -151,10 +181,8 @@ etxn **eng_blockers(eng *e)
 	for (etxn *t = e->txns; out && t; t = t->next, i++) {
 		if (t->done || t->state == TS_ABORTED || eng_parked(e, t))
 			continue;
-		etxn *c = t->failed ? t : NULL;
-		for (size_t k = 0; !c && k < n; k++)
-			if (eng_depends(t, stuck[k]))
-				c = cause[k];
+		etxn *c = eng_set_aside(e, t, now) ? t
+						  : held_by(t, stuck, cause, n);
 		if (c) {
 			out[i] = c;
 			stuck[n] = t;
@@ -173,11 +201,42 @@ etxn *eng_next_step(eng *e)
 	return next;
 }
 
-/* The error that keeps t from ever becoming visible, or 0. */
+/* The error that keeps t from becoming visible (for good, or until a
+ * retry of a step set aside succeeds), or 0. */
 int eng_blocked_err(eng *e, const etxn *t)
 {
-	const etxn *x = t->failed ? t : eng_blocker(e, t);
+	const etxn *x = eng_set_aside(e, t, eng_now()) ? t : eng_blocker(e, t);
 	return x ? -(x->err ? x->err : EIO) : 0;
+}
+
+/* ---- when a step can run ------------------------------------------------- */
+
+bool eng_files_idle(const etxn *t)
+{
+	for (const efile *f = t->files; f; f = f->next)
+		if (f->jobs)
+			return false;
+	return true;
+}
+
+bool eng_step_ready(eng *e, const etxn *t)
+{
+	if (t->kind == T_RDEL || t->kind == T_RREN)
+		return true;
+	if (t->state != TS_SEALED || !eng_root_final(e, t) ||
+	    !eng_files_idle(t))
+		return false;
+	for (efile *f = t->files; f; f = f->next) {
+		if (f->failed)
+			return false;
+		if (t->kind == T_DIR && f->state != F_STORED)
+			return false;
+		if (t->kind == T_FILE && f->state == F_STAGED &&
+		    (f->size >= e->o.multipart_min || f->upload_id ||
+		     f->want_durable))
+			return false; /* parts still to upload */
+	}
+	return true;
 }
 
 /* ---- uploads ------------------------------------------------------------ */
@@ -259,14 +318,14 @@ void eng_sched_all(eng *e)
 /* ---- sync and unmount --------------------------------------------------- */
 
 /* Whether nothing up to queue position upto (0: everything) can make
- * progress any more than it is: remaining steps are failed, held back by
- * a failed one, or wait for a move of their temp-named root. */
+ * progress any more than it is: remaining steps are set aside (failed, or
+ * failing transiently past transient_limit: their retries go on), held
+ * back by one, or wait for a move of their temp-named root. */
 bool eng_settled(eng *e, int64_t upto, uint64_t *done, uint64_t *total)
 {
-	bool all = true, any_failed = false;
+	bool all = true, any_failed = any_set_aside(e);
+	double now = eng_now();
 	*done = *total = 0;
-	for (etxn *t = e->txns; t; t = t->next)
-		any_failed |= !t->done && t->failed;
 	etxn **blk = any_failed ? eng_blockers(e) : NULL;
 	size_t i = 0;
 	for (etxn *t = e->txns; t; t = t->next, i++) {
@@ -279,8 +338,8 @@ bool eng_settled(eng *e, int64_t upto, uint64_t *done, uint64_t *total)
 		if (t->done || eng_parked(e, t))
 			continue;
 		if (t->state == TS_ABORTED) {
-			/* its clean-up, unless that failed for good */
-			if (!t->failed)
+			/* its clean-up, unless that is set aside */
+			if (!eng_set_aside(e, t, now))
 				all = false;
 			continue;
 		}

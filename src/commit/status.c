@@ -12,9 +12,9 @@
 #include "commit/internal.h"
 #include "util/log.h"
 
-static const char *state_name(eng *e, const etxn *t, bool head)
+static const char *state_name(eng *e, const etxn *t, bool head, double now)
 {
-	if (t->failed)
+	if (eng_set_aside(e, t, now))
 		return "failed";
 	switch (t->kind) {
 	case T_RDEL:
@@ -34,6 +34,20 @@ static const char *state_name(eng *e, const etxn *t, bool head)
 	if (t->state == TS_OPEN)
 		return "open";
 	return head ? "committing" : "queued";
+}
+
+/* t's last error, and for a step set aside by transient errors how long
+ * it has been failing and that it is still retried (malloc'd, or NULL). */
+static char *error_text(const eng *e, const etxn *t, double now)
+{
+	if (!t->error && !t->err)
+		return NULL;
+	buf b = BUF_INIT;
+	buf_puts(&b, t->error ? t->error : strerror(t->err));
+	if (eng_retrying(e, t, now))
+		buf_printf(&b, " (transient: failing for %.0f s, still retried)",
+			   now - t->err_since);
+	return buf_steal(&b);
 }
 
 int eng_status(eng *e, eng_txn_status **v, size_t *n)
@@ -71,16 +85,19 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 		}
 		s->rate = t->rate;
 		s->age = now - t->created_at;
-		etxn *b = t->done || t->failed || !blk ? NULL : blk[i];
-		s->state = b ? "blocked" : state_name(e, t, t == next);
+		etxn *b = t->done || !blk || blk[i] == t ? NULL : blk[i];
+		s->state = b ? "blocked" : state_name(e, t, t == next, now);
+		s->retrying = !b && eng_retrying(e, t, now);
 		if (b) {
+			char *why = error_text(e, b, now);
 			buf m = BUF_INIT;
 			buf_printf(&m, "waits for step %" PRId64 " (%s), which "
 				       "failed: %s",
-				   b->id, b->root, b->error ? b->error : "?");
+				   b->id, b->root, why ? why : "?");
+			free(why);
 			s->error = buf_steal(&m);
 		} else {
-			s->error = t->error ? strdup(t->error) : NULL;
+			s->error = t->error ? error_text(e, t, now) : NULL;
 		}
 	}
 	free(blk);
@@ -108,17 +125,20 @@ char *eng_failed_text(eng *e)
 	buf b = BUF_INIT;
 	size_t n = 0;
 	etxn **blk = eng_blockers(e);
+	double now = eng_now();
 	for (etxn *t = e->txns; t; t = t->next) {
-		if (t->done || !t->failed)
+		if (t->done || !eng_set_aside(e, t, now))
 			continue;
 		size_t held = 0, k = 0;
 		for (etxn *y = e->txns; blk && y; y = y->next, k++)
 			if (y != t && blk[k] == t)
 				held++;
+		char *why = error_text(e, t, now);
 		buf_printf(&b, "%sstep %" PRId64 ", %s of %s%s%s, failed: %s",
 			   n++ ? "; " : "", t->id, step_what(t), t->root,
 			   t->dest ? " to " : "", t->dest ? t->dest : "",
-			   t->error ? t->error : strerror(t->err ? t->err : EIO));
+			   why ? why : strerror(EIO));
+		free(why);
 		if (held)
 			buf_printf(&b, " (%zu later step%s wait%s for it)", held,
 				   held == 1 ? "" : "s", held == 1 ? "s" : "");
@@ -134,13 +154,32 @@ char *eng_failed_text(eng *e)
 	return buf_steal(&b);
 }
 
+/* A step set aside by transient errors is tried again now: its step's
+ * backoff and its files' queued upload jobs' are over.  mu */
+static void retry_now(eng *e, etxn *t)
+{
+	t->retry_at = 0;
+	for (job *j = e->jobs; j; j = j->next)
+		if (j->f && j->f->t == t)
+			j->not_before = 0;
+	log_info("commit: step %" PRId64 " (%s of %s) tried again now",
+		 t->id, step_what(t), t->root);
+}
+
 int eng_step_retry(eng *e, uint64_t id)
 {
 	pthread_mutex_lock(&e->mu);
 	int n = 0;
+	double now = eng_now();
 	for (etxn *t = e->txns; t; t = t->next) {
-		if (t->done || !t->failed || (id && (uint64_t)t->id != id))
+		if (t->done || !eng_set_aside(e, t, now) ||
+		    (id && (uint64_t)t->id != id))
 			continue;
+		n++;
+		if (!t->failed) {
+			retry_now(e, t);
+			continue;
+		}
 		t->failed = false;
 		t->err_logged = 0;
 		for (efile *f = t->files; f; f = f->next)
@@ -148,7 +187,6 @@ int eng_step_retry(eng *e, uint64_t id)
 		jr_txn_set_error(e->j, t->id, NULL);
 		log_info("commit: step %" PRId64 " (%s of %s) tried again",
 			 t->id, step_what(t), t->root);
-		n++;
 	}
 	if (n)
 		eng_sched_all(e);
@@ -186,6 +224,7 @@ int eng_step_drop(eng *e, uint64_t id, char **what)
 		if (!rc) {
 			t->state = TS_ABORTED;
 			t->failed = false;
+			eng_txn_progress(e, t); /* its clean-up starts afresh */
 			for (efile *f = t->files; f; f = f->next)
 				f->gen++;
 		}

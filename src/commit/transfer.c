@@ -8,9 +8,11 @@
  * call still failed transiently (s3_err_transient) goes back to the queue
  * after the policy's backoff (full jitter, at most retry_max_delay, a
  * larger base after throttling), forever: the journal keeps everything
- * meanwhile, and a commit must eventually land.  A permanent failure (403,
- * invalid key, a staging file shorter than journaled) fails the file and
- * its transaction.
+ * meanwhile, and a commit must eventually land (past transient_limit its
+ * transaction is set aside, order.c, and its jobs go on being retried; a
+ * job that succeeds ends the streak, eng_txn_progress).  A permanent
+ * failure (403, invalid key, a staging file shorter than journaled) fails
+ * the file and its transaction.
  *
  * Each part's Content-MD5 is computed from the staging file before the
  * request (Ceph enforces it), together with its CRC32C; the file's CRC is
@@ -95,6 +97,15 @@ static void job_done(eng *e, job *j)
 	pthread_cond_broadcast(&e->cv);
 }
 
+/* The job's request succeeded: the failure streak of its file's
+ * transaction ends (transient_limit counts from a streak's start).  mu */
+static void job_ok(eng *e, job *j)
+{
+	if (j->f)
+		eng_txn_progress(e, j->f->t);
+	job_done(e, j);
+}
+
 static bool stale(const job *j)
 {
 	return j->f && (!j->f->t || j->gen != j->f->gen ||
@@ -120,7 +131,7 @@ static void job_failed(eng *e, job *j, const s3_err *x)
 		}
 		return;
 	}
-	eng_txn_error(e, t, x, !transient);
+	eng_txn_error(e, t, x, !transient, j->began);
 	if (!transient) {
 		j->f->failed = true;
 		job_done(e, j);
@@ -322,7 +333,9 @@ static void object_stored(eng *e, job *j, struct eng_busy *b, char *key,
 		eng_file_stored(e, j->f, key, etag, crc, blocks);
 	free(blocks);
 	free(key);
-	if (rc == 0 || stale(j))
+	if (rc == 0)
+		job_ok(e, j);
+	else if (stale(j))
 		job_done(e, j);
 	else
 		job_failed(e, j, x);
@@ -400,8 +413,10 @@ static void run_create(eng *e, job *j)
 	}
 	free(key);
 	free(id);
-	if (rc == 0 || stale(j))
-		job_done(e, j); /* schedules the parts */
+	if (rc == 0)
+		job_ok(e, j); /* schedules the parts */
+	else if (stale(j))
+		job_done(e, j);
 	else
 		job_failed(e, j, &x);
 }
@@ -481,7 +496,9 @@ static void run_part(eng *e, job *j)
 	buf_free(&segs);
 	free(key);
 	free(id);
-	if (rc == 0 || stale(j))
+	if (rc == 0)
+		job_ok(e, j);
+	else if (stale(j))
 		job_done(e, j);
 	else
 		job_failed(e, j, &x);
@@ -572,6 +589,7 @@ void *eng_worker_main(void *arg)
 			job_done(e, j);
 			continue;
 		}
+		j->began = eng_now();
 		switch (j->k) {
 		case J_PUT:
 			run_put(e, j);

@@ -7,7 +7,8 @@
  * (PUTs and DELETEs of fixed keys), so after a transient failure or a
  * crash it simply runs again from its start, after the retry policy's
  * backoff; a permanent failure fails the step (order.c holds back what
- * depends on it).  Aborted transactions are cleaned out of order: they
+ * depends on it), and so do transient ones lasting past transient_limit,
+ * except that the step is still tried again at its retry time.  Aborted transactions are cleaned out of order: they
  * never become visible.  A finished step leaves the journal and hands its
  * staging files to the read cache.
  */
@@ -19,33 +20,6 @@
 #include "commit/internal.h"
 #include "util/log.h"
 #include "util/metrics.h"
-
-static bool files_idle(const etxn *t)
-{
-	for (const efile *f = t->files; f; f = f->next)
-		if (f->jobs)
-			return false;
-	return true;
-}
-
-static bool ready(eng *e, etxn *t)
-{
-	if (t->kind == T_RDEL || t->kind == T_RREN)
-		return true;
-	if (t->state != TS_SEALED || !eng_root_final(e, t) || !files_idle(t))
-		return false;
-	for (efile *f = t->files; f; f = f->next) {
-		if (f->failed)
-			return false;
-		if (t->kind == T_DIR && f->state != F_STORED)
-			return false;
-		if (t->kind == T_FILE && f->state == F_STAGED &&
-		    (f->size >= e->o.multipart_min || f->upload_id ||
-		     f->want_durable))
-			return false; /* parts still to upload */
-	}
-	return true;
-}
 
 /* After a step: the journal forgets it, staging files go to the read
  * cache (or away), waiting uploads may start.  mu */
@@ -112,29 +86,52 @@ static int clean_aborted(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 	return rc;
 }
 
+/* The first aborted transaction to clean up: not failed for good, and
+ * not set aside by transient errors before its retry time (so a clean-up
+ * the store keeps refusing does not hold the queue for ever either). */
 static etxn *next_aborted(eng *e)
 {
+	double now = eng_now();
 	for (etxn *t = e->txns; t; t = t->next)
 		if (!t->done && t->state == TS_ABORTED && !t->failed &&
-		    files_idle(t))
+		    eng_files_idle(t) &&
+		    (!eng_retrying(e, t, now) || t->retry_at <= now))
 			return t;
 	return NULL;
+}
+
+/*
+ * A transient failure of t's step (began at eng_now() `began`): it runs
+ * again after the policy's backoff (s3/retry.h: at most retry_max_delay,
+ * longer after throttling).  Until transient_limit the queue waits with
+ * it, as nothing behind it may pass it; set aside, it is tried again at
+ * retry_at while the steps that do not depend on it go on.  mu
+ */
+static void retry_later(eng *e, etxn *t, const s3_err *x, double began)
+{
+	eng_txn_error(e, t, x, false, began);
+	t->attempt++;
+	metrics_commit_retry(eng_metrics(e));
+	double delay = s3_client_retry_delay_ms(e->s3, t->attempt, x) / 1000.0;
+	t->retry_at = eng_now() + delay;
+	if (!eng_set_aside(e, t, eng_now()))
+		eng_sleep(e, delay);
 }
 
 void *eng_vis_main(void *arg)
 {
 	eng *e = arg;
 	pthread_mutex_lock(&e->mu);
-	unsigned attempt = 0;
 	while (!e->stopping) {
 		etxn *t = next_aborted(e);
 		bool abort = t != NULL;
 		if (!t) {
-			/* the first step whose turn has come: a failed one
-			 * holds back only what depends on it, a temp-named
-			 * root waits aside for its rename */
+			/* the first step whose turn has come: a set-aside one
+			 * holds back only what depends on it (and takes its
+			 * turn again at its retry time), a temp-named root
+			 * waits aside for its rename */
 			t = eng_next_step(e);
-			if (!t || !ready(e, t)) {
+			if (!t || !eng_step_ready(e, t)) {
 				eng_sleep(e, 1);
 				continue;
 			}
@@ -143,12 +140,12 @@ void *eng_vis_main(void *arg)
 		eng_snap_take(e, t, &sn);
 		s3_err x = {0};
 		int64_t id = t->id;
+		double began = eng_now();
 		int rc = abort ? clean_aborted(e, t, &sn, &x)
 			       : eng_run_step(e, t, &sn, &x);
 		/* t may have been aborted or changed while mu was released */
 		etxn *now = eng_find_txn(e, (uint64_t)id);
 		if (rc == 0 && now) {
-			attempt = 0;
 			free(now->error);
 			now->error = NULL;
 			if (!abort && (now->kind == T_DIR || now->kind == T_FILE))
@@ -158,15 +155,9 @@ void *eng_vis_main(void *arg)
 		} else if (rc == -2 || !now) {
 			/* changed meanwhile: look again */
 		} else if (eng_err_transient(&x)) {
-			eng_txn_error(e, now, &x, false);
-			attempt++;
-			metrics_commit_retry(eng_metrics(e));
-			/* the policy's backoff (s3/retry.h): at most
-			 * retry_max_delay, longer after throttling */
-			eng_sleep(e, s3_client_retry_delay_ms(e->s3, attempt, &x) /
-					 1000.0);
+			retry_later(e, now, &x, began);
 		} else {
-			eng_txn_error(e, now, &x, true);
+			eng_txn_error(e, now, &x, true, began);
 		}
 		eng_snap_free(&sn);
 	}

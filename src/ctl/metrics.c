@@ -171,7 +171,8 @@ static void commit_text(buf *b, const numbers *n)
 	    "Bytes of pending transactions not uploaded yet",
 	    (double)n->pending_upload);
 	one(b, "ckptfs_commit_failed_transactions", "gauge",
-	    "Pending steps that failed for good (ckptfs retry / drop)",
+	    "Pending steps that failed for good (ckptfs retry / drop) or "
+	    "failed transiently past transient_limit (still retried)",
 	    (double)n->failed);
 	one(b, "ckptfs_commit_oldest_pending_age_seconds", "gauge",
 	    "Age of the oldest pending transaction (0: none)", n->oldest);

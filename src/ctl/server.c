@@ -100,7 +100,8 @@ static eng *target_eng(ctl_server *s)
 }
 
 /* eng_status as JSON: [{"path","state","bytes_done","bytes_total",
- * "rate_bytes_per_s","error"}...], or JSON null without an engine. */
+ * "rate_bytes_per_s","error","retrying"}...], or JSON null without an
+ * engine ("retrying": failed by transient errors, still tried again). */
 static json_t *pending_json(eng *e, char *err, size_t errsz)
 {
 	if (!e)
@@ -115,7 +116,7 @@ static json_t *pending_json(eng *e, char *err, size_t errsz)
 	}
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(
-			a, json_pack("{s:I, s:s, s:s, s:I, s:I, s:f, s:s?}",
+			a, json_pack("{s:I, s:s, s:s, s:I, s:I, s:f, s:s?, s:b}",
 				     "id", (json_int_t)v[i].id, "path",
 				     v[i].path ? v[i].path : "", "state",
 				     v[i].state ? v[i].state : "",
@@ -123,7 +124,7 @@ static json_t *pending_json(eng *e, char *err, size_t errsz)
 				     "bytes_total",
 				     (json_int_t)v[i].bytes_total,
 				     "rate_bytes_per_s", v[i].rate, "error",
-				     v[i].error));
+				     v[i].error, "retrying", v[i].retrying));
 	eng_status_free(v, n);
 	return a;
 }

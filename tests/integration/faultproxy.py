@@ -41,7 +41,8 @@ refuse requests signed with credentials past their announced expiry, as
 AWS does).
 
 Faults come from one-shot rules (rule(): the next `count` requests matching
-get the action) and, when no rule matches, from per-request probabilities
+get the action; count=None: every one until unrule() or clear() removes the
+rule) and, when no rule matches, from per-request probabilities
 (set()) drawn from random.Random(seed).  down(seconds) resets every open
 connection and refuses (accepts and resets) new ones for that long.
 Request accounting: `acct` (Accounting) counts every request the server
@@ -633,13 +634,22 @@ class FaultProxy:
         query_has: substring of the query string ("uploadId=", "delete",
         "partNumber="; a request carrying x-amz-copy-source also matches
         "copy-source"); path_re: re.search in the decoded path
-        ("/bucket/key")."""
+        ("/bucket/key").  count=None: every matching request until the
+        rule is removed (unrule(), clear()).  Returns the rule."""
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r} (one of {ACTIONS})")
-        if count < 1:
-            raise ValueError("count must be at least 1")
+        if count is not None and count < 1:
+            raise ValueError("count must be at least 1 (None: until removed)")
+        r = _Rule(action, method, query_has, path_re, count)
         with self._lock:
-            self._rules.append(_Rule(action, method, query_has, path_re, count))
+            self._rules.append(r)
+        return r
+
+    def unrule(self, r):
+        """Removes rule r (returned by rule()) if it is still there."""
+        with self._lock:
+            if r in self._rules:
+                self._rules.remove(r)
 
     @property
     def rules(self):
@@ -731,9 +741,10 @@ class FaultProxy:
             for r in self._rules:
                 if r.matches(method, path, query):
                     action, how = r.action, "rule"
-                    r.left -= 1
-                    if r.left <= 0:
-                        self._rules.remove(r)
+                    if r.left is not None:
+                        r.left -= 1
+                        if r.left <= 0:
+                            self._rules.remove(r)
                     break
             x = self._rng.random()  # one draw per request, rule or not
             if action is None:
@@ -971,6 +982,15 @@ def selftest_local():
             got = {k: p.stats[k] for k in want}
             assert got == want, (got, dict(p.stats), p.events)
             assert len([e for e in p.events if e.how != "down"]) == sum(want.values())
+            # a rule without a count holds until it is removed
+            conn = http.client.HTTPConnection("127.0.0.1", p.port, timeout=5)
+            r = p.rule("503", method="PUT", path_re=r"^/b$", count=None)
+            for _ in range(3):
+                assert req("PUT", "/b", b"67890")[0] == 503
+            p.unrule(r)
+            assert req("PUT", "/b", b"12345") == (200, b"stored")
+            assert p.stats["503"] == want["503"] + 3 and not p.rules
+            conn.close()
     finally:
         srv.shutdown()
         srv.server_close()

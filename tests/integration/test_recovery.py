@@ -14,6 +14,11 @@ are in doc/commit.md, "Ordering", "Resume rules" and "Errors").
   waits; `ckptfs sync` returns non-zero in bounded time naming the step,
   its path and the server's error; `ckptfs status` shows it; `ckptfs drop`
   gives it up and the queue goes on.
+- A step the store keeps answering 503 (a transient error) for longer than
+  `transient_limit` is set aside the same way (an independent checkpoint
+  commits, `latest` and the rotation wait, `sync` returns non-zero naming
+  it, `status` shows it failed and still retried), and it keeps being
+  retried: once the store answers again it lands, then what waited for it.
 """
 
 import json
@@ -25,6 +30,7 @@ import time
 import pytest
 
 import helpers
+from faultproxy import FaultProxy
 from helpers import (det_bytes, ckptfs_status, ckptfs_sync, kill_ckptfs,
                      observer_options, pending_markers, s3_get, s3_sizes, wait_for)
 
@@ -194,3 +200,134 @@ def test_drop_gives_a_failed_step_up(s3server, bucket, mount, tmp_path):
     assert not pending_markers(s3, bucket)
     wait_for(lambda: not (w / "bad-ckpt").exists(), 10,
              "the dropped transaction left the mount")
+
+
+@pytest.fixture
+def store_proxy(s3server):
+    """A FaultProxy in front of RGW.  Ask for it before `mount`: it is then
+    closed after the mounts are gone, and their unmount (faults cleared
+    first) runs over a healthy link."""
+    p = FaultProxy(s3server.endpoint)
+    yield p
+    p.clear()
+    p.close()
+
+
+def writer_via(mount, s3server, bucket, proxy, cdir, mp, *more):
+    """writer(), with its S3 traffic through proxy."""
+    mp.mkdir(exist_ok=True)
+    argv = mount.argv(bucket, "", mp, [f"cache_dir={cdir}", *more], endpoint=False)
+    argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+    return mount(bucket, argv=argv, mountpoint=mp, timeout=60)
+
+
+TRANSIENT_LIMIT_S = 5
+# what the store answers 503 for ever (until the test lifts it): the file
+# uploads of checkpoint-2, or its commit point (its manifest PUT)
+TRANSIENT_FAULTS = {
+    "data": r"/run/checkpoint-2/[^/]+\.bin$",
+    "manifest": r"/run/checkpoint-2/\.ckptfs/manifest\.",
+}
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("what", list(TRANSIENT_FAULTS))
+def test_a_step_failing_transiently_past_the_limit_holds_back_only_what_depends_on_it(
+        s3server, bucket, store_proxy, mount, tmp_path, what):
+    s3 = s3server.client()
+    p = store_proxy
+    old = ckpt_files(1)
+    s3server.put(bucket, "run/checkpoint-1/shard-0.bin", old["shard-0.bin"])
+    # short request budgets: each upload or step attempt gives up after
+    # about 3 s of 503s, so the engine sees the failures (and retries them
+    # at most 1 s apart)
+    w = writer_via(mount, s3server, bucket, p, tmp_path / "cache-w", tmp_path / "mnt-w",
+                   "commit_delay=1", f"transient_limit={TRANSIENT_LIMIT_S}",
+                   "retry_timeout=3", "retry_max_delay=1")
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    run = w / "run"
+    # the directory first: its marker and intent manifest go out at mkdir
+    os.makedirs(run / "checkpoint-2")
+    fault = p.rule("503", method="PUT", path_re=TRANSIENT_FAULTS[what], count=None)
+    t0 = time.monotonic()
+    save(run / "checkpoint-2", ckpt_files(2))          # the store answers 503
+    save(run / "checkpoint-3", ckpt_files(3))          # independent: goes on
+    (run / "latest").write_text("checkpoint-2")        # names the failing one: waits
+    shutil.rmtree(run / "checkpoint-1")                # rotation: waits
+
+    def seen(d, files):
+        try:
+            return all((d / rel).read_bytes() == body for rel, body in files.items())
+        except OSError:
+            return False
+
+    # another host sees checkpoint-3 while checkpoint-2 still gets 503s
+    wait_for(lambda: seen(o / "run" / "checkpoint-3", ckpt_files(3)), 60,
+             lambda: f"checkpoint-3 visible; status {ckptfs_status(w).get('pending')}")
+    assert time.monotonic() - t0 < 60
+    # ... but not before checkpoint-2 had been failing for transient_limit:
+    # until then it held the queue
+    assert time.monotonic() - p.events[0].t >= TRANSIENT_LIMIT_S - 0.5, p.events[:3]
+    assert_in_bucket(s3, bucket, "run/checkpoint-3", ckpt_files(3))
+    assert p.events, "no 503 was answered"
+
+    # sync returns, non-zero, naming the step that keeps failing
+    t1 = time.monotonic()
+    r = subprocess.run([helpers.CKPTFS_BIN, "sync", str(w)], capture_output=True, text=True,
+                       timeout=90)
+    assert r.returncode != 0, r.stdout
+    assert time.monotonic() - t1 < 30
+    assert "run/checkpoint-2" in r.stderr and "step" in r.stderr, r.stderr
+    assert "still retried" in r.stderr, r.stderr
+    # status shows it failed (and still retried), and what it holds back
+    st = ckptfs_status(w)
+    pending = {q["path"]: q for q in st["pending"]}
+    assert pending["run/checkpoint-2"]["state"] == "failed", pending
+    assert pending["run/checkpoint-2"]["retrying"] is True, pending
+    assert "still retried" in pending["run/checkpoint-2"]["error"], pending
+    assert pending["run/latest"]["state"] == "blocked", pending
+    assert pending["run/checkpoint-1"]["state"] == "blocked", pending
+    assert "checkpoint-2" in pending["run/latest"]["error"], pending
+    assert "run/checkpoint-3" not in pending, pending
+    assert st["metrics"]["commit"]["failed_transactions"] == 1, st["metrics"]["commit"]
+    text = subprocess.run([helpers.CKPTFS_BIN, "status", str(w)], capture_output=True,
+                          text=True, timeout=30).stdout
+    assert "failed" in text and "still retried" in text, text
+    assert s3_get(s3, bucket, "run/latest") is None, "latest named a checkpoint not there"
+    assert s3_get(s3, bucket, "run/checkpoint-1/shard-0.bin") == old["shard-0.bin"], \
+        "the rotation deleted an old checkpoint while the new one was failing"
+    assert [m for m in pending_markers(s3, bucket) if "checkpoint-2" in m], \
+        "checkpoint-2 lost its pending marker while failing"
+    if what == "data":
+        assert s3_get(s3, bucket, "run/checkpoint-2/shard-0.bin") is None
+    # ... and it is still being tried in the background
+    n = len(p.events)
+    wait_for(lambda: len(p.events) > n, 20, "another attempt at checkpoint-2")
+
+    # the store answers again: it lands by itself (no command), then what
+    # waited for it; sync no longer fails
+    p.unrule(fault)
+    wait_for(lambda: s3_get(s3, bucket, "run/latest") == b"checkpoint-2", 30,
+             lambda: f"checkpoint-2 and latest landed; status {ckptfs_status(w)['pending']}")
+    ckptfs_sync(w, timeout=60)
+    assert_in_bucket(s3, bucket, "run/checkpoint-2", ckpt_files(2))
+    assert s3_get(s3, bucket, "run/latest") == b"checkpoint-2"
+    assert s3_get(s3, bucket, "run/checkpoint-1/shard-0.bin") is None
+    assert not pending_markers(s3, bucket)
+    assert ckptfs_status(w)["pending"] == [], ckptfs_status(w)["pending"]
+    wait_for(lambda: seen(o / "run" / "checkpoint-2", ckpt_files(2))
+             and (o / "run" / "latest").read_bytes() == b"checkpoint-2", 10,
+             "another host sees checkpoint-2 and latest")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "abc", ""])
+def test_transient_limit_must_be_seconds_above_0(s3server, bucket, tmp_path, value):
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    p = helpers.run([helpers.CKPTFS_BIN, "mount", f"s3://{bucket}", str(mp), "-f",
+                     "--endpoint", s3server.endpoint, "-o", f"transient_limit={value}"],
+                    check=False, timeout=30, env=s3server.env_for_ckptfs())
+    assert p.returncode != 0
+    assert "mount option transient_limit" in p.stderr, p.stderr
+    assert not helpers.is_fuse_mount(mp)
