@@ -302,3 +302,179 @@ def test_restart_cleanup_of_a_temp_dir_left_by_a_kill(s3server, bucket, mount, t
     assert ckptfs_status(w.path)["pending"] == []
     problems = final_checks(s3, bucket, "run", {1}, set(), [1])
     assert not problems, problems
+
+
+# --------------------------------------------------------------------------
+# Issue 21: even steps saved in place (mkdir checkpoint-N, files written
+# straight into it) and followed by a `latest` file naming it, odd steps
+# through tmp-checkpoint-N and a rename, the two newest kept.
+
+INPLACE_ARGS = ("--inplace-even", "--keep", "2")
+NOCRASH_S = float(os.environ.get("CKPTFS_CRASHLOOP_NOCRASH_S", "45"))
+
+
+def _bucket_snapshot(s3, bucket):
+    """Every key under run/ (markers included) with its LastModified and
+    size, and the body of run/latest: what the store held at a sighting."""
+    out = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="run/"):
+        for o in page.get("Contents", []):
+            out.append(f"  {o['LastModified'].isoformat()} {o['Size']:>8} {o['Key']}")
+    try:
+        latest = s3.get_object(Bucket=bucket, Key="run/latest")["Body"].read().decode()
+    except Exception as e:  # noqa: BLE001 - evidence only
+        latest = repr(e)
+    return f"run/latest = {latest!r}\n" + "\n".join(sorted(out))
+
+
+class _Evidence:
+    """The observer's callback at a `latest` sighting: the bucket as it is
+    right then (the first few sightings of each run of them), written to
+    tmp_path/latest-evidence.txt."""
+
+    def __init__(self, s3, bucket, path, t0_of, kill_times):
+        self.s3, self.bucket, self.path = s3, bucket, path
+        self.t0_of, self.kill_times = t0_of, kill_times
+        self.last = {}
+        self.written = 0
+
+    def __call__(self, rec):
+        t, n = rec[0], rec[1]
+        if self.written >= 40 or (n in self.last and t - self.last[n] < 0.3):
+            return
+        self.last[n] = t
+        self.written += 1
+        now = time.monotonic()
+        since = [round(now - k, 2) for k in self.kill_times if k <= now]
+        with open(self.path, "a") as f:
+            f.write(f"== t={t}s latest names checkpoint-{n}: view {rec[2]}, listing "
+                    f"after {rec[3]}, {since[-1] if since else '-'}s after the last kill "
+                    f"(kills so far {len(since)}); job history {rec[4]}\n"
+                    f"{_bucket_snapshot(self.s3, self.bucket)}\n")
+
+
+def _latest_checks(s3, bucket, kept, ob, ctx):
+    """After the sync: the bucket's `latest` names the newest checkpoint
+    saved in place (an even one; the rotation keeps two consecutive ones),
+    and the observer never saw `latest` name a checkpoint that was missing
+    while no newer one existed, nor any checkpoint partial or empty."""
+    body = s3.get_object(Bucket=bucket, Key="run/latest")["Body"].read().decode()
+    want = f"checkpoint-{max(n for n in kept if n % 2 == 0)}"
+    assert body == want, f"{ctx}\nrun/latest holds {body!r}, the job last wrote {want!r}"
+    assert not ob.latest_bad, \
+        f"{ctx}\n{len(ob.latest_bad)} looks read `latest` naming a checkpoint that did " \
+        f"not list complete while no newer complete one was listed: {ob.latest_report()}"
+    assert not ob.partial, f"{ctx}\n{len(ob.partial)} partial sightings " \
+        f"({len(ob.empty)} empty): {ob.partial_report()}"
+    assert ob.latest_ok > 0, f"{ctx}\nthe observer never read `latest`"
+
+
+@pytest.mark.timeout(420)
+def test_crash_loop_with_in_place_saves_and_latest(s3server, bucket, mount, tmp_path):
+    """Issue 21: the crash loop with odd steps saved as tmp-checkpoint-N +
+    rename and even steps written in place into checkpoint-N followed by
+    `latest` = "checkpoint-N", the two newest kept, the writer SIGKILLed
+    KILLS times.  The observer (0.1 s timeouts) checks on every look that
+    `latest` names a checkpoint that lists complete, or that a newer
+    complete checkpoint is listed (the rotation removes N only after N+2
+    is saved), and that no checkpoint lists empty or partial (ENOENT is
+    fine); the existing checks of the bucket and the job hold too.  The
+    bucket at each sighting is in tmp_path/latest-evidence.txt."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    seed = int(os.environ.get("CKPTFS_CRASHLOOP_SEED") or
+               int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    debug = ["debug"] if os.environ.get("CKPTFS_CRASHLOOP_DEBUG") else []
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o", *debug))
+    log = open(tmp_path / "crashloop.log", "w")
+    opts = [f"cache_dir={cdir}"] + debug
+    kill_times = []
+    ev = _Evidence(s3, bucket, tmp_path / "latest-evidence.txt", None, kill_times)
+    loop = CrashLoop(lambda: mount(bucket, options=opts, mountpoint=mp), kill_ckptfs,
+                     o / "run", kills=KILLS, seed=seed, step_sleep=0.3, log=log,
+                     job_args=INPLACE_ARGS,
+                     observer_kw={"check_latest": True, "on_latest_bad": ev})
+    ev.kill_times = loop.kill_times
+    print(f"crash loop (in place + latest) seed {seed} (replay: CKPTFS_CRASHLOOP_SEED={seed})")
+    loop.run_kills()
+    job = loop.run_final(more=MORE, timeout=90 + 3 * MORE)
+    w = loop.writer
+    ctx = f"seed {seed}; incarnations: {loop.incarnations}"
+    assert job.proc.returncode == 0 and job.has("done"), \
+        f"{ctx}\nthe job after the last remount did not finish: rc {job.proc.returncode}, " \
+        f"events {job.events[-6:]}\n{job.stderr_tail}\n" + _diagnostics(s3, bucket, w, cdir)
+    p = run([helpers.CKPTFS_BIN, "sync", str(w.path)], timeout=SYNC_LIMIT, check=False)
+    assert p.returncode == 0, f"{ctx}\nckptfs sync: exit {p.returncode}: {p.stderr[-500:]}"
+    pending = ckptfs_status(w.path)["pending"]
+    observer_settle()
+    kept, gone = loop.expected_after()
+    want = sorted(f"checkpoint-{n}" for n in kept)
+    wait_until(lambda: sorted(n for n in os.listdir(o / "run") if n != "latest") == want, 5)
+    shown = sorted(n for n in os.listdir(o / "run") if n != "latest")
+    loop.observer.stop()
+    ob = loop.observer
+    summary = ob.summary()
+    since_kill = [round(ob.t0 + t - max([k for k in loop.kill_times if k <= ob.t0 + t],
+                                         default=ob.t0), 2)
+                  for t, *_ in ob.latest_bad]
+    loop.note(f"observer: {summary}; latest sightings {ob.latest_report()}; "
+              f"seconds after the last kill: {since_kill}")
+    print(f"observer {summary}; latest sightings at {since_kill} s after a kill")
+    problems = final_checks(s3, bucket, "run", kept, gone, job.saved())
+    ctx += f"\nobserver: {summary}\nseconds after the last kill: {since_kill}"
+    assert pending == [], f"{ctx}\npending after sync: {pending}"
+    assert not problems, f"{ctx}\n" + "\n".join(problems)
+    assert shown == want, f"{ctx}\nthe observer shows {shown}, the job kept {sorted(kept)}"
+    assert not loop.job_failures, f"{ctx}\njobs failed while their mount lived: " \
+        f"{loop.job_failures}"
+    _latest_checks(s3, bucket, kept, ob, ctx)
+    assert not ob.temp_visible, f"{ctx}\ntemp names shown: {ob.temp_visible[:5]}"
+    assert not ob.bad_bytes, f"{ctx}\nwrong bytes read: {ob.bad_bytes[:5]}"
+    assert not ob.errors, f"{ctx}\nobserver errors: {ob.errors[:5]}"
+
+
+@pytest.mark.timeout(240)
+def test_in_place_saves_and_latest_without_crashes(s3server, bucket, mount, tmp_path):
+    """Issue 21 without a kill (the reporter saw sightings then too): the
+    same job (in place + `latest` on even steps, tmp + rename on odd
+    ones, keep two) runs NOCRASH_S seconds on one writer mount while the
+    observer looks; then `ckptfs sync` and the same checks."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    debug = ["debug"] if os.environ.get("CKPTFS_CRASHLOOP_DEBUG") else []
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o", *debug))
+    w = mount(bucket, options=[f"cache_dir={tmp_path / 'cache-w'}"] + debug)
+    log = open(tmp_path / "crashloop.log", "w")
+    ev = _Evidence(s3, bucket, tmp_path / "latest-evidence.txt", None, [])
+    hist = {}
+    obs = Observer(o / "run", history=lambda n: hist.get(n, []), check_latest=True,
+                   on_latest_bad=ev, note=lambda m: log.write(m + "\n"))
+    job = crashloop_lib.Job(w / "run", 10**6, 0.3, log=log,
+                            args=INPLACE_ARGS + ("--for-s", str(NOCRASH_S)))
+    rc = job.wait(NOCRASH_S + 60)
+    for t, verb, arg in job.events:
+        if verb in ("saved", "deleted", "latest"):
+            hist.setdefault(int(arg), []).append((round(t - obs.t0, 2), verb))
+    assert rc == 0 and job.has("done"), f"job: rc {rc}, {job.events[-6:]}\n{job.stderr_tail}"
+    ckptfs_sync(w)
+    observer_settle()
+    kept = {int(x) for x in job.arg("final").split(",")}
+    gone = set(job.deleted()) - kept
+    want = sorted(f"checkpoint-{n}" for n in kept)
+    wait_until(lambda: sorted(n for n in os.listdir(o / "run") if n != "latest") == want, 5)
+    obs.stop()
+    summary = obs.summary()
+    print(f"{len(job.saved())} saves; observer {summary}; latest sightings "
+          f"{obs.latest_report()}")
+    ctx = f"{len(job.saved())} saves in {NOCRASH_S:.0f}s; observer {summary}"
+    assert len(job.saved()) >= 20, ctx
+    assert ckptfs_status(w.path)["pending"] == [], ctx
+    problems = final_checks(s3, bucket, "run", kept, gone, job.saved())
+    assert not problems, f"{ctx}\n" + "\n".join(problems)
+    _latest_checks(s3, bucket, kept, obs, ctx)
+    assert not obs.temp_visible, f"{ctx}\ntemp names shown: {obs.temp_visible[:5]}"
+    assert not obs.bad_bytes, f"{ctx}\nwrong bytes read: {obs.bad_bytes[:5]}"
+    assert not obs.errors, f"{ctx}\nobserver errors: {obs.errors[:5]}"
