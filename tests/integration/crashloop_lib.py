@@ -311,13 +311,16 @@ class Observer:
     A temp name showing is recorded too."""
 
     def __init__(self, root, history=None, interval=0.05, verify_bytes=True, note=None,
-                 check_latest=False, on_latest_bad=None):
+                 check_latest=False, on_latest_bad=None, on_partial=None):
         self.root = Path(root)
         # issue 21: `latest` never names a checkpoint that cannot be listed
         # complete while no newer complete one exists
         self.check_latest = check_latest
         self.on_latest_bad = on_latest_bad
+        self.on_partial = on_partial  # called with each partial sighting (evidence)
         self.latest_ok = 0
+        self.latest_rescued = 0  # named N missing, a newer complete one listed
+        self.latest_never_shown = []  # (t, n): ... and N never seen complete
         self.latest_bad = []     # (t, n, view of checkpoint-n, newer listing, history)
         self.note = note
         self.history = history or (lambda n: [])
@@ -420,6 +423,11 @@ class Observer:
             self.partial.append(rec)
             if not view:
                 self.empty.append(rec)
+            if self.on_partial:
+                try:
+                    self.on_partial(rec)
+                except Exception as e:  # noqa: BLE001 - evidence only
+                    self._err(e)
             if self.note and (n, tuple(rec[2])) not in self._noted:
                 self._noted.add((n, tuple(rec[2])))
                 self.note(f"observer: partial {name}: {rec[2]}; job history {rec[3]}")
@@ -460,6 +468,9 @@ class Observer:
         if any(v == ckpt_sizes(int(CKPT_RE.fullmatch(k).group(1)))
                for k, v in newer.items()):
             self.latest_ok += 1
+            self.latest_rescued += 1
+            if n not in self.first_complete and len(self.latest_never_shown) < 1000:
+                self.latest_never_shown.append((t, n))
             return
         rec = (t, n, None if view is None else sorted(view.items()),
                sorted(again), self.history(n))
@@ -524,6 +535,8 @@ class Observer:
                 "checkpoints_seen_complete": len(self.first_complete),
                 "gone_then_back": len(self.flicker),
                 "latest_ok": self.latest_ok, "latest_bad": len(self.latest_bad),
+                "latest_missing_newer_shown": self.latest_rescued,
+                "latest_names_never_shown": len(self.latest_never_shown),
                 "verified": len(self.verified)}
 
     def partial_report(self, limit=12):

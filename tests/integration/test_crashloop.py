@@ -338,6 +338,10 @@ class _Evidence:
         self.last = {}
         self.written = 0
 
+    def partial(self, rec):
+        """A partial or empty sighting: (t, n, view, history)."""
+        self(rec[:3] + ("(partial sighting)",) + rec[3:])
+
     def __call__(self, rec):
         t, n = rec[0], rec[1]
         if self.written >= 40 or (n in self.last and t - self.last[n] < 0.3):
@@ -347,7 +351,9 @@ class _Evidence:
         now = time.monotonic()
         since = [round(now - k, 2) for k in self.kill_times if k <= now]
         with open(self.path, "a") as f:
-            f.write(f"== t={t}s latest names checkpoint-{n}: view {rec[2]}, listing "
+            f.write(f"== {time.time():.3f} t={t}s "
+                    f"{'sighting of' if rec[3] == '(partial sighting)' else 'latest names'} "
+                    f"checkpoint-{n}: view {rec[2]}, listing "
                     f"after {rec[3]}, {since[-1] if since else '-'}s after the last kill "
                     f"(kills so far {len(since)}); job history {rec[4]}\n"
                     f"{_bucket_snapshot(self.s3, self.bucket)}\n")
@@ -396,7 +402,8 @@ def test_crash_loop_with_in_place_saves_and_latest(s3server, bucket, mount, tmp_
     loop = CrashLoop(lambda: mount(bucket, options=opts, mountpoint=mp), kill_ckptfs,
                      o / "run", kills=KILLS, seed=seed, step_sleep=0.3, log=log,
                      job_args=INPLACE_ARGS,
-                     observer_kw={"check_latest": True, "on_latest_bad": ev})
+                     observer_kw={"check_latest": True, "on_latest_bad": ev,
+                                  "on_partial": ev.partial})
     ev.kill_times = loop.kill_times
     print(f"crash loop (in place + latest) seed {seed} (replay: CKPTFS_CRASHLOOP_SEED={seed})")
     loop.run_kills()
@@ -451,7 +458,8 @@ def test_in_place_saves_and_latest_without_crashes(s3server, bucket, mount, tmp_
     ev = _Evidence(s3, bucket, tmp_path / "latest-evidence.txt", None, [])
     hist = {}
     obs = Observer(o / "run", history=lambda n: hist.get(n, []), check_latest=True,
-                   on_latest_bad=ev, note=lambda m: log.write(m + "\n"))
+                   on_latest_bad=ev, on_partial=ev.partial,
+                   note=lambda m: log.write(m + "\n"))
     job = crashloop_lib.Job(w / "run", 10**6, 0.3, log=log,
                             args=INPLACE_ARGS + ("--for-s", str(NOCRASH_S)))
     rc = job.wait(NOCRASH_S + 60)
@@ -475,6 +483,113 @@ def test_in_place_saves_and_latest_without_crashes(s3server, bucket, mount, tmp_
     problems = final_checks(s3, bucket, "run", kept, gone, job.saved())
     assert not problems, f"{ctx}\n" + "\n".join(problems)
     _latest_checks(s3, bucket, kept, obs, ctx)
+    # without a crash every save finishes, so a checkpoint `latest` names
+    # was visible before `latest` was: a reader never finds `latest`
+    # naming a checkpoint it could never list (rotation removes N only
+    # after N+2 is saved, so N stays visible well over a second)
+    never = sorted({n for _, n in obs.latest_never_shown})
+    assert not never, f"{ctx}\n`latest` named checkpoints this observer never saw " \
+        f"complete ({len(obs.latest_never_shown)} looks): {never[:20]}"
     assert not obs.temp_visible, f"{ctx}\ntemp names shown: {obs.temp_visible[:5]}"
     assert not obs.bad_bytes, f"{ctx}\nwrong bytes read: {obs.bad_bytes[:5]}"
     assert not obs.errors, f"{ctx}\nobserver errors: {obs.errors[:5]}"
+
+
+@pytest.mark.timeout(150)
+def test_rotating_away_an_in_place_checkpoint_named_by_latest(s3server, bucket, mount,
+                                                              tmp_path):
+    """What the issue-21 loop hits by chance, pinned down: checkpoint-2 is
+    written in place and `latest` names it, checkpoint-3 is saved through
+    a temp name, checkpoint-4 in place with `latest` naming it, and the
+    rotation (keep two) removes checkpoint-1 and checkpoint-2 while
+    checkpoint-2 has not committed yet (commit_delay=30: no idle commit).
+    Its rm -r must not make it vanish out of order: `latest` =
+    "checkpoint-2" must never be visible while checkpoint-2 is not and no
+    newer checkpoint is (before the fix the rm -r aborted checkpoint-2,
+    the queue skipped it, and `latest` naming it went out with only
+    checkpoint-1 visible).  The writer's link answers in 0.4 s, so each
+    step lasts long enough for the observer (every 20 ms) to see it."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    hist = {}
+    obs = Observer(o / "run", history=lambda n: hist.get(n, []), interval=0.02,
+                   check_latest=True)
+    with UploadThrottleProxy(s3server.endpoint, ttfb=0.4) as proxy:
+        mp = tmp_path / "mnt-w"
+        mp.mkdir()
+        opts = [f"cache_dir={tmp_path / 'cache-w'}", "commit_delay=30"]
+        if os.environ.get("CKPTFS_CRASHLOOP_DEBUG"):
+            opts.append("debug")
+        argv = mount.argv(bucket, "", mp, opts, endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        w = mount(bucket, argv=argv, mountpoint=mp)
+        run_dir = w / "run"
+        save_checkpoint(run_dir, 1)
+        crashloop_lib.save_in_place(run_dir, 2)
+        crashloop_lib.write_latest(run_dir, 2)
+        save_checkpoint(run_dir, 3)
+        crashloop_lib.save_in_place(run_dir, 4)
+        crashloop_lib.write_latest(run_dir, 4)
+        shutil.rmtree(run_dir / "checkpoint-1")
+        shutil.rmtree(run_dir / "checkpoint-2")
+        ckptfs_sync(w)
+        observer_settle()
+        wait_until(lambda: len(obs.first_complete) >= 2, 5)
+        obs.stop()
+    print(f"observer {obs.summary()}; latest sightings {obs.latest_report()}")
+    assert obs.latest_ok > 0, "the observer never read `latest`"
+    assert not obs.latest_bad, \
+        f"{len(obs.latest_bad)} looks read `latest` naming a checkpoint missing while no " \
+        f"newer one was listed: {obs.latest_report()}"
+    assert not obs.partial, f"partial sightings: {obs.partial_report()}"
+    assert 2 not in {n for _, n in obs.latest_never_shown}, \
+        f"`latest` named checkpoint-2, which was never visible: {obs.summary()}"
+    problems = final_checks(s3, bucket, "run", {3, 4}, {1, 2}, [])
+    assert not problems, problems
+    body = s3.get_object(Bucket=bucket, Key="run/latest")["Body"].read().decode()
+    assert body == "checkpoint-4", body
+
+
+@pytest.mark.timeout(150)
+def test_in_place_checkpoint_redone_after_a_kill_at_its_mkdir(s3server, bucket, mount, tmp_path):
+    """Issue 21's empty sighting, pinned down: the writer is SIGKILLed
+    right after the job's mkdir of checkpoint-4 (an in-place save), the
+    mount restarts on the same cache, and the job's start-up finds
+    checkpoint-4 empty (incomplete), removes it and saves it in place
+    again, then writes `latest`.  Another mount must never list
+    checkpoint-4 empty (ENOENT until it is complete, then complete)."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    debug = ["debug"] if os.environ.get("CKPTFS_CRASHLOOP_DEBUG") else []
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o", *debug))
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    opts = [f"cache_dir={cdir}"] + debug
+    w = mount(bucket, options=opts, mountpoint=mp)
+    save_checkpoint(w / "run", 3)
+    ckptfs_sync(w)
+    ev = _Evidence(s3, bucket, tmp_path / "latest-evidence.txt", None, [])
+    obs = Observer(o / "run", interval=0.02, check_latest=True, on_latest_bad=ev,
+                   on_partial=ev.partial)
+    os.mkdir(w / "run" / "checkpoint-4")
+    kill_ckptfs(w)
+    w = mount(bucket, options=opts, mountpoint=mp)
+    d = w / "run" / "checkpoint-4"
+    assert crashloop_lib.dir_view(d) == {}
+    shutil.rmtree(d)
+    crashloop_lib.save_in_place(w / "run", 4)
+    crashloop_lib.write_latest(w / "run", 4)
+    time.sleep(3)
+    ckptfs_sync(w)
+    observer_settle()
+    wait_until(lambda: 4 in obs.first_complete, 5)
+    obs.stop()
+    print(f"observer {obs.summary()}")
+    assert not obs.partial, f"{len(obs.partial)} partial sightings ({len(obs.empty)} " \
+        f"empty): {obs.partial_report()}"
+    assert not obs.latest_bad, obs.latest_report()
+    assert 4 in obs.first_complete
+    problems = final_checks(s3, bucket, "run", {3, 4}, set(), [])
+    assert not problems, problems
