@@ -12,10 +12,15 @@ loop's checkpointing as issue 12 describes it:
              small `.metadata`, rename to checkpoint-N, then rotate: keep
              the newest KEEP=3 checkpoint-* (shutil.rmtree the others).
 
+With --inplace-even (issue 21) even steps are saved in place instead
+(mkdir checkpoint-N, the files written into it) and followed by a `latest`
+file holding "checkpoint-N"; --keep K changes KEEP, --for-s S stops
+starting saves after S seconds.
+
 It prints one line per event (`resume N`, `cleaned NAME`, `incomplete NAME`,
-`saved N`, `deleted N`, `final N,N,N`, `done`) and dies with the mount
-(ENOTCONN/EIO) when ckptfs is SIGKILLed.  Bytes are deterministic per N
-(ckpt_files), so every checker can recompute them.
+`saved N`, `latest N`, `deleted N`, `final N,N,N`, `done`) and dies with the
+mount (ENOTCONN/EIO) when ckptfs is SIGKILLed.  Bytes are deterministic per
+N (ckpt_files), so every checker can recompute them.
 
 CrashLoop drives it: mount the writer, start the job, SIGKILL the writer's
 ckptfs after a seeded random delay, detach, remount on the same cache

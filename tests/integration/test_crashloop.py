@@ -26,6 +26,14 @@ every job event and kill, the mount logs stay in the test's tmp_path
 (default 20) and CKPTFS_CRASHLOOP_MORE (saves after the last remount, 3)
 change the run; 20 kills take about 40 s.
 
+Issue 21's variant (test_crash_loop_with_in_place_saves_and_latest, and
+test_in_place_saves_and_latest_without_crashes): even steps are written in
+place into checkpoint-N and followed by a `latest` file naming it, odd ones
+go through tmp-checkpoint-N and a rename, the two newest are kept; the
+observer also checks on every look that `latest` names a checkpoint that
+lists complete or that a newer complete one is listed, and the bucket at
+each sighting goes to tmp_path/latest-evidence.txt.
+
 The other tests pin down, deterministically, what the loop can only hit
 by chance: the start-up clean-up of a temp directory a kill left behind
 (empty, or with some files), and two ways a rotation's rm -r reaches the
