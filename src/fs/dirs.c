@@ -197,9 +197,16 @@ void rd_opendir(fuse_req_t req, fuse_ino_t ino,
 	 * being deleted): ENOENT as for a removed local directory, never an
 	 * empty listing; the mount root always exists, and so does a
 	 * directory this mount holds in its overlay (a temp-named directory
-	 * restored after a crash is in no listing) */
+	 * restored after a crash is in no listing).  So does a transaction
+	 * root whose manifests are all pending (issue 21): a parent listing
+	 * can name it while its transaction is aborted and started again
+	 * under the same name (the name in both of the parent's listings,
+	 * its marker in neither: a crashed in-place save redone), or after
+	 * its marker went; nothing in it is committed, so it is not there
+	 * (an abandoned transaction is hidden, proto/visibility.h) */
 	if (!local && !wr_has_local_node(fs, d) && dh->n == 0 &&
-	    d->listing && d->listing->vanished && d->path[0]) {
+	    d->listing && (d->listing->vanished || fs_dir_uncommitted(d)) &&
+	    d->path[0]) {
 		fs_itable_unlock(fs->it);
 		fs_dirhandle_free(dh);
 		fuse_reply_err(req, ENOENT);

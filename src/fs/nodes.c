@@ -162,6 +162,13 @@ static const vis_manifest *root_manifest(const fs_inode *dir,
 	return r->manifest;
 }
 
+bool fs_dir_uncommitted(const fs_inode *d)
+{
+	const char *rel;
+	const vis_manifest *m = root_manifest(d, d->path, &rel);
+	return m && m->committed == 0 && m->pending > 0;
+}
+
 /* Inside a transaction root only the files of its committed manifests
  * show (proto/visibility.h).  Table locked. */
 static void apply_manifest(fs_inode *d, ns_dir *nd)

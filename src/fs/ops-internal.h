@@ -190,6 +190,10 @@ void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d);
  * subdirectory: refreshed after the reply), else NULL.  Table locked. */
 const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
 				   const char *name);
+/* Whether d lies in (or is) a transaction root whose manifests, at its
+ * last listing, are all pending: nothing in it is committed, so it shows
+ * nothing and is not there for readers.  Table locked. */
+bool fs_dir_uncommitted(const fs_inode *d);
 /* Child inode for a listing entry, attributes updated.  Table locked. */
 fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e);
 /* Whether n serves another version than etag (it then gets a new inode). */

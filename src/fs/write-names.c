@@ -316,6 +316,43 @@ void wr_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /* ---- removing names ---------------------------------------------------- */
 
+/* Whether a and b are entries of one directory. */
+static bool same_dir(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	size_t la = sa ? (size_t)(sa - a) : 0, lb = sb ? (size_t)(sb - b) : 0;
+	return la == lb && !strncmp(a, b, la);
+}
+
+struct later_file {
+	uint64_t id;
+	const char *root;
+	bool seen, found;
+};
+
+static void later_file_txn(void *arg, uint64_t txn, const char *root,
+			   bool is_dir, bool sealed)
+{
+	struct later_file *l = arg;
+	(void)sealed;
+	if (txn == l->id)
+		l->seen = true;
+	else if (l->seen && !is_dir && same_dir(root, l->root))
+		l->found = true;
+}
+
+/*
+ * Whether directory transaction x, not committed yet, has a single-file
+ * transaction beside it later in the queue: a `latest` file written
+ * after the checkpoint, which may name it (issue 21).  Table locked.
+ */
+static bool named_by_later_file(fs_ctx *fs, const ov_txn *x)
+{
+	struct later_file l = {x->id, x->root, false, false};
+	eng_foreach_pending_txn(fs->eng, later_file_txn, NULL, &l);
+	return l.found;
+}
+
 /*
  * Removes local node o (a file or an empty directory).  Table locked.
  */
@@ -323,6 +360,21 @@ static int wr_remove_local(fs_ctx *fs, ov_node *o)
 {
 	ov_txn *x = o->txn;
 	int rc = 0;
+	/*
+	 * A directory transaction not sealed yet (an in-place checkpoint
+	 * within commit_delay, or resumed after a crash) used to be aborted
+	 * by its rm -r, out of queue order: a `latest` file written after it
+	 * and naming it then became visible with the checkpoint never shown
+	 * (issue 21; the engine skips aborted steps, commit/order.c).  When
+	 * such a file follows it in the queue, the removal seals it first:
+	 * it commits in its place, the file after it, and the rm -r becomes
+	 * one directory delete held and queued after both (the branch for
+	 * sealed transactions below), as the application ordered them.
+	 */
+	if (x && !x->sealed && x->is_dir && named_by_later_file(fs, x) &&
+	    wr_seal(fs, x) < 0)
+		log_warn("%s: removed before its commit; could not seal it, "
+			 "so it is aborted", x->root);
 	bool root = x && !strcmp(x->root, o->path);
 	/* bytes nobody else holds go first: on a full disk the journal
 	 * needs that space to record the removal */

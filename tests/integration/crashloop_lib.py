@@ -12,10 +12,15 @@ loop's checkpointing as issue 12 describes it:
              small `.metadata`, rename to checkpoint-N, then rotate: keep
              the newest KEEP=3 checkpoint-* (shutil.rmtree the others).
 
+With --inplace-even (issue 21) even steps are saved in place instead
+(mkdir checkpoint-N, the files written into it) and followed by a `latest`
+file holding "checkpoint-N"; --keep K changes KEEP, --for-s S stops
+starting saves after S seconds.
+
 It prints one line per event (`resume N`, `cleaned NAME`, `incomplete NAME`,
-`saved N`, `deleted N`, `final N,N,N`, `done`) and dies with the mount
-(ENOTCONN/EIO) when ckptfs is SIGKILLed.  Bytes are deterministic per N
-(ckpt_files), so every checker can recompute them.
+`saved N`, `latest N`, `deleted N`, `final N,N,N`, `done`) and dies with the
+mount (ENOTCONN/EIO) when ckptfs is SIGKILLed.  Bytes are deterministic per
+N (ckpt_files), so every checker can recompute them.
 
 CrashLoop drives it: mount the writer, start the job, SIGKILL the writer's
 ckptfs after a seeded random delay, detach, remount on the same cache
@@ -42,6 +47,7 @@ from pathlib import Path
 MiB = 1 << 20
 SHARDS = 4
 KEEP = 3
+LATEST = "latest"
 PY = "/usr/bin/python3"
 CKPT_RE = re.compile(r"checkpoint-(\d+)")
 
@@ -138,8 +144,39 @@ def save_checkpoint(root, n):
     return replaced
 
 
-def job_main(root, until, step_sleep):
+def save_in_place(root, n):
+    """Issue 21's other save: mkdir checkpoint-n and write its files
+    directly into it (.metadata last), no temp name, then write `latest`
+    (content "checkpoint-n") at the top.  A leftover checkpoint-n (damaged
+    by a kill) is removed first; returns what it held, or None."""
     root = Path(root)
+    final = root / f"checkpoint-{n}"
+    replaced = None
+    if os.path.lexists(final):
+        replaced = dir_view(final)
+        shutil.rmtree(final)
+    os.mkdir(final)
+    for name, body in ckpt_files(n).items():
+        fd = os.open(final / name, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        try:
+            for i in range(0, len(body), MiB):
+                os.write(fd, body[i:i + MiB])
+        finally:
+            os.close(fd)
+    return replaced
+
+
+def write_latest(root, n):
+    with open(Path(root) / LATEST, "w") as f:
+        f.write(f"checkpoint-{n}")
+
+
+def job_main(root, until, step_sleep, inplace_even=False, keep=KEEP, for_s=None):
+    """inplace_even: even steps are saved in place and followed by `latest`
+    (issue 21), odd ones through tmp-checkpoint-N and a rename; for_s: no
+    new save starts after that many seconds."""
+    root = Path(root)
+    t_end = time.monotonic() + for_s if for_s else None
 
     def out(*a):
         print(*a, flush=True)
@@ -161,13 +198,17 @@ def job_main(root, until, step_sleep):
             out("incomplete", name, json.dumps(dir_view(root / name), sort_keys=True))
     n = max(complete) + 1 if complete else 1
     out("resume", n)
-    while n <= until:
-        replaced = save_checkpoint(root, n)
+    while n <= until and (t_end is None or time.monotonic() < t_end):
+        in_place = inplace_even and n % 2 == 0
+        replaced = save_in_place(root, n) if in_place else save_checkpoint(root, n)
         if replaced is not None:
             out("replacing", f"checkpoint-{n}", json.dumps(replaced, sort_keys=True))
         out("saved", n)
+        if in_place:
+            write_latest(root, n)
+            out("latest", n)
         have = sorted(int(m.group(1)) for m in map(CKPT_RE.fullmatch, os.listdir(root)) if m)
-        for old in have[:-KEEP]:
+        for old in have[:-keep]:
             shutil.rmtree(root / f"checkpoint-{old}")
             out("deleted", old)
         n += 1
@@ -182,13 +223,13 @@ class Job:
     """The job process on the writer mount, its stdout parsed by a thread:
     `events` is a list of (monotonic time, verb, arg)."""
 
-    def __init__(self, root, until, step_sleep, env=None, log=None):
+    def __init__(self, root, until, step_sleep, env=None, log=None, args=()):
         self.events = []
         self.stderr_tail = ""
         self.log = log
         self.proc = subprocess.Popen(
             [PY, os.path.abspath(__file__), "job", str(root), "--until", str(until),
-             "--step-sleep", str(step_sleep)],
+             "--step-sleep", str(step_sleep), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
             start_new_session=True)
         self._t = threading.Thread(target=self._read, daemon=True)
@@ -274,8 +315,18 @@ class Observer:
     complete sighting of each N reads the files and checks their bytes.
     A temp name showing is recorded too."""
 
-    def __init__(self, root, history=None, interval=0.05, verify_bytes=True, note=None):
+    def __init__(self, root, history=None, interval=0.05, verify_bytes=True, note=None,
+                 check_latest=False, on_latest_bad=None, on_partial=None):
         self.root = Path(root)
+        # issue 21: `latest` never names a checkpoint that cannot be listed
+        # complete while no newer complete one exists
+        self.check_latest = check_latest
+        self.on_latest_bad = on_latest_bad
+        self.on_partial = on_partial  # called with each partial sighting (evidence)
+        self.latest_ok = 0
+        self.latest_rescued = 0  # named N missing, a newer complete one listed
+        self.latest_never_shown = []  # (t, n): ... and N never seen complete
+        self.latest_bad = []     # (t, n, view of checkpoint-n, newer listing, history)
         self.note = note
         self.history = history or (lambda n: [])
         self.interval = interval
@@ -338,6 +389,8 @@ class Observer:
             return
         now = round(time.monotonic() - self.t0, 2)
         listed = {int(m.group(1)) for m in map(CKPT_RE.fullmatch, names) if m}
+        if self.check_latest and LATEST in names:
+            self._look_latest()
         for n in self.first_complete:
             if n not in listed and n not in self._absent_since:
                 self._absent_since[n] = now
@@ -375,9 +428,80 @@ class Observer:
             self.partial.append(rec)
             if not view:
                 self.empty.append(rec)
+            if self.on_partial:
+                try:
+                    self.on_partial(rec)
+                except Exception as e:  # noqa: BLE001 - evidence only
+                    self._err(e)
             if self.note and (n, tuple(rec[2])) not in self._noted:
                 self._noted.add((n, tuple(rec[2])))
                 self.note(f"observer: partial {name}: {rec[2]}; job history {rec[3]}")
+
+    def _look_latest(self):
+        """Reads `latest`, then lists the checkpoint it names.  Complete is
+        fine.  Otherwise (ENOENT, empty, partial) the run directory is
+        listed again, after that look: a checkpoint the rotation removed
+        was removed after a newer one was saved (and the newer `latest`
+        written), so a newer complete checkpoint must be listed now.  If
+        none is, `latest` names a checkpoint that is missing while no
+        newer one exists: a violation (what a framework's find-latest
+        would fail on)."""
+        try:
+            with open(self.root / LATEST) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return
+        t = round(time.monotonic() - self.t0, 2)
+        m = CKPT_RE.fullmatch(text.strip())
+        if not m:
+            self.latest_bad.append((t, None, text[:80], [], []))
+            return
+        n = int(m.group(1))
+        view = dir_view(self.root / f"checkpoint-{n}")
+        if view == ckpt_sizes(n):
+            self.latest_ok += 1
+            return
+        try:
+            again = os.listdir(self.root)
+        except FileNotFoundError:
+            again = []
+        newer = {}
+        for name in again:
+            mm = CKPT_RE.fullmatch(name)
+            if mm and int(mm.group(1)) > n:
+                newer[name] = dir_view(self.root / name)
+        if any(v == ckpt_sizes(int(CKPT_RE.fullmatch(k).group(1)))
+               for k, v in newer.items()):
+            self.latest_ok += 1
+            self.latest_rescued += 1
+            if n not in self.first_complete and len(self.latest_never_shown) < 1000:
+                self.latest_never_shown.append((t, n))
+            return
+        rec = (t, n, None if view is None else sorted(view.items()),
+               sorted(again), self.history(n))
+        self.latest_bad.append(rec)
+        if self.on_latest_bad:
+            try:
+                self.on_latest_bad(rec)
+            except Exception as e:  # noqa: BLE001 - evidence only
+                self._err(e)
+        if self.note:
+            self.note(f"observer: latest names checkpoint-{n}, which lists as "
+                      f"{rec[2]}, and the run directory then lists {rec[3]}; "
+                      f"job history {rec[4]}")
+
+    def latest_report(self, limit=12):
+        """The latest sightings grouped into runs (looks less than 0.5 s
+        apart naming the same N): first/last time, count."""
+        runs = []
+        for t, n, view, again, hist in self.latest_bad:
+            if runs and runs[-1]["n"] == n and t - runs[-1]["last"] < 0.5:
+                runs[-1]["count"] += 1
+                runs[-1]["last"] = t
+                continue
+            runs.append({"n": n, "first": t, "last": t, "count": 1, "view": view,
+                         "listing_after": again, "history": hist})
+        return runs[:limit]
 
     def _verify(self, d, n):
         """Reads checkpoint n's files (the first complete sighting); a file
@@ -415,6 +539,9 @@ class Observer:
                 "bad_bytes": len(self.bad_bytes), "errors": len(self.errors),
                 "checkpoints_seen_complete": len(self.first_complete),
                 "gone_then_back": len(self.flicker),
+                "latest_ok": self.latest_ok, "latest_bad": len(self.latest_bad),
+                "latest_missing_newer_shown": self.latest_rescued,
+                "latest_names_never_shown": len(self.latest_never_shown),
                 "verified": len(self.verified)}
 
     def partial_report(self, limit=12):
@@ -496,7 +623,7 @@ class CrashLoop:
 
     def __init__(self, mount_writer, kill_writer, observer_root, run_dir="run",
                  kills=10, seed=None, step_sleep=0.3, job_env=None, log=None,
-                 delays=(0.2, 3.5)):
+                 delays=(0.2, 3.5), job_args=(), observer_kw=None):
         self.mount_writer = mount_writer
         self.kill_writer = kill_writer
         self.run_dir = run_dir
@@ -513,7 +640,10 @@ class CrashLoop:
         self.incarnations = []  # dicts: kill delay, what the job did
         self.job_failures = []  # jobs that died while the mount lived
         self.writer = None
-        self.observer = Observer(observer_root, history=self._history, note=self.note)
+        self.job_args = tuple(job_args)
+        self.kill_times = []    # monotonic time of each SIGKILL
+        self.observer = Observer(observer_root, history=self._history, note=self.note,
+                                 **(observer_kw or {}))
 
     def note(self, msg):
         line = f"[crashloop {time.monotonic() - self.t0:7.2f}s] {msg}"
@@ -528,7 +658,7 @@ class CrashLoop:
     def _record(self, job, inc):
         """Folds the events of job (incarnation inc) into hist."""
         for t, verb, arg in job.events:
-            if verb in ("saved", "deleted"):
+            if verb in ("saved", "deleted", "latest"):
                 n = int(arg)
                 ev = (round(t - self.t0, 2), f"{verb}#{inc}")
             elif verb in ("cleaned", "incomplete", "replacing"):
@@ -544,7 +674,8 @@ class CrashLoop:
 
     def _start_job(self, until):
         root = Path(self.writer.path) / self.run_dir
-        job = Job(root, until, self.step_sleep, env=self.job_env, log=self.log)
+        job = Job(root, until, self.step_sleep, env=self.job_env, log=self.log,
+                  args=self.job_args)
         self.jobs.append(job)
         return job
 
@@ -573,6 +704,8 @@ class CrashLoop:
                 self.job_failures.append((i, rc_before, job.stderr_tail, job.events[-5:]))
                 self.note(f"job #{i} exited by itself ({rc_before}) before the kill: "
                           f"{job.stderr_tail[-300:]}")
+            self.kill_times.append(time.monotonic())
+            self.note(f"SIGKILL {i + 1}")
             self.kill_writer(self.writer)
             rc = job.wait(30)
             if rc is None:
@@ -673,9 +806,13 @@ def _cli():
     j.add_argument("root")
     j.add_argument("--until", type=int, default=10**6)
     j.add_argument("--step-sleep", type=float, default=0.3)
+    j.add_argument("--inplace-even", action="store_true",
+                   help="even steps in place, then `latest` (issue 21)")
+    j.add_argument("--keep", type=int, default=KEEP)
+    j.add_argument("--for-s", type=float, default=None)
     a = ap.parse_args()
     if a.cmd == "job":
-        job_main(a.root, a.until, a.step_sleep)
+        job_main(a.root, a.until, a.step_sleep, a.inplace_even, a.keep, a.for_s)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,14 @@ every job event and kill, the mount logs stay in the test's tmp_path
 (default 20) and CKPTFS_CRASHLOOP_MORE (saves after the last remount, 3)
 change the run; 20 kills take about 40 s.
 
+Issue 21's variant (test_crash_loop_with_in_place_saves_and_latest, and
+test_in_place_saves_and_latest_without_crashes): even steps are written in
+place into checkpoint-N and followed by a `latest` file naming it, odd ones
+go through tmp-checkpoint-N and a rename, the two newest are kept; the
+observer also checks on every look that `latest` names a checkpoint that
+lists complete or that a newer complete one is listed, and the bucket at
+each sighting goes to tmp_path/latest-evidence.txt.
+
 The other tests pin down, deterministically, what the loop can only hit
 by chance: the start-up clean-up of a temp directory a kill left behind
 (empty, or with some files), and two ways a rotation's rm -r reaches the
@@ -301,4 +309,295 @@ def test_restart_cleanup_of_a_temp_dir_left_by_a_kill(s3server, bucket, mount, t
     ckptfs_sync(w)
     assert ckptfs_status(w.path)["pending"] == []
     problems = final_checks(s3, bucket, "run", {1}, set(), [1])
+    assert not problems, problems
+
+
+# --------------------------------------------------------------------------
+# Issue 21: even steps saved in place (mkdir checkpoint-N, files written
+# straight into it) and followed by a `latest` file naming it, odd steps
+# through tmp-checkpoint-N and a rename, the two newest kept.
+
+INPLACE_ARGS = ("--inplace-even", "--keep", "2")
+NOCRASH_S = float(os.environ.get("CKPTFS_CRASHLOOP_NOCRASH_S", "45"))
+
+
+def _bucket_snapshot(s3, bucket):
+    """Every key under run/ (markers included) with its LastModified and
+    size, and the body of run/latest: what the store held at a sighting."""
+    out = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="run/"):
+        for o in page.get("Contents", []):
+            out.append(f"  {o['LastModified'].isoformat()} {o['Size']:>8} {o['Key']}")
+    try:
+        latest = s3.get_object(Bucket=bucket, Key="run/latest")["Body"].read().decode()
+    except Exception as e:  # noqa: BLE001 - evidence only
+        latest = repr(e)
+    return f"run/latest = {latest!r}\n" + "\n".join(sorted(out))
+
+
+class _Evidence:
+    """The observer's callback at a `latest` sighting: the bucket as it is
+    right then (the first few sightings of each run of them), written to
+    tmp_path/latest-evidence.txt."""
+
+    def __init__(self, s3, bucket, path, t0_of, kill_times):
+        self.s3, self.bucket, self.path = s3, bucket, path
+        self.t0_of, self.kill_times = t0_of, kill_times
+        self.last = {}
+        self.written = 0
+
+    def partial(self, rec):
+        """A partial or empty sighting: (t, n, view, history)."""
+        self(rec[:3] + ("(partial sighting)",) + rec[3:])
+
+    def __call__(self, rec):
+        t, n = rec[0], rec[1]
+        if self.written >= 40 or (n in self.last and t - self.last[n] < 0.3):
+            return
+        self.last[n] = t
+        self.written += 1
+        now = time.monotonic()
+        since = [round(now - k, 2) for k in self.kill_times if k <= now]
+        with open(self.path, "a") as f:
+            f.write(f"== {time.time():.3f} t={t}s "
+                    f"{'sighting of' if rec[3] == '(partial sighting)' else 'latest names'} "
+                    f"checkpoint-{n}: view {rec[2]}, listing "
+                    f"after {rec[3]}, {since[-1] if since else '-'}s after the last kill "
+                    f"(kills so far {len(since)}); job history {rec[4]}\n"
+                    f"{_bucket_snapshot(self.s3, self.bucket)}\n")
+
+
+def _latest_checks(s3, bucket, kept, ob, ctx):
+    """After the sync: the bucket's `latest` names the newest checkpoint
+    saved in place (an even one; the rotation keeps two consecutive ones),
+    and the observer never saw `latest` name a checkpoint that was missing
+    while no newer one existed, nor any checkpoint partial or empty."""
+    body = s3.get_object(Bucket=bucket, Key="run/latest")["Body"].read().decode()
+    want = f"checkpoint-{max(n for n in kept if n % 2 == 0)}"
+    assert body == want, f"{ctx}\nrun/latest holds {body!r}, the job last wrote {want!r}"
+    assert not ob.latest_bad, \
+        f"{ctx}\n{len(ob.latest_bad)} looks read `latest` naming a checkpoint that did " \
+        f"not list complete while no newer complete one was listed: {ob.latest_report()}"
+    assert not ob.partial, f"{ctx}\n{len(ob.partial)} partial sightings " \
+        f"({len(ob.empty)} empty): {ob.partial_report()}"
+    assert ob.latest_ok > 0, f"{ctx}\nthe observer never read `latest`"
+
+
+@pytest.mark.timeout(420)
+def test_crash_loop_with_in_place_saves_and_latest(s3server, bucket, mount, tmp_path):
+    """Issue 21: the crash loop with odd steps saved as tmp-checkpoint-N +
+    rename and even steps written in place into checkpoint-N followed by
+    `latest` = "checkpoint-N", the two newest kept, the writer SIGKILLed
+    KILLS times.  The observer (0.1 s timeouts) checks on every look that
+    `latest` names a checkpoint that lists complete, or that a newer
+    complete checkpoint is listed (the rotation removes N only after N+2
+    is saved), and that no checkpoint lists empty or partial (ENOENT is
+    fine); the existing checks of the bucket and the job hold too.  The
+    bucket at each sighting is in tmp_path/latest-evidence.txt."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    seed = int(os.environ.get("CKPTFS_CRASHLOOP_SEED") or
+               int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    debug = ["debug"] if os.environ.get("CKPTFS_CRASHLOOP_DEBUG") else []
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o", *debug))
+    log = open(tmp_path / "crashloop.log", "w")
+    opts = [f"cache_dir={cdir}"] + debug
+    kill_times = []
+    ev = _Evidence(s3, bucket, tmp_path / "latest-evidence.txt", None, kill_times)
+    loop = CrashLoop(lambda: mount(bucket, options=opts, mountpoint=mp), kill_ckptfs,
+                     o / "run", kills=KILLS, seed=seed, step_sleep=0.3, log=log,
+                     job_args=INPLACE_ARGS,
+                     observer_kw={"check_latest": True, "on_latest_bad": ev,
+                                  "on_partial": ev.partial})
+    ev.kill_times = loop.kill_times
+    print(f"crash loop (in place + latest) seed {seed} (replay: CKPTFS_CRASHLOOP_SEED={seed})")
+    loop.run_kills()
+    job = loop.run_final(more=MORE, timeout=90 + 3 * MORE)
+    w = loop.writer
+    ctx = f"seed {seed}; incarnations: {loop.incarnations}"
+    assert job.proc.returncode == 0 and job.has("done"), \
+        f"{ctx}\nthe job after the last remount did not finish: rc {job.proc.returncode}, " \
+        f"events {job.events[-6:]}\n{job.stderr_tail}\n" + _diagnostics(s3, bucket, w, cdir)
+    p = run([helpers.CKPTFS_BIN, "sync", str(w.path)], timeout=SYNC_LIMIT, check=False)
+    assert p.returncode == 0, f"{ctx}\nckptfs sync: exit {p.returncode}: {p.stderr[-500:]}"
+    pending = ckptfs_status(w.path)["pending"]
+    observer_settle()
+    kept, gone = loop.expected_after()
+    want = sorted(f"checkpoint-{n}" for n in kept)
+    wait_until(lambda: sorted(n for n in os.listdir(o / "run") if n != "latest") == want, 5)
+    shown = sorted(n for n in os.listdir(o / "run") if n != "latest")
+    loop.observer.stop()
+    ob = loop.observer
+    summary = ob.summary()
+    since_kill = [round(ob.t0 + t - max([k for k in loop.kill_times if k <= ob.t0 + t],
+                                         default=ob.t0), 2)
+                  for t, *_ in ob.latest_bad]
+    loop.note(f"observer: {summary}; latest sightings {ob.latest_report()}; "
+              f"seconds after the last kill: {since_kill}")
+    print(f"observer {summary}; latest sightings at {since_kill} s after a kill")
+    problems = final_checks(s3, bucket, "run", kept, gone, job.saved())
+    ctx += f"\nobserver: {summary}\nseconds after the last kill: {since_kill}"
+    assert pending == [], f"{ctx}\npending after sync: {pending}"
+    assert not problems, f"{ctx}\n" + "\n".join(problems)
+    assert shown == want, f"{ctx}\nthe observer shows {shown}, the job kept {sorted(kept)}"
+    assert not loop.job_failures, f"{ctx}\njobs failed while their mount lived: " \
+        f"{loop.job_failures}"
+    _latest_checks(s3, bucket, kept, ob, ctx)
+    assert not ob.temp_visible, f"{ctx}\ntemp names shown: {ob.temp_visible[:5]}"
+    assert not ob.bad_bytes, f"{ctx}\nwrong bytes read: {ob.bad_bytes[:5]}"
+    assert not ob.errors, f"{ctx}\nobserver errors: {ob.errors[:5]}"
+
+
+@pytest.mark.timeout(240)
+def test_in_place_saves_and_latest_without_crashes(s3server, bucket, mount, tmp_path):
+    """Issue 21 without a kill (the reporter saw sightings then too): the
+    same job (in place + `latest` on even steps, tmp + rename on odd
+    ones, keep two) runs NOCRASH_S seconds on one writer mount while the
+    observer looks; then `ckptfs sync` and the same checks."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    debug = ["debug"] if os.environ.get("CKPTFS_CRASHLOOP_DEBUG") else []
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o", *debug))
+    w = mount(bucket, options=[f"cache_dir={tmp_path / 'cache-w'}"] + debug)
+    log = open(tmp_path / "crashloop.log", "w")
+    ev = _Evidence(s3, bucket, tmp_path / "latest-evidence.txt", None, [])
+    hist = {}
+    obs = Observer(o / "run", history=lambda n: hist.get(n, []), check_latest=True,
+                   on_latest_bad=ev, on_partial=ev.partial,
+                   note=lambda m: log.write(m + "\n"))
+    job = crashloop_lib.Job(w / "run", 10**6, 0.3, log=log,
+                            args=INPLACE_ARGS + ("--for-s", str(NOCRASH_S)))
+    rc = job.wait(NOCRASH_S + 60)
+    for t, verb, arg in job.events:
+        if verb in ("saved", "deleted", "latest"):
+            hist.setdefault(int(arg), []).append((round(t - obs.t0, 2), verb))
+    assert rc == 0 and job.has("done"), f"job: rc {rc}, {job.events[-6:]}\n{job.stderr_tail}"
+    ckptfs_sync(w)
+    observer_settle()
+    kept = {int(x) for x in job.arg("final").split(",")}
+    gone = set(job.deleted()) - kept
+    want = sorted(f"checkpoint-{n}" for n in kept)
+    wait_until(lambda: sorted(n for n in os.listdir(o / "run") if n != "latest") == want, 5)
+    obs.stop()
+    summary = obs.summary()
+    print(f"{len(job.saved())} saves; observer {summary}; latest sightings "
+          f"{obs.latest_report()}")
+    ctx = f"{len(job.saved())} saves in {NOCRASH_S:.0f}s; observer {summary}"
+    assert len(job.saved()) >= 20, ctx
+    assert ckptfs_status(w.path)["pending"] == [], ctx
+    problems = final_checks(s3, bucket, "run", kept, gone, job.saved())
+    assert not problems, f"{ctx}\n" + "\n".join(problems)
+    _latest_checks(s3, bucket, kept, obs, ctx)
+    # without a crash every save finishes, so a checkpoint `latest` names
+    # was visible before `latest` was: a reader never finds `latest`
+    # naming a checkpoint it could never list (rotation removes N only
+    # after N+2 is saved, so N stays visible well over a second)
+    never = sorted({n for _, n in obs.latest_never_shown})
+    assert not never, f"{ctx}\n`latest` named checkpoints this observer never saw " \
+        f"complete ({len(obs.latest_never_shown)} looks): {never[:20]}"
+    assert not obs.temp_visible, f"{ctx}\ntemp names shown: {obs.temp_visible[:5]}"
+    assert not obs.bad_bytes, f"{ctx}\nwrong bytes read: {obs.bad_bytes[:5]}"
+    assert not obs.errors, f"{ctx}\nobserver errors: {obs.errors[:5]}"
+
+
+@pytest.mark.timeout(150)
+def test_rotating_away_an_in_place_checkpoint_named_by_latest(s3server, bucket, mount,
+                                                              tmp_path):
+    """What the issue-21 loop hits by chance, pinned down: checkpoint-2 is
+    written in place and `latest` names it, checkpoint-3 is saved through
+    a temp name, checkpoint-4 in place with `latest` naming it, and the
+    rotation (keep two) removes checkpoint-1 and checkpoint-2 while
+    checkpoint-2 has not committed yet (commit_delay=30: no idle commit).
+    Its rm -r must not make it vanish out of order: `latest` =
+    "checkpoint-2" must never be visible while checkpoint-2 is not and no
+    newer checkpoint is (before the fix the rm -r aborted checkpoint-2,
+    the queue skipped it, and `latest` naming it went out with only
+    checkpoint-1 visible).  The writer's link answers in 0.4 s, so each
+    step lasts long enough for the observer (every 20 ms) to see it."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    hist = {}
+    obs = Observer(o / "run", history=lambda n: hist.get(n, []), interval=0.02,
+                   check_latest=True)
+    with UploadThrottleProxy(s3server.endpoint, ttfb=0.4) as proxy:
+        mp = tmp_path / "mnt-w"
+        mp.mkdir()
+        opts = [f"cache_dir={tmp_path / 'cache-w'}", "commit_delay=30"]
+        if os.environ.get("CKPTFS_CRASHLOOP_DEBUG"):
+            opts.append("debug")
+        argv = mount.argv(bucket, "", mp, opts, endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        w = mount(bucket, argv=argv, mountpoint=mp)
+        run_dir = w / "run"
+        save_checkpoint(run_dir, 1)
+        crashloop_lib.save_in_place(run_dir, 2)
+        crashloop_lib.write_latest(run_dir, 2)
+        save_checkpoint(run_dir, 3)
+        crashloop_lib.save_in_place(run_dir, 4)
+        crashloop_lib.write_latest(run_dir, 4)
+        shutil.rmtree(run_dir / "checkpoint-1")
+        shutil.rmtree(run_dir / "checkpoint-2")
+        ckptfs_sync(w)
+        observer_settle()
+        wait_until(lambda: len(obs.first_complete) >= 2, 5)
+        obs.stop()
+    print(f"observer {obs.summary()}; latest sightings {obs.latest_report()}")
+    assert obs.latest_ok > 0, "the observer never read `latest`"
+    assert not obs.latest_bad, \
+        f"{len(obs.latest_bad)} looks read `latest` naming a checkpoint missing while no " \
+        f"newer one was listed: {obs.latest_report()}"
+    assert not obs.partial, f"partial sightings: {obs.partial_report()}"
+    assert 2 not in {n for _, n in obs.latest_never_shown}, \
+        f"`latest` named checkpoint-2, which was never visible: {obs.summary()}"
+    problems = final_checks(s3, bucket, "run", {3, 4}, {1, 2}, [])
+    assert not problems, problems
+    body = s3.get_object(Bucket=bucket, Key="run/latest")["Body"].read().decode()
+    assert body == "checkpoint-4", body
+
+
+@pytest.mark.timeout(150)
+def test_in_place_checkpoint_redone_after_a_kill_at_its_mkdir(s3server, bucket, mount, tmp_path):
+    """Issue 21's empty sighting, pinned down: the writer is SIGKILLed
+    right after the job's mkdir of checkpoint-4 (an in-place save), the
+    mount restarts on the same cache, and the job's start-up finds
+    checkpoint-4 empty (incomplete), removes it and saves it in place
+    again, then writes `latest`.  Another mount must never list
+    checkpoint-4 empty (ENOENT until it is complete, then complete)."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    debug = ["debug"] if os.environ.get("CKPTFS_CRASHLOOP_DEBUG") else []
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o", *debug))
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    opts = [f"cache_dir={cdir}"] + debug
+    w = mount(bucket, options=opts, mountpoint=mp)
+    save_checkpoint(w / "run", 3)
+    ckptfs_sync(w)
+    ev = _Evidence(s3, bucket, tmp_path / "latest-evidence.txt", None, [])
+    obs = Observer(o / "run", interval=0.02, check_latest=True, on_latest_bad=ev,
+                   on_partial=ev.partial)
+    os.mkdir(w / "run" / "checkpoint-4")
+    kill_ckptfs(w)
+    w = mount(bucket, options=opts, mountpoint=mp)
+    d = w / "run" / "checkpoint-4"
+    assert crashloop_lib.dir_view(d) == {}
+    shutil.rmtree(d)
+    crashloop_lib.save_in_place(w / "run", 4)
+    crashloop_lib.write_latest(w / "run", 4)
+    time.sleep(3)
+    ckptfs_sync(w)
+    observer_settle()
+    wait_until(lambda: 4 in obs.first_complete, 5)
+    obs.stop()
+    print(f"observer {obs.summary()}")
+    assert not obs.partial, f"{len(obs.partial)} partial sightings ({len(obs.empty)} " \
+        f"empty): {obs.partial_report()}"
+    assert not obs.latest_bad, obs.latest_report()
+    assert 4 in obs.first_complete
+    problems = final_checks(s3, bucket, "run", {3, 4}, set(), [])
     assert not problems, problems

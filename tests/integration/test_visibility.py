@@ -143,3 +143,29 @@ def test_directory_deleted_after_its_parent_was_listed_answers_enoent(s3, bucket
     assert listdir(m.path / "run/empty") == [], "an empty directory still exists"
     assert listdir(m.path / "run/keep") == ["x"]
     assert listdir(m.path) == ["run"]
+
+
+def test_directory_with_only_pending_manifests_answers_enoent(s3, bucket, mount):
+    """Issue 21: a checkpoint directory whose manifests are all pending
+    (nothing of it committed) that a parent listing names anyway: its
+    marker gone (expired: an abandoned transaction), or, in the crash
+    loop, a transaction aborted and started again under the same name
+    between the parent's LISTs so that neither saw a marker.  Opening it
+    gives ENOENT, never an empty directory (what readers took for a
+    damaged checkpoint); a subdirectory inside it too.  Committed
+    directories beside it are untouched."""
+    put(s3, bucket, "run/ckpt-1/a.bin", b"a")
+    put(s3, bucket, "run/ckpt-1/sub/b.bin", b"b")
+    put(s3, bucket, "run/ckpt-1/.ckptfs/manifest.w1.json", manifest({}, state="pending"))
+    put(s3, bucket, "run/ckpt-0/a.bin", b"a")
+    put(s3, bucket, "run/ckpt-0/.ckptfs/manifest.w1.json", manifest({"a.bin": b"a"}))
+    put(s3, bucket, "run/.ckptfs-pending/ckpt-1/w1@1")  # expired long ago
+    m = mount(bucket)
+    names = listdir(m.path / "run")
+    assert "ckpt-0" in names
+    assert listdir(m.path / "run/ckpt-0") == ["a.bin"]
+    if "ckpt-1" in names:
+        with pytest.raises(FileNotFoundError):
+            os.listdir(m.path / "run/ckpt-1")
+    with pytest.raises(FileNotFoundError):
+        os.listdir(m.path / "run/ckpt-1/sub")
