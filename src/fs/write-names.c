@@ -483,6 +483,7 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 			rc = -ENOTDIR;
 		else if (rc == 0 && !dir && e->is_dir)
 			rc = -EISDIR;
+		bool ckpt_root = false;
 		if (rc == 0 && dir) {
 			fs_inode *c = fs_itable_child(fs->it, p, name, true);
 			bool empty = false;
@@ -491,6 +492,7 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 			else {
 				fs_inode_ref(c);
 				rc = wr_remote_dir_empty(fs, c, &empty);
+				ckpt_root = c->manifest && c->manifest->committed;
 				fs_itable_unref(fs->it, c);
 			}
 			if (rc == 0 && !empty)
@@ -498,6 +500,11 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 		if (rc == 0)
 			rc = wr_hold_delete(fs, path, dir);
+		/* a checkpoint directory's own rmdir ends what its delete
+		 * needs: journal it now, so a SIGKILL right after `rm -r`
+		 * returns loses nothing (held, it lived only in memory) */
+		if (rc == 0 && ckpt_root)
+			wr_flush_deletes(fs);
 		if (rc == 0) {
 			ov_node *w = ov_add(&fs->ov, path, OV_WHITEOUT, NULL);
 			if (w)

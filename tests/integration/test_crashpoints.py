@@ -541,3 +541,28 @@ def test_every_request_is_a_safe_crash_point(s3server, bucket, mount, tmp_path, 
     print(f"\ncrash points: {op_name}: {len(seen)} requests x {len(MODES)} moments = "
           f"{points} points, {looks} observer looks, {len(violations)} violations\n  {reqs}")
     assert not violations, "\n".join(violations[:40])
+
+
+@pytest.mark.timeout(120)
+def test_rm_r_then_sigkill_at_once_loses_nothing(s3server, bucket, mount, tmp_path):
+    """`rm -r` of a committed checkpoint returns, and ckptfs is SIGKILLed
+    at once: the delete was journaled by the directory's own rmdir (before,
+    held deletes lived in memory for a second of quiet and were lost), so
+    the writer back deletes it; nothing of it is left in the bucket."""
+    s3 = s3server.client()
+    cdir = tmp_path / "c"
+    w = writer_mount(mount, s3server, bucket, "p", cdir, s3server.endpoint)
+    files = {"a/x.bin": b"x" * 100, "a/sub/y.bin": b"y" * 200, "b.bin": b"b"}
+    for rel, body in files.items():
+        os.makedirs(os.path.dirname(f"{w.path}/ckpt-1/{rel}"), exist_ok=True)
+        with open(f"{w.path}/ckpt-1/{rel}", "wb") as f:
+            f.write(body)
+    assert ckptfs_sync(w.path).returncode == 0
+    assert any(k.startswith("p/ckpt-1/") for k in helpers.s3_sizes(s3, bucket, "p/"))
+    run(["rm", "-r", f"{w.path}/ckpt-1"], timeout=60)
+    kill_ckptfs(w)
+    w2 = writer_mount(mount, s3server, bucket, "p", cdir, s3server.endpoint)
+    assert ckptfs_sync(w2.path).returncode == 0
+    assert not os.path.exists(f"{w2.path}/ckpt-1")
+    left = [k for k in helpers.s3_sizes(s3, bucket, "p/") if "ckpt-1" in k]
+    assert not left, f"left in the bucket: {left}"
