@@ -50,7 +50,7 @@ static int load_txn(void *arg, const jr_txn_row *r)
 	t->seq = r->seq;
 	t->has_marker = t->kind == T_DIR && eng_root_final(e, t) &&
 			t->state != TS_ABORTED;
-	t->check_committed = t->has_marker && t->state == TS_SEALED;
+	t->check_committed = t->has_marker;
 	return 0;
 }
 
@@ -340,6 +340,7 @@ int eng_open(s3_client *s3, cache *rc, const char *state_dir,
 	if (n)
 		log_info("commit: resuming %zu journaled step(s) as writer %s",
 			 n, e->writer);
+	eng_resume_markers(e); /* before any upload is scheduled */
 	pthread_mutex_lock(&e->mu);
 	eng_sched_all(e);
 	pthread_mutex_unlock(&e->mu);

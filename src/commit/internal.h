@@ -126,9 +126,9 @@ struct etxn {
 	char *mroot; /* manifest_root, or NULL */
 	bool done;   /* visible (or aborted and cleaned): being freed */
 	bool has_marker; /* a marker for root is held (renewed) */
-	/* resumed sealed: its step may have passed its commit point before
-	 * the crash, so its marker is PUT again only if its manifest is not
-	 * committed yet (eng_renew_main) */
+	/* resumed with a final name: its step may have passed its commit
+	 * point before the crash, so its marker and intent are PUT again only
+	 * if its manifest is not committed yet (eng_resume_markers) */
 	bool check_committed;
 	/* resumed from the journal with files stored before the restart: a
 	 * gc on another host may have rolled the transaction back while this
@@ -198,6 +198,7 @@ struct eng {
 	bool stopping;
 	bool writing; /* eng_hold_uploads: the application is writing */
 	char *vis_marker; /* held by a running delete/rename step */
+	bool vis_stopped; /* ... and no longer renewed (eng_stop_renewal) */
 	/* keys with a request in flight that creates or deletes their object
 	 * (PUT, CompleteMultipartUpload, DELETE of a stale object): nodes on
 	 * the requesting thread's stack, see eng_key_claim */
@@ -345,6 +346,10 @@ void eng_hold_marker(eng *e, const char *root);
 /* Stops renewing root's marker (of transaction id, or the running step's)
  * and deletes it (mu not held). */
 int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x);
+/* No more renewals of root's marker (transaction id or the held one) from
+ * now on, none in flight; undone by eng_resume_renewal.  mu not held. */
+void eng_stop_renewal(eng *e, const char *root, int64_t id);
+void eng_resume_renewal(eng *e, const char *root, int64_t id);
 void *eng_renew_main(void *arg);
 
 /* ---- mindex.c ----------------------------------------------------------- */
@@ -429,6 +434,9 @@ int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x);
 /* Deletes keys in batches of S3_DELETE_MAX (mu not held). */
 int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x);
 
+/* marker.c: markers and intents of resumed directory transactions, before
+ * any thread starts */
+void eng_resume_markers(eng *e);
 /* marker.c: this writer's own manifest of root as stored (0 with *body,
  * malloc'd, or -1) */
 int eng_get_manifest(eng *e, const char *root, char **body, size_t *len);

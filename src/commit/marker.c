@@ -72,6 +72,39 @@ void eng_hold_marker(eng *e, const char *root)
 	pthread_mutex_lock(&e->mu);
 	free(e->vis_marker);
 	e->vis_marker = strdup(root);
+	e->vis_stopped = false;
+	pthread_mutex_unlock(&e->mu);
+}
+
+/*
+ * Stops renewing root's marker (transaction id, or the running step's
+ * held marker) and waits for a renewal on its way, before the PUT of the
+ * manifest that is the commit point: a marker newer than its writer's
+ * committed manifest hides the directory (fs/listing.c, marks_hide), so
+ * none may land after it.  eng_resume_renewal undoes it when that PUT
+ * failed (the marker must not expire while the step waits to run again).
+ */
+void eng_stop_renewal(eng *e, const char *root, int64_t id)
+{
+	pthread_mutex_lock(&e->marker_mu);
+	pthread_mutex_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next)
+		if (t->id == id)
+			t->has_marker = false;
+	if (e->vis_marker && !strcmp(e->vis_marker, root))
+		e->vis_stopped = true;
+	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&e->marker_mu);
+}
+
+void eng_resume_renewal(eng *e, const char *root, int64_t id)
+{
+	pthread_mutex_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next)
+		if (t->id == id && !t->done)
+			t->has_marker = true;
+	if (e->vis_marker && !strcmp(e->vis_marker, root))
+		e->vis_stopped = false;
 	pthread_mutex_unlock(&e->mu);
 }
 
@@ -89,6 +122,7 @@ int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
 	if (e->vis_marker && !strcmp(e->vis_marker, root)) {
 		free(e->vis_marker);
 		e->vis_marker = NULL;
+		e->vis_stopped = false;
 	}
 	pthread_mutex_unlock(&e->mu);
 	char *k = proto_marker_key(e->prefix, root, e->writer, e->o.lease_s);
@@ -145,39 +179,39 @@ static bool manifest_committed(eng *e, const char *root, int64_t txn)
 	return yes;
 }
 
-/* The transactions resumed sealed: those whose manifest is committed
- * already lose their marker (the step only finishes), the others keep it. */
-static void check_resumed(eng *e)
+/*
+ * Before a resumed engine uploads anything: every directory transaction
+ * with a final name gets its marker and its intent again, unless its
+ * manifest is committed already (its step passed its commit point before
+ * the crash and only finishes; a marker would hide nothing, an intent
+ * would overwrite the commit).  A gc on another host may have rolled the
+ * transaction back while this writer was away (deleted its objects, intent
+ * and marker): without them, the first file uploaded again would show in
+ * a directory that looks like another tool's, alone.  No thread runs yet.
+ */
+void eng_resume_markers(eng *e)
 {
-	for (;;) {
-		pthread_mutex_lock(&e->mu);
-		etxn *t = e->txns;
-		while (t && !t->check_committed)
-			t = t->next;
-		char *root = t ? strdup(t->root) : NULL;
-		int64_t id = t ? t->id : 0;
-		if (t)
-			t->check_committed = false;
-		pthread_mutex_unlock(&e->mu);
-		if (!t)
-			return;
-		bool done = root && manifest_committed(e, root, id);
-		pthread_mutex_lock(&e->mu);
-		for (etxn *u = e->txns; done && u; u = u->next)
-			if (u->id == id)
-				u->has_marker = false;
-		pthread_mutex_unlock(&e->mu);
-		if (done)
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (!t->check_committed)
+			continue;
+		t->check_committed = false;
+		if (manifest_committed(e, t->root, t->id)) {
+			t->has_marker = false;
 			log_info("commit: %s was committed before the restart; "
-				 "finishing it without hiding it again", root);
-		free(root);
+				 "finishing it", t->root);
+			continue;
+		}
+		s3_err x;
+		if (eng_put_marker(e, t->root, &x) < 0 ||
+		    eng_put_intent(e, t->root, (uint64_t)t->id, &x) < 0)
+			log_error("commit: announcing %s again after the restart: "
+				  "%s", t->root, x.msg);
 	}
 }
 
 void *eng_renew_main(void *arg)
 {
 	eng *e = arg;
-	check_resumed(e);
 	pthread_mutex_lock(&e->mu);
 	double every = e->o.lease_s / 3.0;
 	while (!e->stopping) {
@@ -189,14 +223,14 @@ void *eng_renew_main(void *arg)
 		for (etxn *t = e->txns; roots && t; t = t->next)
 			if (!t->done && t->has_marker && t->state != TS_ABORTED)
 				roots[k++] = strdup(t->root);
-		if (roots && e->vis_marker)
+		if (roots && e->vis_marker && !e->vis_stopped)
 			roots[k++] = strdup(e->vis_marker);
 		pthread_mutex_unlock(&e->mu);
 		for (size_t i = 0; i < k; i++) {
 			pthread_mutex_lock(&e->marker_mu);
 			pthread_mutex_lock(&e->mu);
 			bool want = eng_marker_wanted(e, roots[i], NULL) ||
-				    (e->vis_marker &&
+				    (e->vis_marker && !e->vis_stopped &&
 				     !strcmp(e->vis_marker, roots[i]));
 			pthread_mutex_unlock(&e->mu);
 			s3_err x;

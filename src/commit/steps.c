@@ -442,8 +442,12 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 		rc = -1;
 	}
 	char *key = proto_manifest_key(e->prefix, sn->root, e->writer);
-	if (!rc)
+	if (!rc) { /* the commit point: no marker renewal may land after it */
+		eng_stop_renewal(e, sn->root, sn->id);
 		rc = put_mem(e, key, json, "application/json", NULL, 0, x);
+		if (rc)
+			eng_resume_renewal(e, sn->root, sn->id);
+	}
 	free(key);
 	free(json);
 	if (!rc)
@@ -588,9 +592,10 @@ static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
 	return rc ? rc : finish_delete(e, path, x);
 }
 
-/* Whether the new name holds this rename's own manifest (transaction id,
- * "renamed_from" the old name), committed: the rename passed its commit
- * point and someone (a gc) finished the old name and its record. */
+/* Whether the new name holds this rename's own manifest (its transaction
+ * id; "renamed_from" the old name, or no longer), committed: the rename
+ * passed its commit point and someone (a gc) finished the old name and
+ * its record. */
 static bool rename_landed(eng *e, const eng_snap *sn)
 {
 	char *body, *from = NULL, *writer = NULL;
@@ -600,10 +605,12 @@ static bool rename_landed(eng *e, const eng_snap *sn)
 	bool committed = false;
 	uint64_t txn = 0;
 	char *rel = proto_rel_path(sn->dest, sn->root);
+	/* with "renamed_from" (written before the commit point) or without
+	 * (the rewrite after it): either is this rename's, past its point */
+	int has = proto_manifest_renamed_from(body, len, &from, &writer);
 	bool yes = proto_manifest_state(body, len, &committed, &txn) == 0 &&
 		   committed && txn == (uint64_t)sn->id &&
-		   proto_manifest_renamed_from(body, len, &from, &writer) == 1 &&
-		   rel && !strcmp(from, rel);
+		   (has == 0 || (has == 1 && rel && !strcmp(from, rel)));
 	free(rel);
 	free(from);
 	free(writer);
@@ -846,8 +853,13 @@ static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		char *rel = proto_rel_path(sn->dest, sn->root);
 		char *cond = json && rel ? proto_manifest_with_from(json, rel)
 					 : NULL;
+		/* no renewal of the new name's marker may land after its
+		 * manifest: it would hide it past the commit point */
+		eng_stop_renewal(e, sn->dest, 0);
 		rc = cond ? put_mem(e, key, cond, "application/json", NULL, 0, x)
 			  : -1;
+		if (rc)
+			eng_resume_renewal(e, sn->dest, 0);
 		final_json = json;
 		free(cond);
 		free(rel);

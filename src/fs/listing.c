@@ -41,6 +41,7 @@ static int page_into_dir(void *arg, const char *prefix,
 struct mark {
 	char *child, *writer;
 	bool gone; /* a delete record: hides whatever its age */
+	time_t mtime;
 };
 struct hidden {
 	struct mark *v;
@@ -86,15 +87,18 @@ static int page_markers(void *arg, const char *prefix,
 			return -ENOMEM;
 		}
 		h->v = nv;
-		h->v[h->n++] = (struct mark){child, writer, gone};
+		h->v[h->n++] = (struct mark){child, writer, gone,
+					     o->mtime.tv_sec};
 	}
 	return 0;
 }
 
 /* The writers whose own manifest (manifest.W.json) in a directory is
- * committed: a live marker of such a writer hides nothing any more. */
+ * committed, written by format 2 (proto/manifest.h), and when: a live
+ * marker of such a writer no newer than it hides nothing any more. */
 struct writers {
 	char **v;
+	time_t *at;
 	size_t n;
 };
 
@@ -103,14 +107,17 @@ static void writers_free(struct writers *w)
 	for (size_t i = 0; i < w->n; i++)
 		free(w->v[i]);
 	free(w->v);
+	free(w->at);
 	w->v = NULL;
+	w->at = NULL;
 	w->n = 0;
 }
 
-static bool writers_has(const struct writers *w, const char *writer)
+/* Whether writer committed its own manifest at or after t. */
+static bool writers_has(const struct writers *w, const char *writer, time_t t)
 {
 	for (size_t i = 0; i < w->n; i++)
-		if (!strcmp(w->v[i], writer))
+		if (!strcmp(w->v[i], writer) && w->at[i] >= t)
 			return true;
 	return false;
 }
@@ -122,7 +129,9 @@ static bool writers_has(const struct writers *w, const char *writer)
  * commit point of a directory commit and, through "renamed_from", of a
  * rename (doc/commit.md, "Commit points").  So what a reader shows never
  * waits for a lease to expire, and a writer that died after its commit
- * point leaves its marker hiding nothing.
+ * point leaves its marker hiding nothing.  Only a format 2 manifest at
+ * least as new as the marker counts: a format 1 writer deleting its own
+ * checkpoint PUTs a marker after its manifest, and that marker hides.
  */
 static bool marks_hide(const struct hidden *h, const char *child,
 		       const struct writers *committed)
@@ -131,7 +140,7 @@ static bool marks_hide(const struct hidden *h, const char *child,
 		const struct mark *m = &h->v[i];
 		if (child && strcmp(m->child, child))
 			continue;
-		if (m->gone || !writers_has(committed, m->writer))
+		if (m->gone || !writers_has(committed, m->writer, m->mtime))
 			return true;
 	}
 	return false;
@@ -318,7 +327,7 @@ static bool rename_passed(s3_client *s3, const s3_object *o,
 
 /* Records W when key ends in a writer's own manifest.W.json (not an
  * addendum manifest.W.N.json: writer ids have no '.'). */
-static void add_own_writer(struct writers *w, const char *key)
+static void add_own_writer(struct writers *w, const char *key, time_t at)
 {
 	const char *n = strrchr(key, '/');
 	n = n ? n + 1 : key;
@@ -329,11 +338,15 @@ static void add_own_writer(struct writers *w, const char *key)
 	char **nv = writer && !strchr(writer, '.')
 			    ? realloc(w->v, (w->n + 1) * sizeof *nv)
 			    : NULL;
-	if (!nv) {
+	if (nv)
+		w->v = nv;
+	time_t *na = nv ? realloc(w->at, (w->n + 1) * sizeof *na) : NULL;
+	if (!na) {
 		free(writer);
 		return;
 	}
-	w->v = nv;
+	w->at = na;
+	w->at[w->n] = at;
 	w->v[w->n++] = writer;
 }
 
@@ -380,8 +393,9 @@ static void read_manifest(struct manifests *ms, const s3_object *o)
 	char *err = NULL;
 	if (vis_manifest_add_json(ms->m, body, got, &err) < 0)
 		log_warn("ignoring %s: %s", o->key, err ? err : "invalid");
-	else if (ms->cw && ms->m->committed > before)
-		add_own_writer(ms->cw, o->key);
+	else if (ms->cw && ms->m->committed > before &&
+		 proto_manifest_version(body, got) >= 2)
+		add_own_writer(ms->cw, o->key, o->mtime.tv_sec);
 	free(err);
 	free(body);
 }

@@ -47,7 +47,8 @@ static int put_attrs(json_t *o, const proto_meta *m)
 static json_t *manifest_head(const char *writer, uint64_t txn,
 			     const char *state)
 {
-	return json_pack("{s:i,s:s,s:s,s:I}", "version", 1, "writer", writer,
+	return json_pack("{s:i,s:s,s:s,s:I}", "version", PROTO_FORMAT, "writer",
+			 writer,
 			 "state", state, "txn", (json_int_t)txn);
 }
 
@@ -136,6 +137,18 @@ int proto_manifest_renamed_from(const char *json, size_t len, char **from,
 	}
 	json_decref(root);
 	return rc;
+}
+
+int proto_manifest_version(const char *json, size_t len)
+{
+	json_t *root = json_loadb(json, len, 0, NULL);
+	json_t *v = json_object_get(root, "version");
+	int n = json_is_integer(v) && json_integer_value(v) > 0 &&
+			json_integer_value(v) < 1000
+		    ? (int)json_integer_value(v)
+		    : 1;
+	json_decref(root);
+	return n;
 }
 
 int proto_manifest_state(const char *json, size_t len, bool *committed,

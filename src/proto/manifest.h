@@ -95,6 +95,17 @@ char *proto_manifest_with_from(const char *json, const char *from);
 int proto_manifest_renamed_from(const char *json, size_t len, char **from,
 				char **writer);
 
+/*
+ * The format's version, written as every manifest's "version" (absent or
+ * unreadable: 1).  1: before issue 21 (a directory commit's commit point
+ * was its marker's DELETE; deletes and renames relied on a marker's
+ * lease).  2: a writer's own committed manifest is its commit point and
+ * outranks its older marker; delete records; "renamed_from"
+ * (doc/commit.md, "Format versions").  Readers of 2 read 1.
+ */
+#define PROTO_FORMAT 2
+int proto_manifest_version(const char *json, size_t len);
+
 /* A manifest document's "state" and "txn": 0 with *committed and *txn (0
  * when absent), -1 when it is not a manifest. */
 int proto_manifest_state(const char *json, size_t len, bool *committed,

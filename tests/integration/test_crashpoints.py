@@ -22,6 +22,7 @@ the writer's ckptfs is SIGKILLed at that moment, on a prefix of its own:
 The number of operations x crash points covered and the violations found
 are printed (pytest -s shows them); the test fails on any violation."""
 
+import concurrent.futures
 import errno
 import json
 import os
@@ -392,18 +393,25 @@ class Observer(threading.Thread):
             time.sleep(0.05)
 
 
+_MOUNTING = threading.Lock()  # points run side by side; the fixture is not
+
+
 def writer_mount(mount, s3server, bucket, prefix, cdir, endpoint):
     mp = mount.workdir / f"w-{prefix}"
     mp.mkdir(parents=True, exist_ok=True)
     argv = mount.argv(bucket, prefix, mp, [f"cache_dir={cdir}", f"lease={LEASE}",
                                            "commit_delay=600"], endpoint=False)
     argv += ["--endpoint", endpoint, "--region", s3server.region]
-    return mount(bucket, argv=argv, mountpoint=mp)
+    with _MOUNTING:
+        return mount(bucket, argv=argv, mountpoint=mp)
 
 
 def observer_mount(mount, bucket, prefix, tmp_path, tag):
-    return mount(bucket, prefix, options=helpers.observer_options(
-        tmp_path / f"oc-{prefix}-{tag}"))
+    mp = mount.workdir / f"o-{prefix}-{tag}"
+    mp.mkdir(parents=True, exist_ok=True)
+    with _MOUNTING:
+        return mount(bucket, prefix, mountpoint=mp, options=helpers.observer_options(
+            tmp_path / f"oc-{prefix}-{tag}"))
 
 
 def record(op_name, s3server, bucket, mount, tmp_path, proxy, hook):
@@ -424,7 +432,17 @@ def record(op_name, s3server, bucket, mount, tmp_path, proxy, hook):
     return seen
 
 
-def one_point(op_name, n, total, mode, s3server, bucket, mount, tmp_path, proxy, hook):
+def one_point(op_name, n, total, mode, s3server, bucket, mount, tmp_path):
+    """One crash point, on its own prefix and its own proxy (points run
+    side by side)."""
+    with FaultProxy(s3server.endpoint) as proxy:
+        hook = CrashAt(proxy, bucket)
+        proxy.inspect = hook
+        return _one_point(op_name, n, total, mode, s3server, bucket, mount,
+                          tmp_path, proxy, hook)
+
+
+def _one_point(op_name, n, total, mode, s3server, bucket, mount, tmp_path, proxy, hook):
     op = OPS[op_name]()
     prefix = f"{op_name}-{n}-{mode}"
     c = Checker(op, f"{op_name} request {n} {mode}")
@@ -514,32 +532,31 @@ def _quiet(fn, *a, done=None):
         pass  # the mount died under it
 
 
+JOBS = int(os.environ.get("CKPTFS_CRASHPOINT_JOBS", "4"))  # points side by side
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("op_name", list(OPS))
 def test_every_request_is_a_safe_crash_point(s3server, bucket, mount, tmp_path, op_name):
-    hook = None
     with FaultProxy(s3server.endpoint) as proxy:
         hook = CrashAt(proxy, bucket)
         proxy.inspect = hook
         seen = record(op_name, s3server, bucket, mount, tmp_path, proxy, hook)
-        assert seen, "the operation sent nothing"
-        print(f"\n{op_name}: " + "\n  ".join(f"{i + 1}: {m} {p} {q}"
-                                              for i, (m, p, q) in enumerate(seen)),
-              file=sys.stderr)
-        violations, points, looks = [], 0, 0
-        only = os.environ.get("CKPTFS_CRASHPOINT", "")  # "rename:7:held" replays one
-        for n in range(1, len(seen) + 1):
-            for mode in MODES:
-                if only and only != f"{op_name}:{n}:{mode}":
-                    continue
-                v, lk = one_point(op_name, n, len(seen), mode, s3server, bucket, mount,
-                                  tmp_path, proxy, hook)
-                violations += v
-                points += 1
-                looks += lk
+    assert seen, "the operation sent nothing"
     reqs = "\n  ".join(f"{i + 1}: {m} {p} {q}" for i, (m, p, q) in enumerate(seen))
+    print(f"\n{op_name}:\n  {reqs}", file=sys.stderr)
+    only = os.environ.get("CKPTFS_CRASHPOINT", "")  # "rename:7:held" replays one
+    points = [(n, mode) for n in range(1, len(seen) + 1) for mode in MODES
+              if not only or only == f"{op_name}:{n}:{mode}"]
+    violations, looks = [], 0
+    with concurrent.futures.ThreadPoolExecutor(JOBS) as pool:
+        for v, lk in pool.map(lambda p: one_point(op_name, p[0], len(seen), p[1],
+                                                  s3server, bucket, mount, tmp_path),
+                              points):
+            violations += v
+            looks += lk
     print(f"\ncrash points: {op_name}: {len(seen)} requests x {len(MODES)} moments = "
-          f"{points} points, {looks} observer looks, {len(violations)} violations\n  {reqs}")
+          f"{len(points)} points, {looks} observer looks, {len(violations)} violations")
     assert not violations, "\n".join(violations[:40])
 
 
