@@ -49,8 +49,9 @@ fresh LastModified, so the replay waits past the lease):
                       files' objects
 
 The dump (index.json + objects/NNNN) keeps, per key, the body, the
-Content-Type and every x-amz-meta-* header; test_compat.py uploads them
-in index order into a fresh bucket."""
+Content-Type, every x-amz-meta-* header and the original LastModified;
+test_compat.py uploads them into a fresh bucket in LastModified order
+(ties in index order), so that relative ages survive the replay."""
 
 import base64
 import hashlib
@@ -273,6 +274,7 @@ def dump(s3, bucket, out, notes):
         e = {"key": k, "file": f"objects/{name}", "size": len(body),
              "md5": hashlib.md5(body).hexdigest(),
              "content_type": r.get("ContentType", ""),
+             "last_modified": r["LastModified"].isoformat(),
              "metadata": dict(sorted(r.get("Metadata", {}).items()))}
         m = re.search(r"/\.ckptfs-pending/[^/]+/([^/]+)@(\d+)$", k)
         if m:
@@ -289,6 +291,9 @@ def dump(s3, bucket, out, notes):
                      "later than the server's Date; an upload gives them a "
                      "fresh LastModified, so a replay waits lease_seconds + 1 "
                      "before judging them expired"),
+        "replay": ("upload in order of last_modified, ties in index order: "
+                   "a format-1 delete's marker is newer than the objects it "
+                   "was deleting, which `ckptfs gc` relies on"),
         "markers": leases,
         "writers": writers,
         "notes": notes,
