@@ -455,6 +455,60 @@ static int plan_gone(gc_plan *p, size_t *dcap, size_t ti,
 	return rc;
 }
 
+/*
+ * Format 1 (ckptfs before delete records, doc/commit.md "Format
+ * versions") deleted a committed directory by PUTting an ordinary marker
+ * W@lease on it, then deleting its objects, its manifests and the marker.
+ * A writer that died in between left an expired marker whose writer has no
+ * manifest at the root (a format-1 or format-2 transaction PUTs its intent
+ * with its marker; a format-2 rename PUTs one at its new name), beside
+ * committed manifests some of whose files are gone.  Rolling back is
+ * impossible (the objects are gone), so such a root is finished as a
+ * delete: everything under it not newer than its newest marker goes
+ * (plan_gone).  Nothing missing (killed before its first DeleteObjects):
+ * the checkpoint is whole, and plan_root only drops the marker.
+ */
+static bool v1_delete_left(const gc_object *objs, size_t n,
+			   const parsed_doc *docs, size_t n_docs,
+			   const marker *m, size_t first, size_t last,
+			   const char *root)
+{
+	bool committed = false;
+	for (size_t d = 0; d < n_docs; d++) {
+		const parsed_doc *pd = &docs[d];
+		if (!pd->dir || strcmp(pd->dir, root))
+			continue;
+		for (size_t i = first; i < last; i++)
+			if (proto_manifest_of(pd->name, m[i].writer))
+				return false; /* a transaction of its own */
+		committed |= pd->state == 2;
+	}
+	if (!committed)
+		return false;
+	strv have = {0};
+	for (size_t i = 0; i < n; i++)
+		if (has_prefix(objs[i].key, root) &&
+		    strv_push(&have, strdup(objs[i].key)) < 0) {
+			strv_free(&have);
+			return false;
+		}
+	strv_sort_unique(&have);
+	bool missing = false;
+	for (size_t d = 0; d < n_docs && !missing; d++) {
+		const parsed_doc *pd = &docs[d];
+		if (!pd->dir || strcmp(pd->dir, root) || pd->state != 2)
+			continue;
+		for (size_t f = 0; f < pd->m.n && !missing; f++) {
+			buf k = BUF_INIT;
+			buf_printf(&k, "%s%s", pd->dir, pd->m.files[f].path);
+			missing = k.data && !strv_has(&have, buf_cstr(&k));
+			buf_free(&k);
+		}
+	}
+	strv_free(&have);
+	return missing;
+}
+
 static int add_txn(gc_plan *p, const marker *m, size_t first, size_t last)
 {
 	gc_txn *nv = realloc(p->txns, (p->n_txns + 1) * sizeof *nv);
@@ -531,7 +585,17 @@ int gc_make_plan(const gc_object *objs, size_t n, time_t now,
 					"a live writer holds it or a "
 					"directory above or below it",
 					NULL);
-			if (rc == 0 && out->txns[ti].skip == NULL)
+			if (rc == 0 && out->txns[ti].skip == NULL &&
+			    v1_delete_left(objs, n, pd, n_docs, m, i, j,
+					   m[i].root)) {
+				/* finished as a delete record would be */
+				gc_txn *t = &out->txns[ti];
+				t->gone = true;
+				for (size_t k = i; k < j; k++)
+					if (m[k].mtime > t->gone_at)
+						t->gone_at = m[k].mtime;
+				rc = plan_gone(out, &dcap, ti, objs, n, m, i, j);
+			} else if (rc == 0 && out->txns[ti].skip == NULL)
 				rc = plan_root(out, &dcap, ti, objs, n, pd,
 					       n_docs, m, i, j, &live_writers);
 		}
