@@ -152,10 +152,16 @@ static void mounted_free(struct mounted *m)
 		 * process leaves the journal, resumed by the next mount */
 		log_info("unmount: committing what is pending");
 		int rc = fs_sync(m->fs, NULL, NULL);
-		if (rc < 0)
+		if (rc < 0) {
+			/* name what is left (each failed step, its path, the
+			 * server's error, what waits for it), as `ckptfs sync`
+			 * does (doc/commit.md, "Errors"), not just an errno */
+			char *why = eng_failed_text(m->eng);
 			log_error("unmount: pending commits failed (%s); they stay "
-				  "journaled and resume at the next mount",
-				  strerror(-rc));
+				  "journaled and resume at the next mount%s%s",
+				  strerror(-rc), why ? ": " : "", why ? why : "");
+			free(why);
+		}
 		fs_ctx_stop_writes(m->fs);
 		notify_free(m->notify);
 		m->notify = NULL;

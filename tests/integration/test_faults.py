@@ -714,3 +714,116 @@ def test_server_down_mid_save(s3server, bucket, proxies, mount, tmp_path):
     except AssertionError as e:
         problems.append(f"after the outage: {e}")
     assert not problems, "\n".join(problems) + steps.diag()
+
+
+# --------------------------------------------------------------------------
+# 5: a one-minute outage in the middle of a save (issue 21)
+
+OUTAGE_S = 60               # how long RGW is unreachable for the writer
+OUTAGE_LIMIT_S = 20         # the variant's transient_limit (< OUTAGE_S)
+
+
+def outage_files():
+    """A checkpoint of 7 files, one multipart (12 MiB + 3: two parts)."""
+    fs = {f"shard-{i}.bin": det_bytes(600 + i, 2 * MiB + i) for i in range(5)}
+    fs["model.pt"] = det_bytes(610, 12 * MiB + 3)
+    fs["meta.json"] = json.dumps({"step": 61}).encode()
+    return fs
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("limit", ["default", str(OUTAGE_LIMIT_S)])
+def test_one_minute_outage_mid_save(s3server, bucket, proxies, mount, tmp_path, limit):
+    """RGW unreachable for OUTAGE_S seconds (every connection reset, new
+    ones refused) after the first files of a multi-file save went out:
+    the application's writes go on (local), an observer mount (RGW
+    directly) never lists a partial checkpoint, and after the outage
+    everything commits, byte-exact in the bucket and on a second mount.
+    With the default transient_limit (180 s) nothing is set aside and
+    `ckptfs sync` after the outage returns 0; with transient_limit=20 the
+    checkpoint is set aside during the outage (`status` failed and still
+    retried, `sync` non-zero naming it) and lands by itself afterwards,
+    with no command."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    p = proxies(seed=61)
+    opts = ["commit_delay=1"]
+    if limit != "default":
+        opts.append(f"transient_limit={limit}")
+    w = mount_via(mount, s3server, bucket, p, tmp_path, "w", *opts)
+    o = observer(mount, bucket, tmp_path)
+    steps = Steps(w, p)
+    files = outage_files()
+    want = sorted(files)
+    write_tree(tmp_path / "src", files)
+    first = ["shard-0.bin", "shard-1.bin"]
+    rest = [r for r in files if r not in first]
+
+    def look():
+        try:
+            names = os.listdir(o / "run" / "ckpt-1")
+        except FileNotFoundError:
+            return None
+        if sorted(names) == want:
+            return None
+        return f"{time.monotonic():.1f}: the observer listed {sorted(names)}"
+    poll = helpers.Poller(look, interval=0.1, name="outage-observer")
+
+    d = w / "run" / "ckpt-1"
+    steps.call("mkdir ckpt-1", lambda: os.mkdir(d))
+    for rel in first:
+        steps.run(f"cp {rel}", ["cp", tmp_path / "src" / rel, d / rel])
+    p.down(OUTAGE_S)
+    t_down = time.monotonic()
+    for rel in rest:
+        steps.run(f"cp {rel} (server down)", ["cp", tmp_path / "src" / rel, d / rel], 30)
+    t_written = time.monotonic() - t_down
+    assert t_written < 15, f"writing took {t_written:.1f}s with the server down" + steps.diag()
+
+    def state():
+        pend = {q["path"]: q for q in helpers.ckptfs_status(w)["pending"]}
+        return pend.get("run/ckpt-1", {})
+
+    set_aside = None
+    if limit != "default":
+        # set aside during the outage: status failed, still retried; sync
+        # returns non-zero naming it, in bounded time, the server still down
+        wait_for(lambda: state().get("state") == "failed", OUTAGE_S - 10,
+                 lambda: f"run/ckpt-1 set aside; status {state()}")
+        set_aside = time.monotonic() - t_down
+        assert state().get("retrying") is True, state()
+        r = steps.run("ckptfs sync (server down, step set aside)",
+                      [helpers.CKPTFS_BIN, "sync", w.path], 30, check=False)
+        assert r.returncode != 0, r.stdout
+        assert "run/ckpt-1" in r.stderr and "still retried" in r.stderr, r.stderr
+        assert p.is_down(), f"the outage ended before the checks ({set_aside:.0f}s)"
+    else:
+        # nothing is set aside during an outage shorter than the limit
+        time.sleep(max(0.0, t_down + OUTAGE_S - 5 - time.monotonic()))
+        assert p.is_down()
+        st = state()
+        assert st.get("state") != "failed", f"set aside {OUTAGE_S - 5}s into the outage: {st}"
+
+    time.sleep(max(0.0, t_down + OUTAGE_S + 0.2 - time.monotonic()))
+    assert not p.is_down()
+    t_up = time.monotonic()
+    if limit != "default":
+        # lands by itself, no command
+        wait_for(lambda: not pending_markers(s3, bucket)
+                 and s3_get(s3, bucket, "run/ckpt-1/model.pt") is not None, 60,
+                 lambda: f"run/ckpt-1 landed by itself after the outage; status {state()}")
+        t_landed = time.monotonic() - t_up
+    steps.sync(60)
+    t_sync = time.monotonic() - t_up
+    assert_bucket_exact(s3, bucket, keys_of("run/ckpt-1", files))
+    observer_settle()
+    assert_mount_shows(steps, o / "run" / "ckpt-1", files)
+    assert_mount_shows(steps, w / "run" / "ckpt-1", files, "the writing mount")
+    poll.stop()
+    assert not poll.bad, f"{len(poll.bad)} partial listings, first: {poll.bad[:3]}"
+    assert poll.seen > 100, poll.seen
+    sys.stderr.write(f"\n[outage {OUTAGE_S}s, transient_limit {limit}] writes done "
+                     f"{t_written:.1f}s in; set aside {set_aside}; "
+                     + (f"landed {t_landed:.1f}s after; " if limit != "default" else "")
+                     + f"sync 0 {t_sync:.1f}s after the server came back; "
+                     f"{poll.seen} observer looks; proxy {dict(p.stats)}\n")

@@ -137,6 +137,7 @@ def test_a_step_that_fails_for_good_holds_back_only_what_depends_on_it(
     mp = tmp_path / "mnt-w"
     old = ckpt_files(1)
     s3server.put(bucket, "run/checkpoint-1/shard-0.bin", old["shard-0.bin"])
+    s3server.put(bucket, "run/")
     deny_bin_under(s3, bucket, "run/checkpoint-2")
     w = writer(mount, bucket, cdir, mp, "commit_delay=1")
     run = w / "run"
@@ -331,3 +332,140 @@ def test_transient_limit_must_be_seconds_above_0(s3server, bucket, tmp_path, val
     assert p.returncode != 0
     assert "mount option transient_limit" in p.stderr, p.stderr
     assert not helpers.is_fuse_mount(mp)
+
+
+# --------------------------------------------------------------------------
+# issue 21 point 7: unmount while a step has failed for good, and while the
+# link is faulty: fusermount3 -u returns, ckptfs exits in bounded time
+# naming what is left, and the journal keeps it for the next mount
+
+UNMOUNT_BOUND_S = 60   # fusermount3 -u returning plus ckptfs exiting
+
+
+def unmount_bounded(m, bound=UNMOUNT_BOUND_S):
+    """fusermount3 -u of m (a foreground conftest Mount), then waits for its
+    ckptfs to exit, all within `bound` seconds.  Returns (seconds taken,
+    exit status, the log).  Fails (and kills ckptfs) when it takes longer."""
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(["fusermount3", "-u", str(m.path)], capture_output=True,
+                           text=True, timeout=bound)
+    except subprocess.TimeoutExpired:
+        m.expect_clean_exit = False
+        raise AssertionError(f"fusermount3 -u did not return within {bound}s\n"
+                             f"{m.log_tail(30)}") from None
+    assert r.returncode == 0, f"fusermount3 -u: {r.stderr}"
+    try:
+        rc = m.proc.wait(max(1.0, bound - (time.monotonic() - t0)))
+    except subprocess.TimeoutExpired:
+        m.expect_clean_exit = False
+        m.proc.kill()
+        m.proc.wait(10)
+        raise AssertionError(f"ckptfs still running {bound}s after fusermount3 -u "
+                             f"(killed)\n{m.log_tail(30)}") from None
+    took = time.monotonic() - t0
+    m.unmounted = True
+    m.returncode = rc
+    return took, rc, m.log_text()
+
+
+def unmount_log(log):
+    """The log lines from the unmount on."""
+    i = log.find("unmount: committing")
+    return log[i:] if i >= 0 else ""
+
+
+def unmount_error_line(log):
+    """The unmount's own report of what it leaves (doc/commit.md, "Errors":
+    unmount logs what `ckptfs sync` prints), or ""."""
+    return next((ln for ln in log.splitlines()
+                 if "unmount: pending commits failed" in ln), "")
+
+
+@pytest.mark.timeout(180)
+def test_unmount_with_a_step_failed_for_good_leaves_it_to_the_next_mount(
+        s3server, bucket, mount, tmp_path):
+    s3 = s3server.client()
+    cdir, mp = tmp_path / "cache-w", tmp_path / "mnt-w"
+    s3server.put(bucket, "run/")
+    deny_bin_under(s3, bucket, "run/checkpoint-2")
+    w = writer(mount, bucket, cdir, mp, "commit_delay=1")
+    run = w / "run"
+    save(run / "checkpoint-2", ckpt_files(2))          # refused for good
+    save(run / "checkpoint-3", ckpt_files(3))          # independent
+    wait_for(lambda: any(p["state"] == "failed" and p["path"] == "run/checkpoint-2"
+                         for p in ckptfs_status(w)["pending"]), 60,
+             "the commit of run/checkpoint-2 failed")
+
+    took, rc, log = unmount_bounded(w)
+    tail = unmount_log(log)
+    assert rc >= 0, f"ckptfs killed by signal {-rc} at unmount\n{tail}"
+    # the unmount's report names what is left: the step, its path, the error
+    line = unmount_error_line(tail)
+    assert "run/checkpoint-2" in line and "AccessDenied" in line, \
+        f"the unmount's report does not name the failed step:\n{tail}"
+    assert "next mount" in line, line
+    assert s3_get(s3, bucket, "run/checkpoint-2/shard-0.bin") is None
+    assert_in_bucket(s3, bucket, "run/checkpoint-3", ckpt_files(3))
+
+    # the policy lifted, the next mount of the same cache lands it
+    s3.delete_bucket_policy(Bucket=bucket)
+    w = writer(mount, bucket, cdir, mp, "commit_delay=1")
+    wait_for(lambda: s3_get(s3, bucket, "run/checkpoint-2/shard-2.bin") is not None
+             and not pending_markers(s3, bucket), 60,
+             lambda: f"checkpoint-2 landed after the remount; status "
+                     f"{ckptfs_status(w).get('pending')}")
+    ckptfs_sync(w, timeout=60)
+    assert_in_bucket(s3, bucket, "run/checkpoint-2", ckpt_files(2))
+    assert_in_bucket(s3, bucket, "run/checkpoint-3", ckpt_files(3))
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    assert {r: (o / "run/checkpoint-2" / r).read_bytes() for r in ckpt_files(2)} == \
+        ckpt_files(2)
+    print(f"\n[failed for good] unmount took {took:.1f}s, exit {rc}; log:\n{tail}")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("link", ["503", "down"])
+def test_unmount_over_a_dead_link_is_bounded_and_loses_nothing(
+        s3server, bucket, store_proxy, mount, tmp_path, link):
+    s3 = s3server.client()
+    p = store_proxy
+    cdir, mp = tmp_path / "cache-w", tmp_path / "mnt-w"
+    s3server.put(bucket, "run/")
+    w = writer_via(mount, s3server, bucket, p, cdir, mp, "commit_delay=600",
+                   f"transient_limit={TRANSIENT_LIMIT_S}", "retry_timeout=3",
+                   "retry_max_delay=1")
+    save(w / "run" / "checkpoint-1", ckpt_files(1))
+    ckptfs_sync(w, timeout=60)
+    # checkpoint-2 written while the link still works, then it fails for
+    # every request: nothing of it can commit before the unmount
+    save(w / "run" / "checkpoint-2", ckpt_files(2))
+    (w / "run" / "latest").write_text("checkpoint-2")
+    if link == "503":
+        p.set(p503=1.0)
+    else:
+        # the link drops: open connections reset, new ones refused
+        p.down(3600)
+    n0 = len(p.events) + p.stats["down"]
+
+    took, rc, log = unmount_bounded(w)
+    tail = unmount_log(log)
+    assert len(p.events) + p.stats["down"] > n0, "the unmount never met the faulty link"
+    assert rc >= 0, f"ckptfs killed by signal {-rc} at unmount\n{tail}"
+    line = unmount_error_line(tail)
+    assert "run/checkpoint-2" in line and "still retried" in line, \
+        f"the unmount's report does not name what is left:\n{tail}"
+    assert "next mount" in line, line
+    assert s3_get(s3, bucket, "run/latest") is None
+
+    # nothing journaled is lost: a mount of the same cache straight to RGW
+    p.clear()
+    w = writer(mount, bucket, cdir, mp, "commit_delay=1")
+    wait_for(lambda: s3_get(s3, bucket, "run/latest") == b"checkpoint-2", 60,
+             lambda: f"checkpoint-2 and latest landed after the remount; status "
+                     f"{ckptfs_status(w).get('pending')}")
+    ckptfs_sync(w, timeout=60)
+    assert_in_bucket(s3, bucket, "run/checkpoint-1", ckpt_files(1))
+    assert_in_bucket(s3, bucket, "run/checkpoint-2", ckpt_files(2))
+    assert not pending_markers(s3, bucket)
+    print(f"\n[{link}] unmount took {took:.1f}s, exit {rc}; log:\n{tail}")
