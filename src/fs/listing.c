@@ -40,7 +40,8 @@ static int page_into_dir(void *arg, const char *prefix,
  * directory itself (0: it is). */
 struct mark {
 	char *child, *writer;
-	bool gone; /* a delete record: hides whatever its age */
+	bool gone;    /* a delete record: hides whatever its age */
+	bool expired; /* a marker whose lease ran out (its writer died) */
 	time_t mtime;
 };
 struct hidden {
@@ -72,10 +73,8 @@ static int page_markers(void *arg, const char *prefix,
 		    vis_parse_marker(o->key + plen, &child, &lease) < 0)
 			continue;
 		bool gone = vis_marker_is_gone(o->key + plen);
-		if (!gone && !vis_marker_live(o->mtime.tv_sec, lease, now)) {
-			free(child);
-			continue;
-		}
+		bool expired = !gone &&
+			       !vis_marker_live(o->mtime.tv_sec, lease, now);
 		const char *w = o->key + plen + strlen(child) + 1;
 		struct mark *nv = realloc(h->v, (h->n + 1) * sizeof *nv);
 		char *writer = strndup(w, (size_t)(strrchr(w, '@') - w));
@@ -87,7 +86,7 @@ static int page_markers(void *arg, const char *prefix,
 			return -ENOMEM;
 		}
 		h->v = nv;
-		h->v[h->n++] = (struct mark){child, writer, gone,
+		h->v[h->n++] = (struct mark){child, writer, gone, expired,
 					     o->mtime.tv_sec};
 	}
 	return 0;
@@ -138,12 +137,28 @@ static bool marks_hide(const struct hidden *h, const char *child,
 {
 	for (size_t i = 0; i < h->n; i++) {
 		const struct mark *m = &h->v[i];
-		if (child && strcmp(m->child, child))
+		if ((child && strcmp(m->child, child)) || m->expired)
 			continue;
 		if (m->gone || !writers_has(committed, m->writer, m->mtime))
 			return true;
 	}
 	return false;
+}
+
+/* Whether child has only expired markers: a writer died there.  What it
+ * left shows only through a committed manifest; without one (a format 1
+ * rename that died copying, a transaction that never committed) the name
+ * is hidden until gc removes it, never listed with part of a copy. */
+static bool only_expired(const struct hidden *h, const char *child)
+{
+	bool any = false;
+	for (size_t i = 0; i < h->n; i++)
+		if (!strcmp(h->v[i].child, child)) {
+			if (!h->v[i].expired)
+				return false;
+			any = true;
+		}
+	return any;
 }
 
 static int load_manifests(s3_client *s3, fs_mcache *mc,
@@ -178,7 +193,9 @@ static int hide_pending(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 			rc = load_manifests(s3, mc, buf_cstr(&cp), &m, &cw, e);
 			buf_free(&cp);
 		}
-		if (rc == 0 && marks_hide(&h, c, &cw)) {
+		bool dead = only_expired(&h, c);
+		if (rc == 0 && (dead ? !m || m->committed == 0
+				     : marks_hide(&h, c, &cw))) {
 			char *name = (char *)c;
 			vis_hide_names(d, &name, 1);
 		}
