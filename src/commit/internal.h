@@ -15,8 +15,10 @@
  *   stage.c     staging files, max_staged backpressure, the upload hold
  *   visible.c   the publish queue's thread: which step runs, its result,
  *               clean-up of aborted transactions, finished steps
+ *   renames.c   the rename step of a committed directory or file
  *   steps.c     the remote steps (commit of a directory or a file, remote
- *               delete, rename) on snapshots
+ *               delete with its delete record) on snapshots, and the small
+ *               S3 helpers renames.c shares
  *   hints.c     metadata hints (D/.ckptfs-meta/NAME) PUT and DELETEd by
  *               the steps, and the ones this engine knows it PUT
  *   transfer.c  the upload workers and the blocking upload helpers
@@ -433,6 +435,33 @@ void eng_snap_free(eng_snap *sn);
 int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x);
 /* Deletes keys in batches of S3_DELETE_MAX (mu not held). */
 int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x);
+
+/* steps.c's small S3 helpers, shared with renames.c (mu not held). */
+typedef struct keylist {
+	char **v;
+	size_t n, cap;
+	s3_object *o; /* sizes and etags, parallel to v */
+} keylist;
+void eng_keylist_free(keylist *l);
+/* Every key under prefix (sorted, as S3 lists), appended to *out. */
+int eng_list_under(eng *e, const char *prefix, keylist *out, s3_err *x);
+int eng_put_mem(eng *e, const char *key, const char *body, const char *ctype,
+		const s3_meta *meta, size_t nm, s3_err *x);
+/* "a/b" from "a" and "b" ("" parts dropped); malloc'd. */
+char *eng_join(const char *a, const char *b);
+/* The addendum of sn's files in sn->mroot, root relative to it. */
+int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x);
+/* A directory's delete: its record (the commit point), then the rest,
+ * and whether this writer's record of path exists. */
+int eng_put_gone(eng *e, const char *path, s3_err *x);
+int eng_finish_delete(eng *e, const char *path, s3_err *x);
+int eng_gone_exists(eng *e, const char *path, bool *yes, s3_err *x);
+
+/* ---- renames.c: the rename step of a directory or a file; mu held
+ * around eng_run_rename as around eng_run_step, not around the others */
+int eng_run_rename(eng *e, etxn *t, eng_snap *sn, s3_err *x);
+int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x);
+int eng_rename_file(eng *e, eng_snap *sn, s3_err *x);
 
 /* marker.c: markers and intents of resumed directory transactions, before
  * any thread starts */

@@ -4,18 +4,16 @@
  *
  *  - commit of a directory transaction (the protocol of doc/commit.md):
  *    zero-byte "dir/" objects of its empty directories; the committed
- *    manifest; the addendum in manifest_root; DELETE of the marker (the
- *    commit point); deletion of garbage (objects of old names);
+ *    manifest (the commit point); the addendum in manifest_root; DELETE
+ *    of the marker; deletion of garbage (objects of old names); resumed
+ *    after a restart, its stored objects are checked first;
  *  - commit of a single file: outside manifests its metadata hint first
  *    (hints.c), then its PUT or CompleteMultipartUpload is the step
  *    (uploads through transfer.c), then its addendum and garbage;
  *  - remote delete of a file (one DELETE, then its hint's) or a directory
- *    (marker, the tree data first, manifests and hints last, marker
- *    DELETE);
- *  - remote rename: server-side copies under a marker at the new name,
- *    its manifest and addendum, then the delete of the old name (a file
- *    outside manifests: the new name's hint before the copy, the old
- *    one's after the delete).
+ *    (its delete record, the commit point; the tree data first, manifests
+ *    and hints last; the record's DELETE);
+ *  - the rename step is renames.c's.
  *
  * A step works on a snapshot (eng_snap) of its transaction taken under mu.
  */
@@ -106,7 +104,7 @@ void eng_snap_free(eng_snap *sn)
 
 /* ---- small S3 steps (mu not held) --------------------------------------- */
 
-static int put_mem(eng *e, const char *key, const char *body,
+int eng_put_mem(eng *e, const char *key, const char *body,
 		   const char *ctype, const s3_meta *meta, size_t nm,
 		   s3_err *x)
 {
@@ -144,13 +142,7 @@ int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x)
 	return 0;
 }
 
-typedef struct keylist {
-	char **v;
-	size_t n, cap;
-	s3_object *o; /* sizes and etags, parallel to v */
-} keylist;
-
-static void keylist_free(keylist *l)
+void eng_keylist_free(keylist *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
 		free(l->v[i]);
@@ -161,7 +153,7 @@ static void keylist_free(keylist *l)
 	memset(l, 0, sizeof *l);
 }
 
-static int list_under(eng *e, const char *prefix, keylist *out, s3_err *x)
+int eng_list_under(eng *e, const char *prefix, keylist *out, s3_err *x)
 {
 	char *token = NULL;
 	int rc = 0;
@@ -237,10 +229,10 @@ static int delete_tree(eng *e, const char *dir, s3_err *x)
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", e->prefix, dir);
 	keylist l = {0};
-	int rc = list_under(e, buf_cstr(&p), &l, x);
+	int rc = eng_list_under(e, buf_cstr(&p), &l, x);
 	buf_free(&p);
 	if (rc) {
-		keylist_free(&l);
+		eng_keylist_free(&l);
 		return rc;
 	}
 	/* data first, then manifests: a reader never sees a manifest naming
@@ -265,7 +257,7 @@ static int delete_tree(eng *e, const char *dir, s3_err *x)
 		rc = eng_delete_keys(e, man, nm, x);
 	free(data);
 	free(man);
-	keylist_free(&l);
+	eng_keylist_free(&l);
 	eng_hints_forget(e);
 	return rc;
 }
@@ -277,7 +269,7 @@ static const char *rel_to(const char *sub, const char *mroot)
 	return proto_under(sub, mroot, &rest) ? rest : NULL;
 }
 
-static char *join(const char *a, const char *b)
+char *eng_join(const char *a, const char *b)
 {
 	buf j = BUF_INIT;
 	if (a[0] && b[0])
@@ -292,7 +284,7 @@ static char *join(const char *a, const char *b)
  * base is the root of the step relative to mroot (a dir: its own entry
  * too, so an empty one shows).
  */
-static int put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
+int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 {
 	if (!sn->mroot)
 		return 0;
@@ -309,7 +301,7 @@ static int put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 	int rc = mf && md && paths ? 0 : -1;
 	for (size_t i = 0; !rc && i < sn->nf; i++) {
 		const char *r = rel_to(sn->f[i].path, root);
-		mf[i] = (proto_mfile){paths[np++] = join(base, r ? r : ""),
+		mf[i] = (proto_mfile){paths[np++] = eng_join(base, r ? r : ""),
 				      sn->f[i].size,
 				      sn->f[i].etag,
 				      sn->f[i].crc,
@@ -322,7 +314,7 @@ static int put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 		md[nd++] = (proto_mdir){paths[np++] = strdup(base), NULL};
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
 		const char *r = rel_to(sn->dpath[i], root);
-		md[nd++] = (proto_mdir){paths[np++] = join(base, r ? r : ""),
+		md[nd++] = (proto_mdir){paths[np++] = eng_join(base, r ? r : ""),
 					&sn->dm[i]};
 	}
 	char *json = rc ? NULL
@@ -337,7 +329,7 @@ static int put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 			 "cannot write the addendum manifest of %s", root);
 		rc = -1;
 	} else {
-		rc = put_mem(e, key, json, "application/json", NULL, 0, x);
+		rc = eng_put_mem(e, key, json, "application/json", NULL, 0, x);
 	}
 	for (size_t i = 0; i < np; i++)
 		free(paths[i]);
@@ -408,7 +400,7 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 		buf_printf(&k, "%s%s/", e->prefix, sn->dpath[i]);
 		s3_meta meta[PROTO_META_N];
 		size_t nm = proto_object_meta(&sn->dm[i], meta, &store);
-		rc = put_mem(e, buf_cstr(&k), "", NULL, meta, nm, x);
+		rc = eng_put_mem(e, buf_cstr(&k), "", NULL, meta, nm, x);
 		buf_free(&k);
 	}
 	buf_free(&store);
@@ -444,14 +436,14 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 	char *key = proto_manifest_key(e->prefix, sn->root, e->writer);
 	if (!rc) { /* the commit point: no marker renewal may land after it */
 		eng_stop_renewal(e, sn->root, sn->id);
-		rc = put_mem(e, key, json, "application/json", NULL, 0, x);
+		rc = eng_put_mem(e, key, json, "application/json", NULL, 0, x);
 		if (rc)
 			eng_resume_renewal(e, sn->root, sn->id);
 	}
 	free(key);
 	free(json);
 	if (!rc)
-		rc = put_addendum(e, sn, sn->root, x);
+		rc = eng_put_addendum(e, sn, sn->root, x);
 	if (!rc)
 		rc = eng_delete_marker(e, sn->root, sn->id, x); /* commit point */
 	if (!rc)
@@ -543,7 +535,7 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		eng_snap_take(e, t, sn);
 	}
 	pthread_mutex_unlock(&e->mu);
-	rc = put_addendum(e, sn, sn->root, x);
+	rc = eng_put_addendum(e, sn, sn->root, x);
 	if (!rc)
 		rc = delete_garbage(e, sn, x);
 	pthread_mutex_lock(&e->mu);
@@ -558,16 +550,16 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
  * finished by whoever gets there: this step run again after a crash, or
  * `ckptfs gc` on any host.
  */
-static int put_gone(eng *e, const char *path, s3_err *x)
+int eng_put_gone(eng *e, const char *path, s3_err *x)
 {
 	char *k = proto_gone_key(e->prefix, path, e->writer);
 	s3_meta meta[1] = {{"writer", e->writer}};
-	int rc = k ? put_mem(e, k, "", NULL, meta, 1, x) : -1;
+	int rc = k ? eng_put_mem(e, k, "", NULL, meta, 1, x) : -1;
 	free(k);
 	return rc;
 }
 
-static int finish_delete(eng *e, const char *path, s3_err *x)
+int eng_finish_delete(eng *e, const char *path, s3_err *x)
 {
 	int rc = delete_tree(e, path, x);
 	char *k = rc ? NULL : proto_gone_key(e->prefix, path, e->writer);
@@ -588,39 +580,13 @@ static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
 			rc = eng_hint_delete(e, path, x);
 		return rc;
 	}
-	int rc = put_gone(e, path, x); /* commit point */
-	return rc ? rc : finish_delete(e, path, x);
-}
-
-/* Whether the new name holds this rename's own manifest (its transaction
- * id; "renamed_from" the old name, or no longer), committed: the rename
- * passed its commit point and someone (a gc) finished the old name and
- * its record. */
-static bool rename_landed(eng *e, const eng_snap *sn)
-{
-	char *body, *from = NULL, *writer = NULL;
-	size_t len;
-	if (eng_get_manifest(e, sn->dest, &body, &len) < 0)
-		return false;
-	bool committed = false;
-	uint64_t txn = 0;
-	char *rel = proto_rel_path(sn->dest, sn->root);
-	/* with "renamed_from" (written before the commit point) or without
-	 * (the rewrite after it): either is this rename's, past its point */
-	int has = proto_manifest_renamed_from(body, len, &from, &writer);
-	bool yes = proto_manifest_state(body, len, &committed, &txn) == 0 &&
-		   committed && txn == (uint64_t)sn->id &&
-		   (has == 0 || (has == 1 && rel && !strcmp(from, rel)));
-	free(rel);
-	free(from);
-	free(writer);
-	free(body);
-	return yes;
+	int rc = eng_put_gone(e, path, x); /* commit point */
+	return rc ? rc : eng_finish_delete(e, path, x);
 }
 
 /* Whether this writer's delete record of path exists: a rename resumed
  * after its commit point only finishes. */
-static int gone_exists(eng *e, const char *path, bool *yes, s3_err *x)
+int eng_gone_exists(eng *e, const char *path, bool *yes, s3_err *x)
 {
 	char *k = proto_gone_key(e->prefix, path, e->writer);
 	s3_head_result h;
@@ -629,358 +595,6 @@ static int gone_exists(eng *e, const char *path, bool *yes, s3_err *x)
 	*yes = rc == 0;
 	if (rc && x->err == ENOENT)
 		rc = 0;
-	return rc;
-}
-
-static int copy_one(eng *e, const char *src, const char *dst, uint64_t size,
-		    const char *etag, char out[S3_ETAG_MAX], s3_err *x)
-{
-	s3_copy_opts co = {.directive = S3_METADATA_COPY, .size = size,
-			   .src_if_match = etag};
-	if (size <= S3_MAX_PUT_SIZE)
-		return s3_copy_object(e->s3, src, dst, &co, out, x);
-	s3_head_ext_result h = {0};
-	int rc = s3_head_ext(e->s3, src, &h, x);
-	s3_put_opts po = {.meta = h.meta, .n_meta = h.n_meta,
-			  .content_type = h.content_type[0] ? h.content_type
-							    : NULL};
-	char *id = NULL;
-	if (!rc)
-		rc = s3_mpu_create(e->s3, dst, &po, &id, NULL, x);
-	s3_head_ext_result_free(&h);
-	uint64_t ps = s3_part_size(size, 512 * S3_MIB);
-	size_t n = (size_t)s3_part_count(size, ps);
-	s3_part *p = calloc(n, sizeof *p);
-	for (size_t i = 0; !rc && i < n; i++) {
-		uint64_t first = i * ps;
-		uint64_t last = first + ps > size ? size - 1 : first + ps - 1;
-		p[i].number = (unsigned)i + 1;
-		rc = p ? s3_upload_part_copy(e->s3, src, first, last, etag, dst,
-					     id, (unsigned)i + 1, p[i].etag, x)
-		       : -1;
-	}
-	s3_head_result hh;
-	if (!rc && etag && s3_head(e->s3, src, &hh, x) == 0 &&
-	    strcmp(hh.etag, etag)) {
-		x->err = ESTALE;
-		snprintf(x->msg, sizeof x->msg, "copy of %s: source changed",
-			 src);
-		rc = -1;
-	}
-	if (!rc)
-		rc = s3_mpu_complete(e->s3, dst, id, p, n, out, x);
-	else if (id) {
-		s3_err ax;
-		s3_mpu_abort(e->s3, dst, id, &ax);
-	}
-	free(p);
-	free(id);
-	return rc;
-}
-
-static int load_src_manifests(eng *e, keylist *l, size_t plen,
-			      vis_manifest *vm, s3_err *x)
-{
-	int rc = 0;
-	for (size_t i = 0; !rc && i < l->n; i++) {
-		const char *rel = l->v[i] + plen;
-		if (!proto_is_meta_key(rel) ||
-		    !proto_is_manifest_name(rel + sizeof PROTO_META_DIR))
-			continue;
-		size_t sz = l->o[i].size;
-		char *body = malloc(sz + 1);
-		size_t got = 0;
-		rc = body ? s3_get_range(e->s3, l->v[i], 0, sz, NULL, body,
-					 &got, x)
-			  : -1;
-		if (!rc)
-			vis_manifest_add_json(vm, body, got, NULL);
-		free(body);
-	}
-	vis_manifest_finish(vm);
-	return rc;
-}
-
-static void object_attrs(const s3_head_ext_result *h, proto_meta *m);
-
-/* Whether the sorted listing l holds key. */
-static bool listed(const keylist *l, const char *key)
-{
-	size_t lo = 0, hi = l->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(key, l->v[mid]);
-		if (c == 0)
-			return true;
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return false;
-}
-
-/* Whether the file rel of listing l (the keys under prefix p) has a
- * metadata hint there. */
-static bool hinted_in(const keylist *l, const char *p, const char *rel)
-{
-	char *k = proto_hint_key(p, rel);
-	bool yes = k && listed(l, k);
-	free(k);
-	return yes;
-}
-
-static int rename_dir(eng *e, eng_snap *sn, s3_err *x)
-{
-	buf p = BUF_INIT;
-	buf_printf(&p, "%s%s/", e->prefix, sn->root);
-	size_t plen = p.len;
-	keylist l = {0};
-	vis_manifest vm;
-	vis_manifest_init(&vm);
-	bool decided = false;
-	int rc = gone_exists(e, sn->root, &decided, x);
-	if (!rc && (decided || rename_landed(e, sn))) {
-		/* resumed past the commit point: finish, never copy again
-		 * (the old name may be gone already: a gc finished it) */
-		vis_manifest_free(&vm);
-		buf_free(&p);
-		rc = eng_delete_marker(e, sn->dest, 0, x);
-		return rc || !decided ? rc : finish_delete(e, sn->root, x);
-	}
-	eng_hold_marker(e, sn->dest);
-	if (!rc)
-		rc = eng_put_marker(e, sn->dest, x);
-	/* an intent at the new name: a writer that dies while copying
-	 * leaves an abandoned transaction (hidden once its marker expires,
-	 * removed by gc), never a directory of other tools' objects */
-	if (!rc)
-		rc = eng_put_intent(e, sn->dest, (uint64_t)sn->id, x);
-	if (!rc)
-		rc = list_under(e, buf_cstr(&p), &l, x);
-	if (!rc && l.n == 0) {
-		/* nothing to copy: the source went away (another host deleted
-		 * it); never a new name made of nothing */
-		memset(x, 0, sizeof *x);
-		x->err = ENOENT;
-		x->http_status = 404;
-		snprintf(x->msg, sizeof x->msg,
-			 "rename of %s: it is gone from the bucket", sn->root);
-		rc = -1;
-	}
-	if (!rc)
-		rc = load_src_manifests(e, &l, plen, &vm, x);
-	bool governed = vm.committed > 0;
-	char *final_json = NULL; /* the new name's manifest, unconditional */
-	/* copy every object but the root's own manifests */
-	eng_snap_file *nf = calloc(l.n + 1, sizeof *nf);
-	size_t n = 0;
-	for (size_t i = 0; !rc && nf && i < l.n; i++) {
-		const char *rel = l.v[i] + plen;
-		/* hints are not copied: the new name's manifest governs
-		 * everything under it and carries the attributes */
-		if (proto_is_meta_key(rel) || proto_in_hint_dir(rel))
-			continue;
-		buf d = BUF_INIT;
-		buf_printf(&d, "%s%s/%s", e->prefix, sn->dest, rel);
-		char etag[S3_ETAG_MAX] = "";
-		rc = copy_one(e, l.v[i], buf_cstr(&d), l.o[i].size,
-			      l.o[i].etag, etag, x);
-		buf_free(&d);
-		size_t rl = strlen(rel);
-		if (rc || !rl || rel[rl - 1] == '/')
-			continue; /* directory objects are not files */
-		const vis_file *v = governed ? vis_manifest_find(&vm, rel) : NULL;
-		if (governed && !v)
-			continue; /* invisible in the source: not listed */
-		eng_snap_file *s = &nf[n++];
-		s->path = strdup(rel);
-		s->etag = strdup(etag);
-		s->size = l.o[i].size;
-		s->crc = v && v->has_crc ? v->crc32c : 0;
-		/* a copy has the same bytes: the same block checksums */
-		s->blocks = v && v->blocks && v->size == s->size &&
-				    v->block == PROTO_BLOCK
-				? strdup(v->blocks)
-				: NULL;
-		if (v) {
-			vis_file_meta(v, &s->m);
-		} else if (hinted_in(&l, buf_cstr(&p), rel)) {
-			/* outside manifests with ckptfs metadata: the
-			 * manifest keeps what the object recorded */
-			s3_head_ext_result h = {0};
-			rc = s3_head_ext(e->s3, l.v[i], &h, x);
-			if (!rc)
-				object_attrs(&h, &s->m);
-			s3_head_ext_result_free(&h);
-		} else {
-			s->m.mode = 0644;
-		}
-	}
-	if (!rc) {
-		proto_mfile *mf = calloc(n + 1, sizeof *mf);
-		proto_mdir *md = calloc(vm.n_dirs + 2, sizeof *md);
-		proto_meta *dm = calloc(vm.n_dirs + 2, sizeof *dm);
-		for (size_t i = 0; mf && i < n; i++) {
-			const vis_file *v = governed ? vis_manifest_find(&vm, nf[i].path)
-						     : NULL;
-			mf[i] = (proto_mfile){nf[i].path, nf[i].size,
-					      nf[i].etag, nf[i].crc,
-					      v && v->has_crc, &nf[i].m,
-					      PROTO_BLOCK, nf[i].blocks};
-		}
-		/* directories keep the attributes they recorded */
-		for (size_t i = 0; md && dm && i < vm.n_dirs; i++) {
-			const vis_file *v = vis_manifest_dir(&vm, vm.dirs[i]);
-			if (v)
-				vis_file_meta(v, &dm[i]);
-			md[i] = (proto_mdir){vm.dirs[i], v ? &dm[i] : NULL};
-		}
-		size_t nd = vm.n_dirs;
-		const vis_file *rv = vis_manifest_dir(&vm, "");
-		if (md && dm && rv) { /* and the root's own ("dir") */
-			vis_file_meta(rv, &dm[nd]);
-			md[nd] = (proto_mdir){"", &dm[nd]};
-			nd++;
-		}
-		char *json = mf && md && dm ? proto_manifest_json(
-						e->writer, (uint64_t)sn->id,
-						eng_wall_ns(), mf, n, md, nd)
-				      : NULL;
-		char *key = proto_manifest_key(e->prefix, sn->dest, e->writer);
-		/* committed only once the old name's delete record exists
-		 * (proto/manifest.h, "renamed_from") */
-		char *rel = proto_rel_path(sn->dest, sn->root);
-		char *cond = json && rel ? proto_manifest_with_from(json, rel)
-					 : NULL;
-		/* no renewal of the new name's marker may land after its
-		 * manifest: it would hide it past the commit point */
-		eng_stop_renewal(e, sn->dest, 0);
-		rc = cond ? put_mem(e, key, cond, "application/json", NULL, 0, x)
-			  : -1;
-		if (rc)
-			eng_resume_renewal(e, sn->dest, 0);
-		final_json = json;
-		free(cond);
-		free(rel);
-		free(key);
-		free(mf);
-		free(md);
-		for (size_t i = 0; dm && i < vm.n_dirs + 1; i++)
-			proto_meta_free(&dm[i]);
-		free(dm);
-	}
-	if (!rc) {
-		/* the addendum lists the new name's files */
-		eng_snap tmp = *sn;
-		tmp.f = nf;
-		tmp.nf = n;
-		tmp.nd = 0;
-		tmp.is_dir = true;
-		eng_snap_file *saved = nf;
-		for (size_t i = 0; i < n; i++) {
-			char *full = join(sn->dest, nf[i].path);
-			free(nf[i].path);
-			nf[i].path = full;
-		}
-		rc = put_addendum(e, &tmp, sn->dest, x);
-		nf = saved;
-	}
-	/* the old name's delete record is the commit point: from here on
-	 * the rename is finished, not undone (gone_exists above) */
-	if (!rc)
-		rc = put_gone(e, sn->root, x);
-	if (!rc)
-		rc = eng_delete_marker(e, sn->dest, 0, x); /* new name visible */
-	if (!rc) { /* readers of the new name stop checking the old one */
-		char *key = proto_manifest_key(e->prefix, sn->dest, e->writer);
-		rc = put_mem(e, key, final_json, "application/json", NULL, 0, x);
-		free(key);
-	}
-	if (!rc)
-		rc = finish_delete(e, sn->root, x); /* hints included */
-	free(final_json);
-	for (size_t i = 0; nf && i < n; i++) {
-		free(nf[i].path);
-		free(nf[i].etag);
-		free(nf[i].blocks);
-		proto_meta_free(&nf[i].m);
-	}
-	free(nf);
-	vis_manifest_free(&vm);
-	keylist_free(&l);
-	buf_free(&p);
-	return rc;
-}
-
-/* The attributes an object's metadata records (its writer's, which the
- * copy keeps), into *m: mode 0644 and no owner when it has none. */
-static void object_attrs(const s3_head_ext_result *h, proto_meta *m)
-{
-	char *xj = NULL;
-	unsigned has = proto_object_meta_parse(h->meta, h->n_meta, m, &xj);
-	if (!(has & PROTO_HAS_MODE))
-		m->mode = 0644;
-	buf b = BUF_INIT;
-	proto_xattrs_decode(xj, &b);
-	m->xattrs_len = b.len;
-	m->xattrs = buf_steal(&b);
-	free(xj);
-}
-
-/* Whether an object's metadata is ckptfs' (it records a mode). */
-static bool has_ckptfs_meta(const s3_head_ext_result *h)
-{
-	proto_meta m;
-	char *xj = NULL;
-	unsigned has = proto_object_meta_parse(h->meta, h->n_meta, &m, &xj);
-	free(xj);
-	proto_meta_free(&m);
-	return (has & PROTO_HAS_MODE) != 0;
-}
-
-static int rename_file(eng *e, eng_snap *sn, s3_err *x)
-{
-	char *src = proto_key(e->prefix, sn->root);
-	char *dst = proto_key(e->prefix, sn->dest);
-	s3_head_ext_result h;
-	char etag[S3_ETAG_MAX] = "";
-	int rc = s3_head_ext(e->s3, src, &h, x);
-	bool copied = false;
-	if (rc && x->err == ENOENT) {
-		/* a resumed rename whose copy already happened */
-		s3_head_ext_result_free(&h);
-		rc = s3_head_ext(e->s3, dst, &h, x);
-		copied = true;
-		if (!rc)
-			snprintf(etag, sizeof etag, "%s", h.etag);
-	}
-	/* outside manifests, an object with ckptfs metadata: the new name's
-	 * hint before the copy makes it visible */
-	if (!rc && !sn->mroot && has_ckptfs_meta(&h))
-		rc = eng_hint_put(e, sn->dest, x);
-	if (!rc && !copied)
-		rc = copy_one(e, src, dst, h.size, h.etag, etag, x);
-	if (!rc && sn->mroot) {
-		eng_snap tmp = *sn;
-		/* the new name keeps the type, mode, owner, times, device
-		 * number, symlink target and xattrs the object recorded */
-		eng_snap_file f = {.path = sn->dest, .etag = etag, .size = h.size};
-		object_attrs(&h, &f.m);
-		tmp.f = &f;
-		tmp.nf = 1;
-		tmp.nd = 0;
-		tmp.is_dir = false;
-		rc = put_addendum(e, &tmp, sn->dest, x);
-		proto_meta_free(&f.m);
-	}
-	s3_head_ext_result_free(&h);
-	if (!rc)
-		rc = s3_delete_object(e->s3, src, x);
-	if (!rc) /* the old name's hint, after its object */
-		rc = eng_hint_delete(e, sn->root, x);
-	free(src);
-	free(dst);
 	return rc;
 }
 
@@ -1030,12 +644,12 @@ static int verify_stored(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", e->prefix, sn->root);
 	keylist l = {0};
-	int rc = list_under(e, buf_cstr(&p), &l, x);
+	int rc = eng_list_under(e, buf_cstr(&p), &l, x);
 	buf_free(&p);
 	pthread_mutex_lock(&e->mu);
 	if (rc) {
 		t->check_stored = true;
-		keylist_free(&l);
+		eng_keylist_free(&l);
 		return rc;
 	}
 	size_t gone = 0;
@@ -1053,7 +667,7 @@ static int verify_stored(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 			gone++;
 		}
 	}
-	keylist_free(&l);
+	eng_keylist_free(&l);
 	if (!gone)
 		return 0;
 	memset(x, 0, sizeof *x);
@@ -1081,11 +695,8 @@ int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 	case T_DIR:
 		rc = commit_dir(e, sn, x);
 		break;
-	case T_RDEL:
+	default: /* T_RDEL; renames are renames.c's (eng_run_rename) */
 		rc = remote_delete(e, sn->root, sn->is_dir, x);
-		break;
-	default:
-		rc = sn->is_dir ? rename_dir(e, sn, x) : rename_file(e, sn, x);
 		break;
 	}
 	pthread_mutex_lock(&e->mu);

@@ -141,8 +141,9 @@ void *eng_vis_main(void *arg)
 		s3_err x = {0};
 		int64_t id = t->id;
 		double began = eng_now();
-		int rc = abort ? clean_aborted(e, t, &sn, &x)
-			       : eng_run_step(e, t, &sn, &x);
+		int rc = abort		   ? clean_aborted(e, t, &sn, &x)
+			 : t->kind == T_RREN ? eng_run_rename(e, t, &sn, &x)
+					     : eng_run_step(e, t, &sn, &x);
 		/* t may have been aborted or changed while mu was released */
 		etxn *now = eng_find_txn(e, (uint64_t)id);
 		if (rc == 0 && now) {
