@@ -311,3 +311,71 @@ def test_issue_23_values_refused_with_their_range(s3server, bucket, mp, mode, it
                        s3server.env_for_ckptfs(), mp, FAST)
     assert f.elapsed < 2, f.elapsed
     assert f"ckptfs: invalid value for mount option {says}" in f.stderr, f.stderr
+
+
+# --------------------------------------------------------------------------
+# cache_dir: ckptfs never changes the mode or owner of a directory it did
+# not create; an existing one is used as it is only when it is safe (owned
+# by the mounting user, not writable by group or others), else refused
+
+def _mode(p):
+    return os.stat(p).st_mode & 0o7777
+
+
+@pytest.mark.parametrize("dmode", [0o1777, 0o777, 0o770, 0o720],
+                         ids=["sticky-1777", "0777", "group-0770", "group-w-0720"])
+def test_cache_dir_writable_by_others_is_refused_untouched(s3server, bucket, mp, tmp_path, dmode):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, dmode)
+    (shared / "someone-elses").write_text("x")
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground",
+                             "-o", f"cache_dir={shared}"),
+                       s3server.env_for_ckptfs(), mp, FAST)
+    assert f.elapsed < 5, f.elapsed
+    assert _mode(shared) == dmode, oct(_mode(shared))
+    assert sorted(os.listdir(shared)) == ["someone-elses"]
+    msg = "\n".join(f.message_lines())
+    assert str(shared) in msg and "writable by other users" in msg, f.stderr
+    assert f"mode {dmode:04o}" in msg, f.stderr
+
+
+def test_cache_dir_of_another_user_is_refused_untouched(s3server, bucket, mp, tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chmod(theirs, 0o700)
+    os.chown(theirs, 65534, 65534)
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground",
+                             "-o", f"cache_dir={theirs}"),
+                       s3server.env_for_ckptfs(), mp, FAST)
+    st = os.stat(theirs)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (65534, 65534, 0o700)
+    assert os.listdir(theirs) == []
+    msg = "\n".join(f.message_lines())
+    assert str(theirs) in msg and "owned by uid 65534" in msg, f.stderr
+
+
+def test_safe_existing_cache_dir_is_used_as_it_is(s3server, bucket, mount, tmp_path):
+    s3server.put(bucket, "f.txt", b"cached")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    os.chmod(mine, 0o755)
+    m = mount(bucket, options=(f"cache_dir={mine}",))
+    with open(os.path.join(m.path, "f.txt"), "rb") as fh:
+        assert fh.read() == b"cached"
+    assert _mode(mine) == 0o755, oct(_mode(mine))
+    assert (mine / "index.db").exists()
+    for sub in ("objects", "owners"):  # created by ckptfs: its own, 0700
+        assert _mode(mine / sub) == 0o700, (sub, oct(_mode(mine / sub)))
+
+
+def test_missing_cache_dir_is_created_private(s3server, bucket, mount, tmp_path):
+    s3server.put(bucket, "f.txt", b"x")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    m = mount(bucket, options=(f"cache_dir={shared}/ckptfs-{os.geteuid()}/c",))
+    assert os.listdir(m.path) == ["f.txt"]
+    assert _mode(shared) == 0o1777
+    assert _mode(shared / f"ckptfs-{os.geteuid()}") == 0o700
+    assert _mode(shared / f"ckptfs-{os.geteuid()}" / "c") == 0o700
