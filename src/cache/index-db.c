@@ -316,16 +316,21 @@ int cidx_row_get(cidx *x, const char *name, cidx_row *r, bool *found)
 /* ---- files ----------------------------------------------------------- */
 
 /*
- * Makes path a directory private to us: created 0700, or, when it exists
- * with another mode (group/other bits from an older version or a manual
- * mkdir, or a umask that stripped our own bits), tightened back to 0700 —
- * its contents are ours, so fixing the mode is better than refusing.  A
- * directory owned by another user is refused.
+ * Makes path a directory private to us without ever changing the mode or
+ * owner of one we did not create: a cache_dir may be a directory shared
+ * with others (/tmp), and a chmod would take it from them.  A directory
+ * mkdir creates here is ours, so it is set to 0700 whatever the umask
+ * left.  One that exists is used as it is only when it is safe: ours
+ * (-EPERM otherwise) and writable by nobody else (-EACCES otherwise:
+ * others could swap the index or the object files under us).  Read bits
+ * left by an older version or a manual mkdir are harmless (every file
+ * inside is 0600) and left alone.
  */
 int cidx_private_dir(const char *path)
 {
 	struct stat st;
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+	bool created = mkdir(path, 0700) == 0;
+	if (!created && errno != EEXIST)
 		return -errno;
 	if (stat(path, &st) < 0)
 		return -errno;
@@ -333,9 +338,11 @@ int cidx_private_dir(const char *path)
 		return -ENOTDIR;
 	if (st.st_uid != geteuid())
 		return -EPERM;
-	if ((st.st_mode & 07777) != 0700 && chmod(path, 0700) < 0)
-		return -errno;
-	return 0;
+	if (created)
+		return (st.st_mode & 07777) != 0700 && chmod(path, 0700) < 0
+			       ? -errno
+			       : 0;
+	return st.st_mode & (S_IWGRP | S_IWOTH) ? -EACCES : 0;
 }
 
 /* mkdir -p; missing parents are created 0700 as well (existing ones are
@@ -421,6 +428,31 @@ int cidx_drop_entry(cidx *x, const char *name)
 
 /* ---- open and close --------------------------------------------------- */
 
+/* Why cidx_private_dir refused path, and what to do instead. */
+static void unsafe_dir_err(const char *path, int rc, char **err)
+{
+	struct stat st;
+	bool known = stat(path, &st) == 0;
+	if (rc == -EPERM && known)
+		cidx_set_err(err, "cache directory %s is owned by uid %u, not "
+				  "by this user (uid %u); ckptfs never changes "
+				  "the owner of a directory: give cache_dir= a "
+				  "directory of your own (a missing one is "
+				  "created, mode 0700)",
+			     path, (unsigned)st.st_uid, (unsigned)geteuid());
+	else if (rc == -EACCES && known)
+		cidx_set_err(err, "cache directory %s is writable by other "
+				  "users (mode %04o); ckptfs never changes the "
+				  "mode of a directory it did not create: give "
+				  "cache_dir= a directory of your own, e.g. "
+				  "%s/ckptfs-%u (a missing one is created, mode "
+				  "0700)",
+			     path, (unsigned)(st.st_mode & 07777), path,
+			     (unsigned)geteuid());
+	else
+		cidx_set_err(err, "%s: %s", path, strerror(-rc));
+}
+
 int cidx_db_dirs(cidx *x, char **err)
 {
 	const char *subs[] = {"", "/objects", "/owners"};
@@ -432,9 +464,7 @@ int cidx_db_dirs(cidx *x, char **err)
 		char *p = cidx_pathf("%s%s", x->dir, subs[i]);
 		rc = p ? cidx_private_dir(p) : -ENOMEM;
 		if (rc)
-			cidx_set_err(err, "%s: %s", p ? p : x->dir,
-				     rc == -EPERM ? "owned by another user"
-						  : strerror(-rc));
+			unsafe_dir_err(p ? p : x->dir, rc, err);
 		free(p);
 	}
 	return rc;

@@ -137,8 +137,9 @@ int cidx_row_get(cidx *x, const char *name, cidx_row *r, bool *found);
 void cidx_file_unlink(const cidx *x, const char *name);
 /* Deletes every row of name, then its file.  Write lock held. */
 int cidx_drop_entry(cidx *x, const char *name);
-/* Makes path a directory private to us (created 0700, or tightened back
- * to 0700); one owned by another user is refused with -EPERM. */
+/* Makes path a directory private to us: created 0700, or, when it exists,
+ * used as it is (never chmod'ed) only if it is ours (else -EPERM) and not
+ * writable by group or others (else -EACCES). */
 int cidx_private_dir(const char *path);
 /* The cache file of name is a regular file of this size. */
 bool cidx_file_matches(const cidx *x, const char *name, uint64_t size);

@@ -3,6 +3,10 @@
  */
 #include "cli/options.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,4 +93,100 @@ bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,
 	if (dst)
 		cli_set_str(dst, v);
 	return dst != NULL;
+}
+
+/*
+ * Numbers of -o values.  strtod and strtoull alone accept far too much
+ * ("nan", "inf", " 5", "-1" wrapped to 2^64-1, "1e400" as HUGE_VAL): each
+ * parser below takes the whole string or nothing, so a typo is refused
+ * instead of mounting with a value nobody meant.
+ */
+static bool starts_like_a_number(const char *v, bool sign_ok)
+{
+	return (*v >= '0' && *v <= '9') || (*v == '.' && v[1] >= '0' &&
+					    v[1] <= '9') ||
+	       (sign_ok && *v == '+' && starts_like_a_number(v + 1, false));
+}
+
+int cli_parse_double(const char *v, double *out)
+{
+	char *end;
+	if (!v || !starts_like_a_number(v, true))
+		return -1; /* "", "-1", "nan", "inf", " 5" */
+	errno = 0;
+	double d = strtod(v, &end);
+	if (*end || errno == ERANGE || !isfinite(d))
+		return -1;
+	*out = d;
+	return 0;
+}
+
+int cli_parse_uint(const char *v, int base, uint64_t *out)
+{
+	char *end;
+	if (!v || !(*v >= '0' && *v <= '9'))
+		return -1; /* strtoull would wrap "-1" to 2^64-1 */
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, base);
+	if (*end || errno == ERANGE)
+		return -1;
+	*out = n;
+	return 0;
+}
+
+/* Powers of 1024 of the size suffixes, K to E. */
+static double unit_of(char c)
+{
+	static const char units[] = "KMGTPE";
+	char up = (char)(c & ~0x20); /* 'k' as 'K'; strchr would find '\0' */
+	const char *u = up ? strchr(units, up) : NULL;
+	double mul = 1;
+	for (const char *p = units; u && p <= u; p++)
+		mul *= 1024.0;
+	return mul;
+}
+
+/* The unit after a number: K to E, then an optional "iB" or "B". */
+static const char *skip_unit(const char *end, double *mul)
+{
+	*mul = unit_of(*end);
+	if (*mul > 1) /* 10G, 10GB, 10GiB */
+		end += 1 + (end[1] == 'i' && end[2] == 'B');
+	return end + (*end == 'B');
+}
+
+/* "1.5G", "1e3": a fraction or an exponent goes through a double. */
+static bool needs_double(const char *end)
+{
+	return *end == '.' || ((*end == 'e' || *end == 'E') &&
+			       (isdigit((unsigned char)end[1]) ||
+				((end[1] == '-' || end[1] == '+') &&
+				 isdigit((unsigned char)end[2]))));
+}
+
+int cli_parse_size(const char *v, uint64_t *out)
+{
+	char *end;
+	double mul;
+	if (!v || !starts_like_a_number(v, true))
+		return -1;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (!needs_double(end)) { /* whole bytes stay exact up to 2^64-1 */
+		const char *rest = skip_unit(end, &mul);
+		if (*rest || errno == ERANGE || end == v ||
+		    (double)n * mul >= 18446744073709551616.0)
+			return -1;
+		*out = n * (uint64_t)mul;
+		return 0;
+	}
+	double d = strtod(v, &end);
+	const char *rest = skip_unit(end, &mul);
+	d *= mul;
+	/* 2^64 is the first double above every uint64_t */
+	if (*rest || errno == ERANGE || !isfinite(d) ||
+	    d >= 18446744073709551616.0)
+		return -1;
+	*out = (uint64_t)d;
+	return 0;
 }

@@ -11,6 +11,7 @@
 #define CKPTFS_CLI_OPTIONS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "fs/ops.h"
 #include "s3/config.h"
@@ -42,6 +43,19 @@ enum { CLI_OPT_ENDPOINT = 256, CLI_OPT_REGION, CLI_OPT_PROFILE, CLI_OPT_OWN };
  * *endpoint, *region or *profile (cli_set_str) and returns true. */
 bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,
 		     char **profile);
+
+/*
+ * Values of -o items, whole or not at all: no sign, no leading blank, no
+ * trailing garbage, no overflow, nothing that is not a finite number.
+ * cli_parse_double: a decimal number ("0.5", "2", "1e3"); cli_parse_uint:
+ * digits in base (10, or 8 for a umask); cli_parse_size: a number of
+ * bytes with an optional K, M, G, T, P or E (powers of 1024; "10G",
+ * "1.5T", "512MiB", "64KB").  0, or -1 with *out unchanged.  Ranges are
+ * the caller's (cli/mount-options.h).
+ */
+int cli_parse_double(const char *v, double *out);
+int cli_parse_uint(const char *v, int base, uint64_t *out);
+int cli_parse_size(const char *v, uint64_t *out);
 
 /* "auto", "path" or "virtual" into *out: 0; -1 for anything else (*out
  * unchanged). */

@@ -301,6 +301,22 @@ fail:
 	return -1;
 }
 
+/*
+ * Appends s as a value of a libfuse option string: a prefix may hold any
+ * byte a key may (',' '\\' ' ' '='), and fuse_opt splits at commas and
+ * reads backslashes, so both are escaped with a backslash (fuse_opt.c
+ * takes the byte after a '\\' as it is; '=' needs nothing, the value runs
+ * to the next unescaped comma).
+ */
+static void fuse_opt_escaped(buf *o, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			buf_putc(o, '\\');
+		buf_putc(o, *s);
+	}
+}
+
 static int setup_fuse(mount_args *a, struct mounted *m)
 {
 	m->fs = fs_ctx_new(m->s3, m->cache, m->settings.prefix, &a->fs);
@@ -311,8 +327,12 @@ static int setup_fuse(mount_args *a, struct mounted *m)
 		fs_ctx_restore(m->fs);
 	}
 	buf o = BUF_INIT;
-	buf_printf(&o, "fsname=s3://%s/%s,subtype=ckptfs,default_permissions",
-		   m->settings.bucket, m->settings.prefix);
+	buf_puts(&o, "fsname=");
+	fuse_opt_escaped(&o, "s3://");
+	fuse_opt_escaped(&o, m->settings.bucket);
+	fuse_opt_escaped(&o, "/");
+	fuse_opt_escaped(&o, m->settings.prefix);
+	buf_puts(&o, ",subtype=ckptfs,default_permissions");
 	if (a->allow_other)
 		buf_puts(&o, ",allow_other");
 	if (a->read_only)

@@ -111,6 +111,25 @@ def test_mount_table_entry(s3server, bucket, mount):
     assert sv.f_namemax >= 255
 
 
+@pytest.mark.parametrize("prefix", ["a,b", "sp ace,x=y\\z", "c,,d\\,e=f g"],
+                         ids=["comma", "comma-space-equals-backslash", "mixed"])
+def test_prefix_with_option_syntax_characters(s3server, bucket, mount, prefix):
+    """The source is data, not part of an option string: a prefix holding
+    ',' ' ' '=' '\\' (all legal in keys) mounts, reads, and takes writes."""
+    s3server.put(bucket, f"{prefix}/f.txt", b"under the odd prefix")
+    s3server.put(bucket, "a/outside.txt", b"not under it")
+    m = mount(bucket, prefix=prefix)
+    assert os.listdir(m.path) == ["f.txt"]
+    with open(os.path.join(m.path, "f.txt"), "rb") as f:
+        assert f.read() == b"under the odd prefix"
+    e = helpers.mount_entry(m.path)
+    assert e["source"] == f"s3://{bucket}/{prefix}/", e
+    with open(os.path.join(m.path, "new.txt"), "wb") as f:
+        f.write(b"written")
+    run([CKPTFS_BIN, "sync", m.path])
+    assert helpers.s3_get(s3server.client(), bucket, f"{prefix}/new.txt") == b"written"
+
+
 # --------------------------------------------------------------------------
 # credentials from profiles
 

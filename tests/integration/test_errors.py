@@ -200,3 +200,182 @@ def test_debug_output_of_a_failure_has_no_secret(s3server, bucket, mp):
     f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground", "-d"),
                        env, mp, NETWORK)
     assert wrong not in f.stderr and wrong not in f.stdout
+
+
+# --------------------------------------------------------------------------
+# every mount option, from the option table (`ckptfs mount --list-options`:
+# NAME KIND MIN MAX CHOICES FLAGS), with values it must refuse
+
+def _option_table():
+    try:
+        p = subprocess.run([str(CKPTFS_BIN), "mount", "--list-options"],
+                           capture_output=True, text=True, timeout=30)
+    except OSError:
+        return []
+    rows = []
+    for line in p.stdout.splitlines():
+        name, kind, lo, hi, choices, flags = line.split("\t")
+        rows.append({"name": name, "kind": kind,
+                     "min": None if lo == "-" else float(lo),
+                     "max": None if hi == "-" else float(hi),
+                     "choices": [] if choices == "-" else choices.split("|"),
+                     "above_min": flags == "above_min"})
+    return rows
+
+
+OPTION_TABLE = _option_table()
+NOT_NUMBERS = ["nan", "NaN", "inf", "-inf", "infinity", "-1", "-5", "1e400",
+               "99999999999999999999", "10x", "abc", " 1", "1 ", "0x", "--1", "."]
+
+
+def _out_of_range(row):
+    lo, hi = row["min"], row["max"]
+    if row["kind"] == "octal":
+        return [oct(int(hi) + 1)[2:], "8", "999"]
+    if row["kind"] == "seconds":
+        out = [repr(hi + 1), repr(hi * 1000)]
+    else:
+        out = [str(int(hi) + 1), str(int(hi) * 2)]
+    if row["above_min"]:
+        out.append(repr(lo) if row["kind"] == "seconds" else str(int(lo)))
+    elif lo > 0:
+        out.append(str(int(lo) - 1))
+    return out
+
+
+def bad_values(row):
+    """Values the row's option must refuse; None: the name without '='."""
+    kind = row["kind"]
+    if kind in ("flag", "ignored"):
+        return ["1", "", "yes"]
+    vals = [None, ""]
+    if kind in ("seconds", "integer", "octal", "size"):
+        vals += NOT_NUMBERS + _out_of_range(row)
+    if row["choices"]:
+        c = row["choices"][0]
+        vals += ["sideways", c.upper() if c.upper() != c else c + "x", c + " ", "nan"]
+    if row["name"] == "metrics":
+        vals += ["9464", "127.0.0.1:http", "127.0.0.1:70000"]
+    if row["name"] == "complete":
+        vals += ["a", "/x", "x/"]
+    return vals
+
+
+def test_option_table_is_what_help_shows():
+    assert len(OPTION_TABLE) > 40, "ckptfs mount --list-options lists too little"
+    help_text = run_help()
+    for row in OPTION_TABLE:
+        takes = row["kind"] not in ("flag", "ignored")
+        word = row["name"] + ("=" if takes else "")
+        assert word in help_text, f"--help lacks {word}"
+
+
+def run_help():
+    p = subprocess.run([str(CKPTFS_BIN), "mount", "--help"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("row", OPTION_TABLE or [None],
+                         ids=[r["name"] for r in OPTION_TABLE] or ["no-table"])
+def test_every_option_refuses_bad_values(s3server, bucket, mp, row):
+    """Each bad value: exit 1 within two seconds, one "ckptfs: " line naming
+    the option, nothing mounted."""
+    assert row is not None, "ckptfs mount --list-options gave nothing"
+    name = row["name"]
+    for v in bad_values(row):
+        item = name if v is None else f"{name}={v}"
+        argv = _argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground",
+                     "-o", ",".join(helpers.default_options()), "-o", item)
+        f = expect_failure(argv, s3server.env_for_ckptfs(), mp, FAST)
+        assert f.elapsed < 2, f"-o {item!r}: {f.elapsed:.1f}s"
+        lines = f.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ckptfs: "), \
+            f"-o {item!r}: {f.stderr!r}"
+        assert name in lines[0], f"-o {item!r}: {lines[0]!r}"
+
+
+@pytest.mark.parametrize("item,says", [
+    ("lease=0", "lease=0: must be a whole number of seconds from 1 to 86400"),
+    ("lease=-5", "lease=-5: must be a whole number of seconds from 1 to 86400"),
+    ("cache_size=nan", "cache_size=nan: must be a size from 0 to"),
+    ("cache_size=1e400", "cache_size=1e400: must be a size"),
+    ("cache_min_free=nan", "cache_min_free=nan: must be a size"),
+    ("entry_timeout=1e400", "entry_timeout=1e400: must be a number of seconds from 0"),
+    ("uid=-1", "uid=-1: must be a whole number from 0 to 4294967294"),
+])
+def test_issue_23_values_refused_with_their_range(s3server, bucket, mp, mode, item, says):
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, mode, "-o", item),
+                       s3server.env_for_ckptfs(), mp, FAST)
+    assert f.elapsed < 2, f.elapsed
+    assert f"ckptfs: invalid value for mount option {says}" in f.stderr, f.stderr
+
+
+# --------------------------------------------------------------------------
+# cache_dir: ckptfs never changes the mode or owner of a directory it did
+# not create; an existing one is used as it is only when it is safe (owned
+# by the mounting user, not writable by group or others), else refused
+
+def _mode(p):
+    return os.stat(p).st_mode & 0o7777
+
+
+@pytest.mark.parametrize("dmode", [0o1777, 0o777, 0o770, 0o720],
+                         ids=["sticky-1777", "0777", "group-0770", "group-w-0720"])
+def test_cache_dir_writable_by_others_is_refused_untouched(s3server, bucket, mp, tmp_path, dmode):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, dmode)
+    (shared / "someone-elses").write_text("x")
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground",
+                             "-o", f"cache_dir={shared}"),
+                       s3server.env_for_ckptfs(), mp, FAST)
+    assert f.elapsed < 5, f.elapsed
+    assert _mode(shared) == dmode, oct(_mode(shared))
+    assert sorted(os.listdir(shared)) == ["someone-elses"]
+    msg = "\n".join(f.message_lines())
+    assert str(shared) in msg and "writable by other users" in msg, f.stderr
+    assert f"mode {dmode:04o}" in msg, f.stderr
+
+
+def test_cache_dir_of_another_user_is_refused_untouched(s3server, bucket, mp, tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chmod(theirs, 0o700)
+    os.chown(theirs, 65534, 65534)
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground",
+                             "-o", f"cache_dir={theirs}"),
+                       s3server.env_for_ckptfs(), mp, FAST)
+    st = os.stat(theirs)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (65534, 65534, 0o700)
+    assert os.listdir(theirs) == []
+    msg = "\n".join(f.message_lines())
+    assert str(theirs) in msg and "owned by uid 65534" in msg, f.stderr
+
+
+def test_safe_existing_cache_dir_is_used_as_it_is(s3server, bucket, mount, tmp_path):
+    s3server.put(bucket, "f.txt", b"cached")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    os.chmod(mine, 0o755)
+    m = mount(bucket, options=(f"cache_dir={mine}",))
+    with open(os.path.join(m.path, "f.txt"), "rb") as fh:
+        assert fh.read() == b"cached"
+    assert _mode(mine) == 0o755, oct(_mode(mine))
+    assert (mine / "index.db").exists()
+    for sub in ("objects", "owners"):  # created by ckptfs: its own, 0700
+        assert _mode(mine / sub) == 0o700, (sub, oct(_mode(mine / sub)))
+
+
+def test_missing_cache_dir_is_created_private(s3server, bucket, mount, tmp_path):
+    s3server.put(bucket, "f.txt", b"x")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    m = mount(bucket, options=(f"cache_dir={shared}/ckptfs-{os.geteuid()}/c",))
+    assert os.listdir(m.path) == ["f.txt"]
+    assert _mode(shared) == 0o1777
+    assert _mode(shared / f"ckptfs-{os.geteuid()}") == 0o700
+    assert _mode(shared / f"ckptfs-{os.geteuid()}" / "c") == 0o700

@@ -223,15 +223,44 @@ Test(cidx, layout_and_permissions_ignore_umask)
 	free(dir);
 }
 
-Test(cidx, existing_loose_dir_is_tightened)
+/* Issue 23: a directory ckptfs did not create keeps its mode; read bits
+ * are harmless (every file inside is 0600), so it is used as it is. */
+Test(cidx, existing_readable_dir_is_used_as_it_is)
 {
 	char *dir = cdir();
 	cr_assert_eq(mkdir(dir, 0700), 0);
 	cr_assert_eq(chmod(dir, 0755), 0);
 	cidx *x = open_x(dir);
-	cr_assert_eq(mode_of(dir), 0700);
+	cr_assert_eq(mode_of(dir), 0755);
+	char *objects = fmt("%s/objects", dir);
+	cr_assert_eq(mode_of(objects), 0700, "created by us: private");
+	free(objects);
 	cidx_close(x);
 	free(dir);
+}
+
+/* A directory others can write (cache_dir=/tmp) is refused, untouched. */
+Test(cidx, existing_dir_writable_by_others_is_refused_untouched)
+{
+	static const mode_t modes[] = {01777, 0777, 0770, 0720};
+	for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+		char *dir = fmt("%s/shared%zu", base, i);
+		cr_assert_eq(mkdir(dir, 0700), 0);
+		cr_assert_eq(chmod(dir, modes[i]), 0);
+		cidx *x = (cidx *)1;
+		char *err = NULL;
+		cr_assert_eq(cidx_open(dir, NULL, &x, &err), -1);
+		cr_assert_null(x);
+		cr_assert_eq(mode_of(dir), modes[i], "%o became %o", modes[i],
+			     mode_of(dir));
+		cr_assert(strstr(err, dir) && strstr(err, "writable by other"),
+			  "%s", err);
+		char *objects = fmt("%s/objects", dir);
+		cr_assert_not(exists(objects), "nothing made inside");
+		free(objects);
+		free(err);
+		free(dir);
+	}
 }
 
 Test(cidx, open_errors_name_the_path)
