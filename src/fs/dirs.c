@@ -44,6 +44,15 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int rc = e || !remote ? 0 : fs_dir_load(fs, p);
 	if (!e && rc == 0 && remote && p->listing)
 		e = ns_dir_find(p->listing, name);
+	/* a miss in a listing sent before the newest object revalidation
+	 * came back is asked again (fs_ctx.object_seen): one LIST, only for
+	 * misses right after an open that HEADed */
+	if (!e && rc == 0 && remote && p->listing &&
+	    p->listing_began < fs->object_seen && !p->listing_busy) {
+		rc = fs_dir_refetch(fs, p);
+		if (rc == 0 && p->listing)
+			e = ns_dir_find(p->listing, name);
+	}
 	if (rc < 0 || !e) {
 		fs_itable_unlock(fs->it);
 		if (rc < 0) {

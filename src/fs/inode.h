@@ -76,6 +76,7 @@ struct fs_inode {
 	ns_dir *listing;
 	vis_manifest *manifest;
 	double listing_time;
+	double listing_began; /* when the fetch of that listing was sent */
 	uint64_t listing_gen; /* fs listing generation it was fetched in */
 	bool listing_busy; /* a thread is fetching it */
 	/* directory read-ahead (fs/readahead.c): the last file opened, and

@@ -198,6 +198,15 @@ int fs_dir_load(fs_ctx *fs, fs_inode *d)
 	return dir_fetch(fs, d);
 }
 
+/* Lists d again whatever its age (a miss that must not be answered from
+ * an older look).  Table locked. */
+int fs_dir_refetch(fs_ctx *fs, fs_inode *d)
+{
+	while (d->listing_busy)
+		fs_itable_wait(fs->it);
+	return dir_fetch(fs, d);
+}
+
 /* A listing this far into dir_timeout is refreshed ahead of its expiry
  * by fs_dir_refresh_ahead. */
 #define AHEAD_AT 0.75
@@ -218,6 +227,7 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 {
 	d->listing_busy = true;
 	uint64_t gen = fs->listing_gen;
+	double began = fs_now();
 	fs_inode_ref(d);
 	char *prefix = dir_prefix(fs, d);
 	fs->fetching++;
@@ -275,7 +285,12 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 		/* a checkpoint whose last file has not come (rule) */
 		vis_rules_apply(nd, &fs->complete);
 		d->listing = nd;
-		d->listing_time = fs_now();
+		/* a directory found gone (or not committed yet) is asked
+		 * again at the next look, never answered from this listing:
+		 * a reader that just read a `latest` naming it must not get
+		 * ENOENT from a look older than that (issue 21) */
+		d->listing_time = nd->vanished ? 0 : fs_now();
+		d->listing_began = began;
 		d->listing_gen = gen;
 		if (nd->newest.tv_sec)
 			d->mtime = nd->newest;

@@ -84,6 +84,12 @@ struct fs_ctx {
 	eng *eng;
 	double commit_delay;
 	ov_table ov;            /* [table lock] */
+	/* [table lock] when the newest object revalidation (the HEAD of an
+	 * open) came back: a lookup that misses a name in a listing sent
+	 * before it lists again (fs/dirs.c rd_lookup), so a reader that just
+	 * read a `latest` never gets ENOENT for the checkpoint it names from
+	 * a look older than that `latest` (doc/commit.md, "Commit points") */
+	double object_seen;
 	uint64_t listing_gen;   /* [table lock] bumped when remote state
 	                         * changed under cached listings */
 	struct wr_deletes *dels; /* [table lock] remote deletes not yet sent */
@@ -180,6 +186,7 @@ bool fs_meta_wanted(fs_ctx *fs, const fs_inode *n);
 void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
 /* Makes d->listing fresh; drops the lock while listing.  0 or -errno. */
 int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */
+int fs_dir_refetch(fs_ctx *fs, fs_inode *d);       /* table locked */
 /* Lists d again when its listing is still fresh but near the end of
  * dir_timeout (and no listing of d is under way), so that a directory
  * being read never makes its next open or lookup wait for a LIST.  For

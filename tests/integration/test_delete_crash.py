@@ -140,6 +140,9 @@ def _run(s3server, s3, bucket, mount, tmp_path, files, hold, proxy, kill_at):
 
     poll = Poller(look, interval=0.02, name="observer")
     try:
+        # the observer is watching the whole checkpoint before the delete
+        # starts (the delete's record lands at the rmdir, at once)
+        wait_for(lambda: sightings["all"] > 0, 30, "the observer polls it whole")
         t0 = time.monotonic()
         r = run(["rm", "-r", str(w / CKPT)], timeout=60, check=False)
         assert r.returncode == 0, f"rm -r: {r.stderr}"

@@ -58,12 +58,26 @@ def test_live_pending_marker_hides_directory(s3, bucket, mount):
     assert (m.path / "run/checkpoint-2/model.pt").read_bytes() == files["model.pt"]
 
 
-def test_expired_marker_is_ignored(s3, bucket, mount):
+def test_expired_marker_leaves_only_what_a_manifest_committed(s3, bucket, mount):
+    """A writer died (its marker expired) in a directory without a
+    committed manifest: what it left (a format-1 rename's partial copy, an
+    abandoned transaction) is hidden until gc removes it, never listed in
+    part (issue 21).  Once the marker is gone the directory is like any
+    other tool's; a committed directory whose writer died after its commit
+    point shows whatever its marker says."""
     put(s3, bucket, "p/c/x.bin", b"x")
     put(s3, bucket, "p/.ckptfs-pending/c/dead@1")
+    put(s3, bucket, "p/d/y.bin", b"y")
+    put(s3, bucket, "p/d/.ckptfs/manifest.dead.json",
+        b'{"version":2,"writer":"dead","state":"committed","txn":1,'
+        b'"files":[{"path":"y.bin","size":1}]}')
+    put(s3, bucket, "p/.ckptfs-pending/d/dead@1")
     time.sleep(2.1)  # the lease (1 s) ran out by the server's clock
     m = mount(bucket)
-    assert listdir(m.path / "p") == ["c"]
+    assert listdir(m.path / "p") == ["d"]
+    assert listdir(m.path / "p" / "d") == ["y.bin"]
+    s3.delete_object(Bucket=bucket, Key="p/.ckptfs-pending/c/dead@1")
+    assert wait_listing(m.path / "p", ["c", "d"]) == ["c", "d"]
 
 
 def test_two_writers_visible_only_together(s3, bucket, mount):
