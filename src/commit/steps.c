@@ -598,17 +598,6 @@ int eng_gone_exists(eng *e, const char *path, bool *yes, s3_err *x)
 	return rc;
 }
 
-/* ETags equal, quoted or not (listings quote them, some replies not). */
-static bool etag_same(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
-		a++, la -= 2;
-	if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
-		b++, lb -= 2;
-	return la == lb && !strncmp(a, b, la);
-}
-
 /* Whether sn's file path of key is listed in l with its ETag. */
 static bool stored_as_listed(const keylist *l, const eng_snap_file *f)
 {
@@ -618,7 +607,7 @@ static bool stored_as_listed(const keylist *l, const eng_snap_file *f)
 		int c = strcmp(f->key, l->v[mid]);
 		if (c == 0)
 			return l->o[mid].etag && f->etag &&
-			       etag_same(l->o[mid].etag, f->etag);
+			       s3_etag_equal(l->o[mid].etag, f->etag);
 		if (c < 0)
 			hi = mid;
 		else

@@ -401,17 +401,6 @@ static void remote_dir_attrs(fs_inode *parent, fs_inode *c)
 	}
 }
 
-/* ETags as S3 sends them, quoted or not. */
-static bool etag_same(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
-		a++, la -= 2;
-	if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
-		b++, lb -= 2;
-	return la == lb && !strncmp(a, b, la);
-}
-
 /*
  * The block checksums the manifests of n's transaction root recorded for
  * the version (etag, size) a handle opened (doc/commit.md, "Block
@@ -435,7 +424,7 @@ bool fs_manifest_blocks_at(const fs_inode *dir, const char *path,
 	const vis_file *v = m ? vis_manifest_find(m, rel) : NULL;
 	if (!v || !v->blocks)
 		return false;
-	if (v->size != size || !v->etag || !etag_same(v->etag, etag)) {
+	if (v->size != size || !v->etag || !s3_etag_equal(v->etag, etag)) {
 		log_debug("open %s: its manifest names another version; not "
 			  "checked against it",
 			  path);

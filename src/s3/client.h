@@ -253,6 +253,9 @@ unsigned s3_client_retry_delay_ms(s3_client *c, unsigned attempt,
 /* Whether failure e, local ones included, may succeed when tried again
  * (retry_classify_err): the commit engine retries those forever. */
 bool s3_err_transient(const s3_err *e);
+/* Whether two ETags are the same, quoted or not (listings quote them,
+ * some replies do not). */
+bool s3_etag_equal(const char *a, const char *b);
 /*
  * For a caller that judged an attempt of an ordinary request itself (a 2xx
  * whose body came short): whether attempt `attempt` of x, failed as

@@ -548,6 +548,16 @@ static retry_class s3_err_class(const s3_err *e)
 				  e->code[0] ? e->code : NULL);
 }
 
+bool s3_etag_equal(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
+		a++, la -= 2;
+	if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
+		b++, lb -= 2;
+	return la == lb && !strncmp(a, b, la);
+}
+
 bool s3_err_transient(const s3_err *e)
 {
 	return s3_err_class(e) != RETRY_FINAL;
