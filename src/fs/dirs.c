@@ -18,6 +18,7 @@
 void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	fs_ctx *fs = fs_req_ctx(req);
+	double asked = fs_now();
 	fs_itable_lock(fs->it);
 	fs_inode *p = fs_itable_get(fs->it, parent);
 	if (!p || !p->is_dir || strlen(name) > 255) {
@@ -44,11 +45,11 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int rc = e || !remote ? 0 : fs_dir_load(fs, p);
 	if (!e && rc == 0 && remote && p->listing)
 		e = ns_dir_find(p->listing, name);
-	/* a miss in a listing sent before the newest object revalidation
-	 * came back is asked again (fs_ctx.object_seen): one LIST, only for
-	 * misses right after an open that HEADed */
-	if (!e && rc == 0 && remote && p->listing &&
-	    p->listing_began < fs->object_seen && !p->listing_busy) {
+	/* a miss is never answered from a listing sent before this lookup
+	 * came: the name may belong to an effect the caller has already
+	 * seen (a `latest` naming it, a `ckptfs sync` that returned), so it
+	 * is asked again, once (doc/architecture.md) */
+	if (!e && rc == 0 && remote && p->listing && p->listing_began < asked) {
 		rc = fs_dir_refetch(fs, p);
 		if (rc == 0 && p->listing)
 			e = ns_dir_find(p->listing, name);

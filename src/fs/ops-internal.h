@@ -84,12 +84,6 @@ struct fs_ctx {
 	eng *eng;
 	double commit_delay;
 	ov_table ov;            /* [table lock] */
-	/* [table lock] when the newest object revalidation (the HEAD of an
-	 * open) came back: a lookup that misses a name in a listing sent
-	 * before it lists again (fs/dirs.c rd_lookup), so a reader that just
-	 * read a `latest` never gets ENOENT for the checkpoint it names from
-	 * a look older than that `latest` (doc/commit.md, "Commit points") */
-	double object_seen;
 	uint64_t listing_gen;   /* [table lock] bumped when remote state
 	                         * changed under cached listings */
 	struct wr_deletes *dels; /* [table lock] remote deletes not yet sent */

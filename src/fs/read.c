@@ -212,11 +212,6 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	bool offline = false, ok = fresh;
 	if (h && key && !fresh) {
 		ok = s3_head(fs->s3, key, &hr, &e) == 0;
-		if (ok) {
-			fs_itable_lock(fs->it);
-			fs->object_seen = fs_now();
-			fs_itable_unlock(fs->it);
-		}
 		if (!ok && s3_err_transient(&e) &&
 		    fresh_attrs(fs, n, &hr, true))
 			ok = offline = true;
