@@ -147,6 +147,8 @@ void rd_getattr(fuse_req_t req, fuse_ino_t ino,
 	}
 	struct stat st;
 	fs_fill_stat(fs, n, &st);
+	n->k_size = (uint64_t)st.st_size;
+	n->k_told = true;
 	fs_itable_unlock(fs->it);
 	fuse_reply_attr(req, &st, fs->o.attr_timeout);
 	if (refresh) {

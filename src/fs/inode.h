@@ -53,7 +53,17 @@ struct fs_inode {
 	uint64_t rdev;
 	char *symlink;     /* the object is a symlink to this */
 	char *xattrs_json; /* {"user.k":"base64"} or NULL */
-	char *meta_etag;   /* version whose object metadata was read */
+	/* version whose object metadata was read: ETag and LastModified
+	 * (fs_meta_read_for), since an ETag names only the bytes: every
+	 * empty object (a symlink) has the same one, and a change of
+	 * metadata alone keeps it */
+	char *meta_etag;
+	struct timespec obj_mtime; /* LastModified of version etag */
+	/* the size the kernel was last given in attributes it may cache
+	 * (lookup, readdirplus, getattr): an open of a version of another
+	 * size drops them (fs/read.c rd_open) */
+	uint64_t k_size;
+	bool k_told;
 	bool meta_busy;    /* a batch is reading it (fs/metaread.c) */
 
 	/* files: page cache policy (see fs/read.c set_page_cache_mode) */

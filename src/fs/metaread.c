@@ -17,6 +17,7 @@
  * reads every one (buckets written by ckptfs before hints); off none.
  * Files not read show the mount's defaults.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,7 @@ static bool needs_meta(fs_ctx *fs, const fs_inode *n)
 	if (n->is_dir || !n->etag || !n->etag[0] ||
 	    (n->has_attrs && !n->meta_etag))
 		return false; /* no version known, or the manifest said */
-	if (n->meta_etag && !strcmp(n->meta_etag, n->etag))
+	if (fs_meta_read_for(n, n->etag, n->obj_mtime))
 		return false;
 	if (!fs_meta_wanted(fs, n))
 		return false; /* object_meta: no hint, or off */
@@ -45,7 +46,7 @@ static bool needs_meta(fs_ctx *fs, const fs_inode *n)
 
 typedef struct meta_item {
 	fs_inode *n; /* referenced, meta_busy */
-	char *key, *etag;
+	char *key, *etag, *ver; /* ver: fs_meta_version */
 	s3_head_ext_result hr;
 	int rc;
 } meta_item;
@@ -61,14 +62,14 @@ static void head_one(void *arg, size_t i)
 	meta_batch *b = arg;
 	meta_item *it = &b->v[i];
 	s3_err e;
-	it->rc = it->key && it->etag ? s3_head_ext(b->s3, it->key, &it->hr, &e)
+	it->rc = it->key && it->etag && it->ver ? s3_head_ext(b->s3, it->key, &it->hr, &e)
 				     : -1;
 	if (it->rc < 0 && it->key)
 		log_debug("metadata of %s: %s", it->key, e.msg);
 }
 
-/* Stores the metadata of n's version etag.  Table locked. */
-static void apply_meta(fs_inode *n, const char *etag, const s3_meta *meta,
+/* Stores the metadata of n's version ver (version_of).  Table locked. */
+static void apply_meta(fs_inode *n, const char *ver, const s3_meta *meta,
 		       size_t n_meta)
 {
 	proto_meta m;
@@ -99,7 +100,7 @@ static void apply_meta(fs_inode *n, const char *etag, const s3_meta *meta,
 	free(xattrs);
 	proto_meta_free(&m);
 	free(n->meta_etag);
-	n->meta_etag = strdup(etag);
+	n->meta_etag = strdup(ver);
 }
 
 /*
@@ -139,7 +140,7 @@ static void remember_meta(fs_ctx *fs, const meta_item *it)
 {
 	buf b = BUF_INIT;
 	if (fs_meta_pack(it->hr.meta, it->hr.n_meta, &b) == 0)
-		fs_mcache_put(fs->metacache, it->key, it->etag,
+		fs_mcache_put(fs->metacache, it->key, it->ver,
 			      b.data ? b.data : "", b.len);
 	buf_free(&b);
 }
@@ -149,18 +150,17 @@ static void remember_meta(fs_ctx *fs, const meta_item *it)
 static bool recall_meta(fs_ctx *fs, fs_inode *n)
 {
 	char *key = fs_object_key(fs, n);
+	char ver[FS_META_VER_MAX];
+	fs_meta_version(ver, n->etag, n->obj_mtime);
 	size_t len = 0;
-	char *body = key ? fs_mcache_get(fs->metacache, key, n->etag, &len)
+	char *body = key ? fs_mcache_get(fs->metacache, key, ver, &len)
 			 : NULL;
 	free(key);
 	if (!body)
 		return false;
 	s3_meta v[64];
 	size_t nv = fs_meta_unpack(body, len, v, 64);
-	char *etag = strdup(n->etag);
-	if (etag)
-		apply_meta(n, etag, v, nv);
-	free(etag);
+	apply_meta(n, ver, v, nv);
 	free(body);
 	return true;
 }
@@ -171,8 +171,11 @@ static void batch_add(fs_ctx *fs, meta_batch *b, fs_inode *n)
 	meta_item *it = &b->v[b->n++];
 	memset(it, 0, sizeof *it);
 	it->n = n;
+	char ver[FS_META_VER_MAX];
+	fs_meta_version(ver, n->etag, n->obj_mtime);
 	it->key = fs_object_key(fs, n);
 	it->etag = strdup(n->etag);
+	it->ver = strdup(ver);
 	it->rc = -1;
 	n->meta_busy = true;
 	fs_inode_ref(n);
@@ -237,15 +240,18 @@ void fs_check_meta(fs_ctx *fs, fs_inode *n)
 	for (size_t i = 0; i < b.n; i++) {
 		meta_item *it = &b.v[i];
 		bool ok = it->rc == 0 && !strcmp(it->hr.etag, it->etag);
+		/* the same bytes: the metadata read is this version's or a
+		 * newer one's (a later listing names that one, read again) */
 		if (ok) /* else failed, or another version: read it next time */
 			remember_meta(fs, it);
 		if (ok && it->n->etag && !strcmp(it->n->etag, it->etag))
-			apply_meta(it->n, it->etag, it->hr.meta, it->hr.n_meta);
+			apply_meta(it->n, it->ver, it->hr.meta, it->hr.n_meta);
 		it->n->meta_busy = false;
 		if (it->rc == 0)
 			s3_head_ext_result_free(&it->hr);
 		free(it->key);
 		free(it->etag);
+		free(it->ver);
 		fs_itable_unref(fs->it, it->n);
 	}
 	if (b.n > 1)

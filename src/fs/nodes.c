@@ -19,6 +19,7 @@
  * again (getattr lists the directory to learn it).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -122,18 +123,50 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 	st->st_mtim = st->st_ctim = st->st_atim = t;
 }
 
-static void set_file_attrs(fs_inode *n, const ns_entry *e)
+void fs_meta_version(char out[FS_META_VER_MAX], const char *etag,
+		     struct timespec lm)
+{
+	snprintf(out, FS_META_VER_MAX, "%s@%lld.%09ld", etag ? etag : "",
+		 (long long)lm.tv_sec, lm.tv_nsec);
+}
+
+bool fs_meta_read_for(const fs_inode *n, const char *etag,
+		      struct timespec lm)
+{
+	char v[FS_META_VER_MAX];
+	if (!n->meta_etag || !etag)
+		return false;
+	fs_meta_version(v, etag, lm);
+	return !strcmp(n->meta_etag, v);
+}
+
+void fs_set_version(fs_inode *n, const char *etag, struct timespec lm)
+{
+	if (n->etag && !strcmp(n->etag, etag) &&
+	    (!lm.tv_sec || n->obj_mtime.tv_sec == lm.tv_sec))
+		return;
+	free(n->etag);
+	n->etag = strdup(etag);
+	n->obj_mtime = lm;
+}
+
+/* n's attributes from listing entry e, listed at listed (fs_now()'s
+ * clock): a lookup answered from a listing past dir_timeout (the stale
+ * rule) leaves them that old, so that open asks again rather than pin a
+ * version that may have been replaced since (and the kernel then learns
+ * the size of the one it pins, fs/read.c rd_open). */
+static void set_file_attrs(fs_inode *n, const ns_entry *e, double listed)
 {
 	n->size = e->size;
 	/* the writer's mtime, read from this version's metadata, stays */
-	if (!(n->has_attrs && n->meta_etag && e->etag &&
-	      !strcmp(n->meta_etag, e->etag)))
+	if (!(n->has_attrs && fs_meta_read_for(n, e->etag, e->mtime)))
 		n->mtime = e->mtime;
+	n->obj_mtime = e->mtime;
 	if (!n->etag || !e->etag || strcmp(n->etag, e->etag) != 0) {
 		free(n->etag);
 		n->etag = e->etag ? strdup(e->etag) : NULL;
 	}
-	n->attr_time = fs_now();
+	n->attr_time = listed;
 }
 
 static void set_manifest(fs_inode *d, vis_manifest *man)
@@ -290,6 +323,12 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 		 * a reader that just read a `latest` naming it must not get
 		 * ENOENT from a look older than that (issue 21) */
 		d->listing_time = nd->vanished ? 0 : fs_now();
+		/* and its parent, whose listing may still name it: the next
+		 * readdir or lookup there lists again instead of sending a
+		 * reader back to the name it just found gone (adaptdl's
+		 * loader: listdir, newest checkpoint-N, open a file in it) */
+		if (nd->vanished && d->parent)
+			d->parent->listing_time = -1e9;
 		d->listing_began = began;
 		d->listing_gen = gen;
 		if (nd->newest.tv_sec)
@@ -448,7 +487,8 @@ fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 	if (!c)
 		return NULL;
 	if (!e->is_dir) {
-		set_file_attrs(c, e);
+		set_file_attrs(c, e, parent->listing ? parent->listing_time
+						   : fs_now());
 		remote_attrs(parent, c);
 	} else {
 		if (!c->listing && (e->mtime.tv_sec || e->mtime.tv_nsec))
@@ -480,7 +520,7 @@ static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 		return 0.0;
 	/* a file whose object metadata was not read yet (fs_check_meta) */
 	if (!n->is_dir && !n->has_attrs && n->etag && fs_meta_wanted(fs, n) &&
-	    (!n->meta_etag || strcmp(n->meta_etag, n->etag)) &&
+	    !fs_meta_read_for(n, n->etag, n->obj_mtime) &&
 	    !wr_fill_stat(fs, n, &(struct stat){0}))
 		return 0.0;
 	return fs->o.attr_timeout;
@@ -494,4 +534,6 @@ void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep)
 	ep->entry_timeout = fs->o.entry_timeout;
 	ep->attr_timeout = entry_attr_timeout(fs, n);
 	fs_fill_stat(fs, n, &ep->attr);
+	n->k_size = (uint64_t)ep->attr.st_size;
+	n->k_told = true;
 }

@@ -195,6 +195,19 @@ const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
  * last listing, are all pending: nothing in it is committed, so it shows
  * nothing and is not there for readers.  Table locked. */
 bool fs_dir_uncommitted(const fs_inode *d);
+/* The string a version's object metadata is kept under (fs->metacache,
+ * fs_inode.meta_etag): its ETag and LastModified. */
+#define FS_META_VER_MAX 192 /* an ETag (64+ bytes), '@', a time */
+void fs_meta_version(char out[FS_META_VER_MAX], const char *etag,
+		     struct timespec lm);
+/* n's version as a HEAD saw it (ETag, LastModified in whole seconds): the
+ * listing's finer LastModified stays while the ETag and second agree.
+ * Table locked. */
+void fs_set_version(fs_inode *n, const char *etag, struct timespec lm);
+/* Whether n's object metadata was read for the version with ETag etag
+ * and LastModified lm.  Table locked. */
+bool fs_meta_read_for(const fs_inode *n, const char *etag,
+		      struct timespec lm);
 /* Child inode for a listing entry, attributes updated.  Table locked. */
 fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e);
 /* Whether n serves another version than etag (it then gets a new inode). */

@@ -271,6 +271,12 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h->noflush = true;
 		fs->noflush_open++;
 	}
+	/* another size than the kernel may hold for n (its attributes of
+	 * an older version, cached for attr_timeout): without this, fstat
+	 * and mmap of the new version used the old size (a reader of
+	 * safetensors' replaced shards got the old length of new bytes) */
+	bool resized = n->k_told && n->k_size != hr.size;
+	fuse_ino_t ino_n = n->ino;
 	n->size = hr.size;
 	/* HEAD has whole seconds, listings milliseconds: keep the finer one
 	 * unless the second changed, or the kernel would see the mtime flip
@@ -278,13 +284,14 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (hr.mtime.tv_sec && hr.mtime.tv_sec != n->mtime.tv_sec &&
 	    !n->has_attrs)
 		n->mtime = hr.mtime;
-	free(n->etag);
-	n->etag = strdup(hr.etag);
+	fs_set_version(n, hr.etag, hr.mtime);
 	if (!offline) /* the next open asks the server again */
 		n->attr_time = fs_now();
 	set_page_cache_mode(n, h, fi);
 	fs_inode_ref(n); /* the handle may go at once after the reply */
 	fs_itable_unlock(fs->it);
+	if (resized && fs->se) /* attributes only: open is no related op */
+		fuse_lowlevel_notify_inval_inode(fs->se, ino_n, -1, 0);
 	if (reg)
 		register_backing(fs, n, h);
 	if (h->backing_id > 0) /* the kernel reads the backing file */
@@ -469,8 +476,7 @@ static int switch_version(fs_ctx *fs, fs_handle *h)
 	fs_itable_lock(fs->it);
 	fs_inode *n = h->node;
 	if (!rc) {
-		free(n->etag);
-		n->etag = strdup(hr.etag);
+		fs_set_version(n, hr.etag, hr.mtime);
 		n->size = hr.size;
 		n->attr_time = can ? fs_now() : 0;
 		if (can) { /* the kernel's pages of n now hold this version */

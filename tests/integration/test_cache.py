@@ -12,6 +12,7 @@ come from `ckptfs status MOUNT --json` (per daemon process)."""
 import json
 import errno
 import os
+import mmap
 import select
 import signal
 import subprocess
@@ -974,6 +975,38 @@ def test_replaced_between_listing_and_first_read_reads_the_new_version(
     s3server.put(bucket, "run/third", b"w" * 5)
     assert (m / "run/third").read_bytes() == b"w" * 5
     assert os.stat(m / "run/third").st_size == 5
+
+
+@pytest.mark.timeout(60)
+def test_open_of_a_version_of_another_size_shows_its_size_to_fstat_and_mmap(
+        s3server, bucket, mount, cdir):
+    """The kernel caches a file's size for attr_timeout; a fresh listing
+    (dir_timeout) names a new version of another size, and open pins it:
+    fstat and a private mmap of that handle (safetensors' loader) show the
+    new version whole, never the new bytes cut to the old size or padded
+    to it (test_frameworks' safetensors replay read 600 100 bytes of the
+    600 200-byte shard)."""
+    old, grown, shrunk = det_bytes(1, 600_100), det_bytes(2, 600_200), det_bytes(3, 4096)
+    # a directory of 1 000 names: a lookup answers from a listing past
+    # dir_timeout and refreshes it after replying (doc/architecture.md)
+    s3server.put_many_small(bucket, [(f"run/o-{i:04d}", b"o") for i in range(1000)])
+    s3server.put(bucket, "run/shard", old)
+    m = mount(bucket, options=copts(cdir, "dir_readahead=0"))
+    for new in (grown, shrunk):
+        assert os.stat(m / "run/shard").st_size in (len(old), len(grown))
+        s3server.put(bucket, "run/shard", new)
+        time.sleep(1.2)
+        with open(m / "run/shard", "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+            try:
+                got = bytes(mm)
+            finally:
+                mm.close()
+        seen = (size, sha256_bytes(got))
+        prev = grown if new is shrunk else old
+        assert seen in ((len(prev), sha256_bytes(prev)), (len(new), sha256_bytes(new))), (
+            f"{seen[0]} bytes, neither the old version whole nor the new one")
 
 
 @pytest.mark.timeout(60)

@@ -150,6 +150,36 @@ def test_mixed_directory_heads_only_hinted_names(s3server, bucket, mount, proxy,
     assert keys_of(proxy, start, "HEAD") == []
 
 
+@pytest.mark.timeout(120)
+def test_changes_keeping_the_bytes_reach_a_mount_that_read_them(s3server, bucket, mount,
+                                                                tmp_path):
+    """A symlink replaced by one to another target, and a chmod of a file
+    whose bytes stay, are new versions with the same ETag (every empty
+    object has the same one): a mount that has read the old metadata shows
+    the new target and mode once its listing is refreshed, as a reader of
+    Lightning's `last.ckpt` needs (test_frameworks' replay saw the old
+    target for good)."""
+    s3server.put(bucket, "run/")
+    w = mount(bucket, options=[f"cache_dir={tmp_path / 'cache-w'}", "commit_delay=600"])
+    os.symlink("ckpt-1", w / "run" / "last")
+    (w / "run" / "state").write_bytes(b"same bytes\n")
+    os.chmod(w / "run" / "state", 0o644)
+    ckptfs_sync(w)
+    r = fresh(mount, bucket, tmp_path, "r")
+    assert os.readlink(r / "run" / "last") == "ckpt-1"
+    assert oct(os.stat(r / "run" / "state").st_mode & 0o777) == oct(0o644)
+    time.sleep(1.1)  # another LastModified second than the first versions
+    os.remove(w / "run" / "last")
+    os.symlink("ckpt-2", w / "run" / "last")
+    os.chmod(w / "run" / "state", 0o600)
+    ckptfs_sync(w)
+    wait_for(lambda: os.readlink(r / "run" / "last") == "ckpt-2", 10,
+             lambda: f"the reader still shows last -> {os.readlink(r / 'run' / 'last')}")
+    wait_for(lambda: os.stat(r / "run" / "state").st_mode & 0o777 == 0o600, 10,
+             lambda: f"the reader still shows mode {os.stat(r / 'run' / 'state').st_mode:o}")
+    assert (r / "run" / "state").read_bytes() == b"same bytes\n"
+
+
 def fresh(mount, bucket, tmp_path, name):
     return mount(bucket, options=[f"cache_dir={tmp_path / ('cache-' + name)}"],
                  mountpoint=_mp(tmp_path, name))

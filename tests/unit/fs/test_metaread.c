@@ -5,6 +5,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fs/ops-internal.h"
@@ -39,4 +41,35 @@ Test(metaread, empty_and_damaged_bodies)
 	cr_assert_eq(fs_meta_unpack(cut2, sizeof cut2, out, 4), 1);
 	cr_assert_str_eq(out[0].name, "a");
 	cr_assert_str_eq(out[0].value, "1");
+}
+
+/* Metadata is read per version, and a version is its ETag and its
+ * LastModified: two empty objects (symlinks to different targets) share
+ * an ETag, so a symlink replaced on another host would otherwise keep its
+ * old target here for good (test_frameworks' lightning replay saw it). */
+Test(metaread, version_is_etag_and_last_modified)
+{
+	fs_inode n;
+	memset(&n, 0, sizeof n);
+	struct timespec t1 = {1700000000, 123000000}, t2 = {1700000001, 0};
+	const char *empty = "\"d41d8cd98f00b204e9800998ecf8427e\"";
+	cr_assert(!fs_meta_read_for(&n, empty, t1), "nothing read yet");
+	fs_set_version(&n, empty, t1);
+	char v[FS_META_VER_MAX];
+	fs_meta_version(v, empty, t1);
+	n.meta_etag = v;
+	cr_assert(fs_meta_read_for(&n, empty, t1));
+	cr_assert(!fs_meta_read_for(&n, empty, t2), "same bytes, newer object");
+	cr_assert(!fs_meta_read_for(&n, "\"other\"", t1));
+	cr_assert(!fs_meta_read_for(&n, NULL, t1));
+	/* a HEAD's whole seconds keep the listing's finer time ... */
+	fs_set_version(&n, empty, (struct timespec){1700000000, 0});
+	cr_assert_eq(n.obj_mtime.tv_nsec, 123000000);
+	fs_set_version(&n, empty, (struct timespec){0, 0});
+	cr_assert_eq(n.obj_mtime.tv_sec, 1700000000, "no Last-Modified");
+	/* ... but another second is another version */
+	fs_set_version(&n, empty, t2);
+	cr_assert_eq(n.obj_mtime.tv_sec, t2.tv_sec);
+	cr_assert(!fs_meta_read_for(&n, n.etag, n.obj_mtime));
+	free(n.etag);
 }
