@@ -201,7 +201,10 @@ def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tm
     o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
     hist = {}
     obs = Observer(o / "run", history=lambda n: hist.get(n, []), interval=0.02)
-    with UploadThrottleProxy(s3server.endpoint, ttfb=0.3, up_rate=4 * MiB) as proxy:
+    # a sanitizer build's daemon is slower: the link's answers slow down
+    # with it (its rate stays: slower, a PUT outlasts the stall timeout)
+    with UploadThrottleProxy(s3server.endpoint, ttfb=0.3 * helpers.SLOWDOWN,
+                             up_rate=4 * MiB) as proxy:
         w = _writer_behind(mount, s3server, bucket, tmp_path, proxy)
         t0 = time.monotonic()
         save_checkpoint(w / "run", 1)
