@@ -75,7 +75,7 @@ typedef struct ctl_claim {
  * with *err: an unsafe directory, or the mountpoint already served ("pid
  * N"); nothing is left claimed then. */
 int ctl_sock_claim(const char *mountpoint, ctl_claim *c, char **err);
-/* Binds and listens (mode 0600), replacing a dead daemon's socket.  The
+/* Binds and listens (no access for group or others), replacing a dead daemon's socket.  The
  * listening fd (owned by c), or -1 with *err. */
 int ctl_sock_listen(ctl_claim *c, char **err);
 /* Removes the socket (when it is still the one bound) and the lock file,
