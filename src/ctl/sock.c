@@ -13,7 +13,8 @@
  * One daemon per mountpoint: a daemon holds an exclusive flock on
  * HASH.lock beside HASH.sock for its whole life, so only the holder ever
  * binds or removes HASH.sock, and a second daemon on the same mountpoint
- * is refused before it touches anything.  The lock file is removed by its
+ * is refused before it touches anything (after CLAIM_WAIT_S, for a holder
+ * that is letting go).  The lock file is removed by its
  * holder before it lets go; a taker checks that the file it locked is
  * still the one at the path (else it was removed under it) and tries
  * again.
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 char *ctl_sock_dir(void)
@@ -182,9 +184,16 @@ static long lock_holder(int fd)
 	return r > 0 ? strtol(s, NULL, 10) : 0;
 }
 
+/* How long a claim waits for a holder that is letting go: a daemon
+ * unmounted a moment ago releases its claim as its teardown begins, before
+ * it drains what is pending, so `fusermount3 -u M && ckptfs mount ... M`
+ * works. */
+#define CLAIM_WAIT_S 1.0
+
 static int take_lock(ctl_claim *c, const char *mountpoint, char **err)
 {
-	for (int tries = 0; tries < 100; tries++) {
+	double deadline = clock_mono() + CLAIM_WAIT_S;
+	for (;;) {
 		int fd = open(c->lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 			      0600);
 		if (fd < 0) {
@@ -193,6 +202,11 @@ static int take_lock(ctl_claim *c, const char *mountpoint, char **err)
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			int e = errno;
+			if (e == EWOULDBLOCK && clock_mono() < deadline) {
+				close(fd);
+				usleep(50 * 1000);
+				continue;
+			}
 			buf b = BUF_INIT;
 			if (e == EWOULDBLOCK)
 				buf_printf(&b, "%s is already served by a ckptfs "
@@ -222,8 +236,6 @@ static int take_lock(ctl_claim *c, const char *mountpoint, char **err)
 		}
 		close(fd); /* its holder removed it as we locked it */
 	}
-	*err = errf("cannot lock", c->lock);
-	return -1;
 }
 
 int ctl_sock_claim(const char *mountpoint, ctl_claim *c, char **err)

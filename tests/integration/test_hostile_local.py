@@ -54,8 +54,8 @@ def _ckptfs_entries(mountpoint):
     return n
 
 
-def _refused(argv, env, mountpoint, timeout=15):
-    """Runs a mount that must be refused: exit 1 within REFUSED_WITHIN,
+def _refused(argv, env, mountpoint, timeout=15, within=REFUSED_WITHIN):
+    """Runs a mount that must be refused: exit 1 within `within` s,
     a `ckptfs: ` line on stderr, and no further mount on mountpoint.  Cleans
     up what an old binary stacked there before failing."""
     before = _ckptfs_entries(mountpoint)
@@ -78,7 +78,7 @@ def _refused(argv, env, mountpoint, timeout=15):
     assert p.returncode == 1, f"exit {p.returncode}, expected 1\nstderr: {err}"
     lines = [l for l in err.splitlines() if l.startswith("ckptfs: ")]
     assert lines, f"no 'ckptfs: ' line on stderr:\n{err}"
-    assert elapsed < REFUSED_WITHIN, f"refused after {elapsed:.1f}s: {err}"
+    assert elapsed < within, f"refused after {elapsed:.1f}s: {err}"
     return "\n".join(lines)
 
 
@@ -121,11 +121,27 @@ def test_a_daemon_that_cannot_see_the_mount_is_refused_too(s3server, bucket, mou
     script = ('umount -l "$1" && shift && exec "$@"')
     cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
            "sh", str(m.path), *argv]
-    msg = _refused(cmd, s3server.env_for_ckptfs(), m.path)
+    # refused after waiting a second for a holder letting go (CLAIM_WAIT_S)
+    msg = _refused(cmd, s3server.env_for_ckptfs(), m.path, within=REFUSED_WITHIN + 1)
     assert "already served by a ckptfs daemon" in msg, msg
     assert f"pid {m.proc.pid}" in msg, msg
     assert helpers.ckptfs_status(m)["pid"] == m.proc.pid
     _write_and_sync(s3server, bucket, m, "after-namespace")
+
+
+def test_unmount_then_mount_again_at_once(s3server, bucket, mount):
+    """`fusermount3 -u M` and at once `ckptfs mount ... M` again: the new
+    mount comes up while the old daemon still drains what was written, and
+    its control socket answers after the old daemon has exited."""
+    m = mount(bucket, options=("commit_delay=600",))
+    (m / "old").mkdir()
+    (m / "old" / "a").write_bytes(b"old")
+    run(["fusermount3", "-u", m.path])
+    m2 = mount(bucket, mountpoint=m.path)
+    assert m.proc.wait(30) == 0
+    assert helpers.ckptfs_status(m2)["pid"] == m2.proc.pid
+    _write_and_sync(s3server, bucket, m2, "new")
+    assert (m2 / "old" / "a").read_bytes() == b"old"
 
 
 # --------------------------------------------------------------------------
