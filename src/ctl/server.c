@@ -41,6 +41,7 @@
 #include "proto/namespace.h"
 #include "proto/visibility.h"
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /* connections served at once; more are closed as they come */
@@ -621,13 +622,6 @@ struct conn {
 	int fd;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * Reads the request line into line (at most cap - 1 bytes).  Its length;
  * 0 when the client went away, -ETIMEDOUT after CTL_REQUEST_TIMEOUT_S
@@ -636,15 +630,15 @@ static int64_t now_ms(void)
  */
 static ssize_t read_request(ctl_server *s, int fd, char *line, size_t cap)
 {
-	int64_t deadline = now_ms() + CTL_REQUEST_TIMEOUT_S * 1000;
+	double deadline = clock_mono() + CTL_REQUEST_TIMEOUT_S;
 	size_t n = 0;
 	while (n < cap - 1) {
-		int64_t left = deadline - now_ms();
+		int left = (int)((deadline - clock_mono()) * 1000);
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p[2] = {{fd, POLLIN, 0},
 				      {s->stop_pipe[0], POLLIN, 0}};
-		int r = poll(p, 2, (int)left);
+		int r = poll(p, 2, left);
 		if (r < 0 && errno != EINTR)
 			return 0;
 		if (r <= 0)
