@@ -1,7 +1,10 @@
 /*
- * ctl client: one request, streamed JSON-line replies (see ctl.h).
+ * ctl client: one request, streamed JSON-line replies (see ctl.h).  The
+ * reply is believed only from a socket in a directory that is this user's
+ * alone, served by this user or root (ctl/sock.c).
  */
 #include "ctl/ctl.h"
+#include "ctl/internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,8 +23,33 @@ static char *errf(const char *what, const char *arg)
 	return buf_steal(&b);
 }
 
+static char *not_served(const char *mountpoint, const char *why)
+{
+	buf b = BUF_INIT;
+	buf_printf(&b, "%s is not a ckptfs mount served by this user "
+		       "(no control socket: %s)",
+		   mountpoint, why);
+	return buf_steal(&b);
+}
+
 static int connect_mount(const char *mountpoint, char **err)
 {
+	char *dir = ctl_sock_dir();
+	char *why = NULL;
+	int rc = dir ? ctl_sock_dir_check(dir, false, &why) : -ENOMEM;
+	free(dir);
+	if (rc == -ENOENT || rc == -ENOMEM) {
+		*err = not_served(mountpoint, strerror(-rc));
+		return -1;
+	}
+	if (rc < 0) {
+		buf b = BUF_INIT;
+		buf_printf(&b, "not asking the daemon of %s: %s", mountpoint,
+			   why);
+		*err = buf_steal(&b);
+		free(why);
+		return -1;
+	}
 	char *path = ctl_socket_path(mountpoint);
 	if (!path) {
 		*err = errf("cannot resolve", mountpoint);
@@ -32,13 +60,21 @@ static int connect_mount(const char *mountpoint, char **err)
 	free(path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-		buf b = BUF_INIT;
-		buf_printf(&b, "%s is not a ckptfs mount served by this user "
-			       "(no control socket: %s)",
-			   mountpoint, strerror(errno));
-		*err = buf_steal(&b);
+		*err = not_served(mountpoint, strerror(errno));
 		if (fd >= 0)
 			close(fd);
+		return -1;
+	}
+	unsigned uid;
+	if (!ctl_peer_trusted(fd, &uid)) {
+		buf b = BUF_INIT;
+		buf_printf(&b, "the control socket of %s is served by uid %u, "
+			       "neither this user nor root: not trusting it "
+			       "(someone else's process listens in the "
+			       "daemon's place)",
+			   mountpoint, uid);
+		*err = buf_steal(&b);
+		close(fd);
 		return -1;
 	}
 	return fd;

@@ -4,7 +4,14 @@
  *
  * The daemon listens on a Unix socket whose path is derived from the
  * mountpoint's real path (ctl_socket_path), in a directory only its owner
- * can enter (/run/ckptfs for root, $XDG_RUNTIME_DIR/ckptfs otherwise).
+ * can enter (/run/ckptfs for root, $XDG_RUNTIME_DIR/ckptfs otherwise,
+ * /tmp/ckptfs-UID without XDG_RUNTIME_DIR).  Both sides refuse a directory
+ * that is not theirs alone (ctl/sock.c), and each checks the other's uid
+ * (SO_PEERCRED: the same user, or root).  One daemon serves a mountpoint:
+ * it holds a lock beside its socket for its whole life, so a second daemon
+ * is refused and never removes the first one's socket.  A client has
+ * CTL_REQUEST_TIMEOUT_S seconds to send its request line; a silent one is
+ * closed, and an unmount closes those still silent at once.
  * Protocol: the client sends one JSON object on one line; the daemon
  * answers with one or more JSON lines, the last of which has "done": true
  * (progress lines come before it).  A reply with "error" carries a message.
@@ -72,10 +79,23 @@ typedef struct ctl_target {
 char *ctl_metrics_text(const ctl_target *t);
 json_t *ctl_metrics_json(const ctl_target *t);
 
+/* Seconds a client has to send its request; then it is closed. */
+#define CTL_REQUEST_TIMEOUT_S 5
+
 /* malloc'd socket path for a mountpoint (which must exist). NULL on error. */
 char *ctl_socket_path(const char *mountpoint);
 
-ctl_server *ctl_server_start(const ctl_target *t, char **err);
+/*
+ * Claims mountpoint for this process, before anything else of the mount
+ * is set up: checks (or creates) the socket directory and takes the
+ * mountpoint's lock.  NULL with *err when the directory is not safe or
+ * another daemon serves the mountpoint.  ctl_server_start then listens;
+ * ctl_server_stop (started or not) lets go.
+ */
+ctl_server *ctl_server_claim(const char *mountpoint, char **err);
+/* Listens and serves t (t->mountpoint as claimed).  0, or -1 with *err
+ * (s stays claimed). */
+int ctl_server_start(ctl_server *s, const ctl_target *t, char **err);
 void ctl_server_stop(ctl_server *s);
 
 /* Sends req and calls on_line for every reply line until the final one,

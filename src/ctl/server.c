@@ -3,9 +3,13 @@
  * requests on the mount's socket, and hands verify to ctl/verify.c.
  *
  * One accept thread; each connection is served by its own detached thread
- * (prefetch can run for minutes).  ctl_server_stop closes the listener,
- * flags the connection threads to stop and waits until all have finished,
- * so nothing they use (the cache, the S3 client) is freed under them.
+ * (prefetch can run for minutes), at most CTL_MAX_CONNS at once, each from
+ * this user or root only (ctl/sock.c).  A connection has
+ * CTL_REQUEST_TIMEOUT_S to send its request, and a reply waits at most
+ * CTL_SEND_TIMEOUT_S for a client that does not read.  ctl_server_stop
+ * closes the listener, wakes the connections still waiting for their
+ * request, flags the others to stop and waits until all have finished, so
+ * nothing they use (the cache, the S3 client) is freed under them.
  *
  * Prefetch fetches what the mount shows: it reads directories through the
  * mount's listing path (fs_listing_fetch: the namespace rules, children of
@@ -19,15 +23,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/sha.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,50 +41,26 @@
 #include "proto/namespace.h"
 #include "proto/visibility.h"
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/log.h"
+
+/* connections served at once; more are closed as they come */
+#define CTL_MAX_CONNS 64
+/* seconds a reply may wait for a client that does not read */
+#define CTL_SEND_TIMEOUT_S 10
 
 struct ctl_server {
 	ctl_target t;
-	char *path;
+	ctl_claim claim;
 	int lfd;
-	int stop_pipe[2];
+	int stop_pipe[2]; /* readable once stopping: wakes every poll */
+	bool started;
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	unsigned conns; /* [mu] */
 	bool stopping;  /* [mu] */
 };
-
-static char *runtime_dir(void)
-{
-	buf b = BUF_INIT;
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	if (getuid() == 0)
-		buf_puts(&b, "/run/ckptfs");
-	else if (xdg && xdg[0] == '/')
-		buf_printf(&b, "%s/ckptfs", xdg);
-	else
-		buf_printf(&b, "/tmp/ckptfs-%u", (unsigned)getuid());
-	return buf_steal(&b);
-}
-
-char *ctl_socket_path(const char *mountpoint)
-{
-	char *real = realpath(mountpoint, NULL);
-	if (!real)
-		return NULL;
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	SHA256((const unsigned char *)real, strlen(real), md);
-	free(real);
-	char *dir = runtime_dir();
-	buf b = BUF_INIT;
-	buf_printf(&b, "%s/", dir);
-	for (int i = 0; i < 16; i++)
-		buf_printf(&b, "%02x", md[i]);
-	buf_puts(&b, ".sock");
-	free(dir);
-	return buf_steal(&b);
-}
 
 /* ---- status ----------------------------------------------------------- */
 
@@ -644,18 +622,57 @@ struct conn {
 	int fd;
 };
 
-static void handle(ctl_server *s, int fd)
+/*
+ * Reads the request line into line (at most cap - 1 bytes).  Its length;
+ * 0 when the client went away, -ETIMEDOUT after CTL_REQUEST_TIMEOUT_S
+ * without a whole line, -ESHUTDOWN when the server stops first: a client
+ * that says nothing holds neither the unmount nor the daemon's exit.
+ */
+static ssize_t read_request(ctl_server *s, int fd, char *line, size_t cap)
 {
-	char line[8192];
+	double deadline = clock_mono() + CTL_REQUEST_TIMEOUT_S;
 	size_t n = 0;
-	while (n < sizeof line - 1) {
-		ssize_t r = recv(fd, line + n, sizeof line - 1 - n, 0);
+	while (n < cap - 1) {
+		int left = (int)((deadline - clock_mono()) * 1000);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p[2] = {{fd, POLLIN, 0},
+				      {s->stop_pipe[0], POLLIN, 0}};
+		int r = poll(p, 2, left);
+		if (r < 0 && errno != EINTR)
+			return 0;
 		if (r <= 0)
-			return;
-		n += (size_t)r;
+			continue;
+		if (p[1].revents)
+			return -ESHUTDOWN;
+		ssize_t got = recv(fd, line + n, cap - 1 - n, MSG_DONTWAIT);
+		if (got < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (got <= 0)
+			return 0;
+		n += (size_t)got;
 		if (memchr(line, '\n', n))
 			break;
 	}
+	return (ssize_t)n;
+}
+
+static void handle(ctl_server *s, int fd)
+{
+	char line[8192];
+	ssize_t got = read_request(s, fd, line, sizeof line);
+	if (got == -ETIMEDOUT) {
+		char msg[64];
+		snprintf(msg, sizeof msg, "no request within %d s",
+			 CTL_REQUEST_TIMEOUT_S);
+		ctl_send_error(fd, msg);
+		return;
+	}
+	if (got == -ESHUTDOWN)
+		ctl_send_error(fd, "the filesystem is being unmounted");
+	if (got <= 0)
+		return;
+	size_t n = (size_t)got;
 	line[n] = '\0';
 	json_error_t je;
 	json_t *req = json_loads(line, JSON_DISABLE_EOF_CHECK, &je);
@@ -721,14 +738,32 @@ static void *accept_main(void *arg)
 		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
+		unsigned uid;
+		if (!ctl_peer_trusted(fd, &uid)) {
+			/* the directory keeps others out; this is the
+			 * second lock */
+			log_warn("control socket: refused a client of uid %u",
+				 uid);
+			close(fd);
+			continue;
+		}
+		pthread_mutex_lock(&s->mu);
+		bool full = s->conns >= CTL_MAX_CONNS;
+		if (!full)
+			s->conns++;
+		pthread_mutex_unlock(&s->mu);
+		if (full) {
+			ctl_send_error(fd, "too many control connections");
+			close(fd);
+			continue;
+		}
+		struct timeval tv = {CTL_SEND_TIMEOUT_S, 0};
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 		struct conn *c = malloc(sizeof *c);
 		pthread_t t;
 		pthread_attr_t at;
 		pthread_attr_init(&at);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		pthread_mutex_lock(&s->mu);
-		s->conns++;
-		pthread_mutex_unlock(&s->mu);
 		if (c)
 			*c = (struct conn){s, fd};
 		if (!c || pthread_create(&t, &at, conn_main, c) != 0) {
@@ -743,83 +778,63 @@ static void *accept_main(void *arg)
 	return NULL;
 }
 
-static int listen_on(const char *path, char **err)
-{
-	char *dir = strdup(path);
-	char *slash = dir ? strrchr(dir, '/') : NULL;
-	if (slash)
-		*slash = '\0';
-	if (dir && mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		buf b = BUF_INIT;
-		buf_printf(&b, "cannot create %s: %s", dir, strerror(errno));
-		*err = buf_steal(&b);
-		free(dir);
-		return -1;
-	}
-	free(dir);
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-	unlink(path); /* a stale socket of a dead daemon on this mountpoint */
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	mode_t old = umask(077);
-	int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof sa);
-	umask(old);
-	if (rc < 0 || listen(fd, 16) < 0) {
-		buf b = BUF_INIT;
-		buf_printf(&b, "cannot listen on %s: %s", path, strerror(errno));
-		*err = buf_steal(&b);
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-ctl_server *ctl_server_start(const ctl_target *t, char **err)
+ctl_server *ctl_server_claim(const char *mountpoint, char **err)
 {
 	ctl_server *s = calloc(1, sizeof *s);
-	if (!s)
+	if (!s) {
+		*err = strdup("out of memory");
 		return NULL;
-	s->t = *t;
-	s->path = ctl_socket_path(t->mountpoint);
-	s->lfd = s->path ? listen_on(s->path, err) : -1;
-	if (s->lfd < 0 || pipe2(s->stop_pipe, O_CLOEXEC) < 0) {
-		if (s->lfd >= 0)
-			close(s->lfd);
-		free(s->path);
+	}
+	s->lfd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
+	if (ctl_sock_claim(mountpoint, &s->claim, err) < 0) {
 		free(s);
 		return NULL;
 	}
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	if (pthread_create(&s->thread, NULL, accept_main, s) != 0) {
-		close(s->lfd);
-		close(s->stop_pipe[0]);
-		close(s->stop_pipe[1]);
-		free(s->path);
-		free(s);
-		return NULL;
-	}
 	return s;
+}
+
+int ctl_server_start(ctl_server *s, const ctl_target *t, char **err)
+{
+	s->t = *t;
+	s->lfd = ctl_sock_listen(&s->claim, err);
+	if (s->lfd < 0)
+		return -1;
+	if (pipe2(s->stop_pipe, O_CLOEXEC) < 0) {
+		s->stop_pipe[0] = s->stop_pipe[1] = -1;
+		*err = strdup("cannot start the control server: no pipe");
+		return -1;
+	}
+	if (pthread_create(&s->thread, NULL, accept_main, s) != 0) {
+		*err = strdup("cannot start the control server's thread");
+		return -1;
+	}
+	s->started = true;
+	return 0;
 }
 
 void ctl_server_stop(ctl_server *s)
 {
 	if (!s)
 		return;
-	ssize_t w = write(s->stop_pipe[1], "x", 1);
-	(void)w;
-	pthread_join(s->thread, NULL);
+	if (s->started) {
+		/* wakes the accept thread and every connection still
+		 * waiting for its request */
+		ssize_t w = write(s->stop_pipe[1], "x", 1);
+		(void)w;
+		pthread_join(s->thread, NULL);
+	}
 	pthread_mutex_lock(&s->mu);
 	s->stopping = true;
 	while (s->conns > 0)
 		pthread_cond_wait(&s->cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
-	close(s->lfd);
-	close(s->stop_pipe[0]);
-	close(s->stop_pipe[1]);
-	unlink(s->path);
-	free(s->path);
+	if (s->stop_pipe[0] >= 0) {
+		close(s->stop_pipe[0]);
+		close(s->stop_pipe[1]);
+	}
+	ctl_sock_release(&s->claim); /* closes lfd */
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
 	free(s);

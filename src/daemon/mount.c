@@ -76,6 +76,62 @@ void mount_args_free(mount_args *a)
 	free(a->complete);
 }
 
+/* A mountinfo field with its octal escapes (\040 for ' ') undone, in
+ * place. */
+static void mountinfo_unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' &&
+		    r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 +
+				      (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+/*
+ * Whether a ckptfs mount sits on mountpoint (its real path) in this mount
+ * namespace (proc(5)'s mountinfo: field 5 the mount point, the file
+ * system type and source after " - ").  *source the mounted s3:// URL
+ * (malloc'd).
+ */
+static bool served_by_ckptfs(const char *real, char **source)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		char *save = NULL, *mp = NULL;
+		char *tok = strtok_r(line, " \n", &save);
+		for (int i = 1; tok && i < 5; i++)
+			tok = mp = strtok_r(NULL, " \n", &save);
+		while (tok && strcmp(tok, "-") != 0)
+			tok = strtok_r(NULL, " \n", &save);
+		char *type = tok ? strtok_r(NULL, " \n", &save) : NULL;
+		char *src = type ? strtok_r(NULL, " \n", &save) : NULL;
+		if (!mp || !type || strcmp(type, "fuse.ckptfs") != 0)
+			continue;
+		mountinfo_unescape(mp);
+		if (strcmp(mp, real) != 0)
+			continue;
+		found = true;
+		if (src)
+			mountinfo_unescape(src);
+		*source = strdup(src ? src : "?");
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
 static int check_mountpoint(const mount_args *a)
 {
 	struct stat st;
@@ -87,6 +143,20 @@ static int check_mountpoint(const mount_args *a)
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "ckptfs: mountpoint %s is not a directory\n",
 			a->mountpoint);
+		return -1;
+	}
+	/* one daemon per mountpoint, nonempty or not: a second one would
+	 * hide the first, which still holds (and commits) what was
+	 * written through it */
+	char *real = realpath(a->mountpoint, NULL), *source = NULL;
+	bool served = real && served_by_ckptfs(real, &source);
+	free(real);
+	if (served) {
+		fprintf(stderr,
+			"ckptfs: %s is already a ckptfs mount (%s): one daemon "
+			"per mountpoint; unmount it first (fusermount3 -u %s)\n",
+			a->mountpoint, source ? source : "?", a->mountpoint);
+		free(source);
 		return -1;
 	}
 	if (a->nonempty)
@@ -264,6 +334,11 @@ static int setup_s3(mount_args *a, struct mounted *m)
 		goto fail;
 	if (check_mountpoint(a) < 0)
 		return -1;
+	/* before anything is set up: one daemon per mountpoint, and a
+	 * socket directory only this user can write to (ctl/ctl.h) */
+	m->ctl = ctl_server_claim(a->mountpoint, &err);
+	if (!m->ctl)
+		goto fail;
 	s3_err e;
 	int rc = s3_connect(s, a->insecure, &a->retry, &m->creds, &m->loop,
 			    &m->s3, &err, &e);
@@ -291,8 +366,7 @@ static int setup_s3(mount_args *a, struct mounted *m)
 			goto fail;
 		t.metrics_url = exporter_url(m->metrics);
 	}
-	m->ctl = ctl_server_start(&t, &err);
-	if (!m->ctl)
+	if (ctl_server_start(m->ctl, &t, &err) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -1,6 +1,8 @@
 /*
  * daemon: the ckptfs daemon's life: bring a mount up, serve it, take it
  * down.  It sits above fs and ctl and wires the layers together in order:
+ * the mountpoint's checks and its claim (no ckptfs mount on it already,
+ * the control socket's lock and directory: ctl_server_claim),
  * credentials and the http loop with the mount's retry policy
  * (s3_connect), the bucket check, the listing probe (s3/probe.h), the
  * read cache, the commit engine (not
