@@ -43,6 +43,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,16 +419,20 @@ static int fetch_now(creds_chain *ch, char **err)
 static int expired_error(creds_chain *ch, char **err)
 {
 	long ago = (long)(time(NULL) - ch->cached.expires);
+	char when[48]; /* or about to: within CREDS_MIN_VALID */
+	if (ago >= 0)
+		snprintf(when, sizeof when, "expired %ld s ago", ago);
+	else
+		snprintf(when, sizeof when, "expire in %ld s", -ago);
 	if (!ch->refresh_err)
 		return s3cfg_fail(err,
-				  "the credentials from %s expired %ld s ago "
-				  "and their refresh is still waiting on the "
-				  "provider",
-				  ch->providers[ch->source].name, ago);
+				  "the credentials from %s %s and their "
+				  "refresh is still waiting on the provider",
+				  ch->providers[ch->source].name, when);
 	return s3cfg_fail(err,
-			  "the credentials from %s expired %ld s ago and "
-			  "refreshing them failed: %s",
-			  ch->providers[ch->source].name, ago,
+			  "the credentials from %s %s and refreshing them "
+			  "failed: %s",
+			  ch->providers[ch->source].name, when,
 			  ch->refresh_err);
 }
 
