@@ -102,19 +102,15 @@ class KeySource:
             self.issued.append(k)
         return k
 
-    def by_id(self, key_id):
+    def _find(self, field, value):
         with self._lock:
-            for k in self.issued:
-                if k["id"] == key_id:
-                    return k
-        return None
+            return next((k for k in self.issued if k[field] == value), None)
+
+    def by_id(self, key_id):
+        return self._find("id", key_id)
 
     def by_token(self, token):
-        with self._lock:
-            for k in self.issued:
-                if k["token"] == token:
-                    return k
-        return None
+        return self._find("token", token)
 
 
 class ExpiryGuard:

@@ -725,6 +725,18 @@ Test(chain, callers_never_wait_for_a_refresh, .timeout = 20)
 	creds_chain_free(ch);
 }
 
+/* A get that must fail without waiting on the provider: its message. */
+static char *get_fails_at_once(creds_chain *ch)
+{
+	s3_creds c;
+	char *err = NULL;
+	double a = clock_mono();
+	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
+	cr_assert_lt(clock_mono() - a, 0.5, "the caller waited on the provider");
+	cr_assert_null(c.access_key);
+	return err;
+}
+
 Test(chain, failed_refresh_keeps_the_set_until_it_expires, .timeout = 20)
 {
 	fake f = {.expires_in = 6, .fail_after = 2};
@@ -754,13 +766,7 @@ Test(chain, failed_refresh_keeps_the_set_until_it_expires, .timeout = 20)
 		cr_assert_str_eq(get_id(ch), "AKIA1");
 	while (clock_mono() - t0 < 5.5)
 		usleep(50000);
-	s3_creds c;
-	char *err = NULL;
-	double a = clock_mono();
-	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
-	cr_assert_lt(clock_mono() - a, 0.5,
-		     "the caller waited on the provider");
-	cr_assert_null(c.access_key);
+	char *err = get_fails_at_once(ch);
 	assert_has(err, "the credentials from fake expire"); /* in 1 s, or expired */
 	assert_has(err, "refreshing them failed: fake provider failed");
 	free(err);
@@ -783,14 +789,11 @@ Test(chain, a_set_expiring_during_a_hung_refresh_fails_at_once,
 	cr_assert_eq(creds_chain_status(ch, &st), 0);
 	cr_assert(st.refreshing);
 	creds_status_free(&st);
-	s3_creds c;
-	char *err = NULL;
-	double a = clock_mono();
-	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
-	cr_assert_lt(clock_mono() - a, 0.5,
-		     "the caller waited on the hung provider");
+	char *err = get_fails_at_once(ch);
 	assert_has(err, "still waiting on the provider");
 	free(err);
+	err = NULL;
+	s3_creds c;
 	while (creds_chain_get(ch, &c, &err) < 0) { /* until it returns */
 		free(err);
 		err = NULL;
