@@ -109,6 +109,9 @@ typedef struct creds_ctx {
 	const char *region;  /* never NULL */
 	const char *ca_bundle; /* for https:// STS and container endpoints;
 				  NULL: the system's */
+	/* the profile, read once per fetch of the chain (creds-local.c,
+	 * creds_ctx_profile); NULL: read on every use */
+	struct creds_profile_memo *memo;
 } creds_ctx;
 
 /*

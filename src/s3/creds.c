@@ -206,7 +206,8 @@ static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
 		       size_t *source, char **err)
 {
 	buf tried = BUF_INIT;
-	creds_ctx cx = {ch->profile, ch->region, ch->ca_bundle};
+	creds_profile_memo memo = {0};
+	creds_ctx cx = {ch->profile, ch->region, ch->ca_bundle, &memo};
 	size_t end = one ? from + 1 : ch->n;
 	for (size_t i = from; i < end; i++) {
 		const creds_provider *p = &ch->providers[i];
@@ -222,6 +223,7 @@ static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
 		if (r > 0) {
 			*source = i;
 			buf_free(&tried);
+			creds_profile_memo_free(&memo);
 			return 0;
 		}
 		if (r < 0) {
@@ -233,9 +235,11 @@ static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
 				*err = perr, perr = NULL;
 			free(perr);
 			buf_free(&tried);
+			creds_profile_memo_free(&memo);
 			return -1;
 		}
 	}
+	creds_profile_memo_free(&memo);
 	int rc = s3cfg_fail(err, "%s (tried: %s)",
 			    one ? "the credential source gave nothing"
 				: "no AWS credentials found",
