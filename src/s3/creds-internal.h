@@ -9,7 +9,8 @@
  *                    the container host rule, command-line splitting
  *   creds-http.c     one blocking HTTP request with a deadline (curl easy)
  *   creds-local.c    environment and the shared files' static keys;
- *                    loading a profile from both files
+ *                    loading a profile from both files (once per fetch
+ *                    of the chain: creds_ctx_profile)
  *   creds-remote.c   container credentials (ECS, EKS Pod Identity) and EC2
  *                    instance metadata (IMDSv2)
  *   creds-process.c  credential_process
