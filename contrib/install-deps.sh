@@ -23,7 +23,7 @@ PKGS="
   libcriterion-dev libinih-dev python3-pytest python3-pytest-xdist
   ceph-mon ceph-osd radosgw ceph-common uuid-runtime
   awscli python3-boto3 python3-torch python3-prometheus-client
-  curl openssl attr psmisc procps valgrind
+  curl openssl attr psmisc procps valgrind iproute2 util-linux
   s3fs rclone hyperfine
 "
 

@@ -1,6 +1,7 @@
 /*
  * ckptfs status MOUNT [--json]: cache use, pinned bytes, hit/miss counters,
- * download throughput and the pending transactions (path, state, bytes
+ * download throughput, the credentials (source, time left, refreshes and
+ * their failures) and the pending transactions (path, state, bytes
  * uploaded of total, rate, last error) of the daemon serving MOUNT.
  */
 #include <jansson.h>
@@ -66,6 +67,40 @@ static void print_pending(json_t *r)
 	}
 }
 
+/* The "credentials" object of the status's metrics (ctl/metrics.c). */
+static void print_credentials(json_t *c)
+{
+	if (!json_is_object(c))
+		return;
+	printf("credentials  %s\n",
+	       json_string_value(json_object_get(c, "source")));
+	json_t *exp = json_object_get(c, "expires_in_seconds");
+	json_int_t left = json_integer_value(exp);
+	if (!json_is_integer(exp))
+		printf("  %-18s %s\n", "expires", "never");
+	else if (left >= 0)
+		printf("  %-18s in %lld s\n", "expires", (long long)left);
+	else
+		printf("  %-18s %lld s ago\n", "expired", (long long)-left);
+	printf("  %-18s %llu\n", "refreshes",
+	       (unsigned long long)num(c, "refreshes"));
+	uint64_t failing = num(c, "failing");
+	printf("  %-18s %llu", "refresh failures",
+	       (unsigned long long)num(c, "refresh_failures"));
+	json_t *next = json_object_get(c, "next_refresh_in_seconds");
+	if (failing)
+		printf(" (%llu in a row; next try in %lld s)",
+		       (unsigned long long)failing,
+		       (long long)json_integer_value(next));
+	putchar('\n');
+	const char *err = json_string_value(json_object_get(c, "last_error"));
+	if (err)
+		printf("  %-18s %lld s ago: %s\n", "last failure",
+		       (long long)json_integer_value(
+			   json_object_get(c, "last_error_seconds_ago")),
+		       err);
+}
+
 static void print_table(json_t *r)
 {
 	json_t *c = json_object_get(r, "cache");
@@ -103,6 +138,8 @@ static void print_table(json_t *r)
 			      json_object_get(d, "rate_bytes_per_s")),
 		      b);
 	printf("  %-18s %s/s\n", "throughput", b);
+	print_credentials(
+	    json_object_get(json_object_get(r, "metrics"), "credentials"));
 	print_pending(r);
 }
 

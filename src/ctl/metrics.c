@@ -2,12 +2,14 @@
  * ctl metrics: the mount's numbers in one place, for the Prometheus
  * endpoint (daemon/exporter.c) and `ckptfs status --json`: the mount's
  * counters (util/metrics.h), the cache's state (cache_get_stats) and the
- * commit engine's pending transactions (eng_status).  doc/metrics.md
+ * commit engine's pending transactions (eng_status), the credentials'
+ * expiry and refreshes (creds_chain_status).  doc/metrics.md
  * describes every metric; both renderings below use its names.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "commit/engine.h"
 #include "ctl/ctl.h"
@@ -21,12 +23,16 @@ typedef struct numbers {
 	bool writable;
 	uint64_t pending, pending_bytes, pending_upload, failed;
 	double oldest;
+	creds_status cr; /* source NULL: no chain (or no set yet) */
 } numbers;
 
 static void gather(const ctl_target *t, numbers *n)
 {
 	memset(n, 0, sizeof *n);
 	metrics_snap(t->metrics, &n->m);
+	creds_chain *ch = t->s3 ? s3_client_creds(t->s3) : NULL;
+	if (ch && creds_chain_status(ch, &n->cr) < 0)
+		creds_status_free(&n->cr); /* the numbers without the text */
 	if (t->cache)
 		cache_get_stats(t->cache, &n->cs);
 	fs_ctx *fs = t->fs ? __atomic_load_n(t->fs, __ATOMIC_ACQUIRE) : NULL;
@@ -188,6 +194,31 @@ static void commit_text(buf *b, const numbers *n)
 			  &n->m.commit_latency);
 }
 
+static void creds_text(buf *b, const creds_status *c)
+{
+	if (!c->source)
+		return;
+	head(b, "ckptfs_credentials_info", "gauge",
+	     "The credential provider whose set signs requests (always 1)");
+	buf_puts(b, "ckptfs_credentials_info{source=\"");
+	label_value(b, c->source);
+	buf_puts(b, "\"} 1\n");
+	if (c->expires)
+		one(b, "ckptfs_credentials_expiry_seconds", "gauge",
+		    "Seconds until the current credentials expire (negative: "
+		    "expired; absent: they never do)",
+		    (double)(c->expires - time(NULL)));
+	one(b, "ckptfs_credentials_refreshes_total", "counter",
+	    "Credential sets fetched again before expiry",
+	    (double)c->refreshes);
+	one(b, "ckptfs_credentials_refresh_failures_total", "counter",
+	    "Credential refreshes that failed (retried with backoff)",
+	    (double)c->refresh_failures);
+	one(b, "ckptfs_credentials_refresh_failing", "gauge",
+	    "Credential refreshes failed in a row (0: the last one worked)",
+	    (double)c->failing);
+}
+
 char *ctl_metrics_text(const ctl_target *t)
 {
 	numbers n;
@@ -205,6 +236,8 @@ char *ctl_metrics_text(const ctl_target *t)
 	s3_text(&b, &n.m);
 	cache_text(&b, &n.cs);
 	commit_text(&b, &n);
+	creds_text(&b, &n.cr);
+	creds_status_free(&n.cr);
 	return buf_steal(&b);
 }
 
@@ -225,6 +258,32 @@ static json_t *hist_json(const metric_hist *h)
 	}
 	return json_pack("{s:I, s:f, s:o}", "count", (json_int_t)cum,
 			 "sum_seconds", (double)h->sum_us / 1e6, "buckets", bk);
+}
+
+/* null when never, else seconds from now (negative: past) */
+static json_t *secs_from_now(time_t when, time_t now)
+{
+	return when ? json_integer((json_int_t)(when - now)) : json_null();
+}
+
+static json_t *creds_json(const creds_status *c)
+{
+	if (!c->source)
+		return json_null();
+	time_t now = time(NULL);
+	json_t *e = c->last_error ? json_string(c->last_error) : json_null();
+	if (!e) /* not UTF-8 */
+		e = json_string("(a message that is not UTF-8)");
+	return json_pack(
+	    "{s:s, s:o, s:o, s:I, s:I, s:I, s:b, s:o, s:o}", "source",
+	    c->source, "expires_in_seconds", secs_from_now(c->expires, now),
+	    "next_refresh_in_seconds", secs_from_now(c->next_refresh, now),
+	    "refreshes", (json_int_t)c->refreshes, "refresh_failures",
+	    (json_int_t)c->refresh_failures, "failing", (json_int_t)c->failing,
+	    "refreshing", c->refreshing, "last_error", e,
+	    "last_error_seconds_ago",
+	    c->last_error ? json_integer((json_int_t)(now - c->last_error_at))
+			  : json_null());
 }
 
 json_t *ctl_metrics_json(const ctl_target *t)
@@ -260,5 +319,8 @@ json_t *ctl_metrics_json(const ctl_target *t)
 	    "oldest_pending_age_seconds", n.oldest, "commits",
 	    (json_int_t)m->commits, "retries", (json_int_t)m->commit_retries,
 	    "duration_seconds", hist_json(&m->commit_latency));
-	return json_pack("{s:o, s:o}", "s3", s3, "commit", commit);
+	json_t *cr = creds_json(&n.cr);
+	creds_status_free(&n.cr);
+	return json_pack("{s:o, s:o, s:o}", "s3", s3, "commit", commit,
+			 "credentials", cr);
 }

@@ -118,6 +118,11 @@ http_loop *s3_client_loop(const s3_client *c)
 	return c->loop;
 }
 
+creds_chain *s3_client_creds(const s3_client *c)
+{
+	return c->creds;
+}
+
 /* ---- operations ------------------------------------------------------- */
 
 static void query_param(buf *q, const char *name, const char *value)

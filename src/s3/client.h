@@ -139,6 +139,8 @@ int s3_connect(const s3_settings *s, bool insecure, const retry_policy *retry,
 
 const s3_settings *s3_client_settings(const s3_client *c);
 http_loop *s3_client_loop(const s3_client *c);
+/* The credential chain that signs c's requests (for its status). */
+creds_chain *s3_client_creds(const s3_client *c);
 
 /*
  * Building blocks for engines that keep many transfers in flight on the

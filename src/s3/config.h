@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "util/buf.h"
@@ -91,6 +92,16 @@ typedef struct creds_chain creds_chain;
  */
 #define CREDS_REFRESH_MARGIN 300
 #define CREDS_MIN_VALID 1
+/*
+ * A failed refresh is tried again after creds_retry_delay: 1 s after the
+ * first failure, doubling with each one in a row up to CREDS_RETRY_MAX,
+ * but never more than a quarter of the time the current set has left
+ * (so the last tries come before it expires) and, once it has expired,
+ * never more than CREDS_RETRY_EXPIRED_MAX (requests fail until one
+ * works).  At least 1 s.
+ */
+#define CREDS_RETRY_MAX 60
+#define CREDS_RETRY_EXPIRED_MAX 10
 
 /* What a provider knows of the mount. */
 typedef struct creds_ctx {
@@ -98,6 +109,9 @@ typedef struct creds_ctx {
 	const char *region;  /* never NULL */
 	const char *ca_bundle; /* for https:// STS and container endpoints;
 				  NULL: the system's */
+	/* the profile, read once per fetch of the chain (creds-local.c,
+	 * creds_ctx_profile); NULL: read on every use */
+	struct creds_profile_memo *memo;
 } creds_ctx;
 
 /*
@@ -149,5 +163,28 @@ int creds_chain_get(creds_chain *ch, s3_creds *out, char **err);
 
 /* When a set fetched at `fetched` and expiring at `expires` is refreshed. */
 time_t creds_refresh_at(time_t fetched, time_t expires);
+
+/* Seconds before the next try after `failures` failed refreshes in a row,
+ * when the current set has `left` seconds left (<= 0: expired). */
+long creds_retry_delay(unsigned failures, time_t left);
+
+/* What the chain holds, for `ckptfs status` and the metrics: never a
+ * secret. */
+typedef struct creds_status {
+	const char *source;  /* the provider of the current set; NULL: none */
+	time_t expires;	     /* of the current set; 0: never */
+	time_t fetched;	     /* when it was fetched */
+	time_t next_refresh; /* the refresher's next try; 0: none planned */
+	uint64_t refreshes;  /* sets the refresher installed */
+	uint64_t refresh_failures; /* refreshes that failed */
+	unsigned failing;	   /* failed in a row (0: the last worked) */
+	bool refreshing;	   /* a refresh is waiting on the provider */
+	char *last_error;	   /* of the last failed refresh, or NULL */
+	time_t last_error_at;	   /* when it failed */
+} creds_status;
+
+/* Fills *st (free with creds_status_free).  0, or -1 out of memory. */
+int creds_chain_status(creds_chain *ch, creds_status *st);
+void creds_status_free(creds_status *st);
 
 #endif

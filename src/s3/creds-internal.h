@@ -9,7 +9,8 @@
  *                    the container host rule, command-line splitting
  *   creds-http.c     one blocking HTTP request with a deadline (curl easy)
  *   creds-local.c    environment and the shared files' static keys;
- *                    loading a profile from both files
+ *                    loading a profile from both files (once per fetch
+ *                    of the chain: creds_ctx_profile)
  *   creds-remote.c   container credentials (ECS, EKS Pod Identity) and EC2
  *                    instance metadata (IMDSv2)
  *   creds-process.c  credential_process
@@ -121,6 +122,24 @@ int credp_config_file(const creds_provider *self, const creds_ctx *cx,
  */
 int creds_profile_load(const char *profile, aws_profile *out, char **where,
 		       char **err);
+
+/*
+ * The profile of cx->profile, as creds_profile_load gives it, read from
+ * the files once per fetch of the chain: the providers that need it
+ * (assume role, web identity, credential_process, IMDS's v1 switch)
+ * share one reading, and a refresh reads the files again.  0 with *p and
+ * *where (valid until creds_profile_memo_free), or -1 with *err.
+ */
+typedef struct creds_profile_memo {
+	bool loaded;
+	int rc;
+	aws_profile p;
+	char *where, *err;
+} creds_profile_memo;
+
+int creds_ctx_profile(const creds_ctx *cx, const aws_profile **p,
+		      const char **where, char **err);
+void creds_profile_memo_free(creds_profile_memo *m);
 
 /* Static keys of a loaded profile: 1 found, 0 none, -1 partial. */
 int creds_from_profile(const aws_profile *p, const char *where,

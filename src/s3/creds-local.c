@@ -151,6 +151,35 @@ int creds_profile_load(const char *profile, aws_profile *out, char **where,
 	return rc;
 }
 
+int creds_ctx_profile(const creds_ctx *cx, const aws_profile **p,
+		      const char **where, char **err)
+{
+	creds_profile_memo *m = cx->memo;
+	if (!m)
+		return s3cfg_fail(err, "no profile memo (a creds_ctx outside a "
+				       "chain fetch)");
+	if (!m->loaded) {
+		m->loaded = true;
+		m->rc = creds_profile_load(cx->profile, &m->p, &m->where,
+					   &m->err);
+	}
+	if (m->rc < 0)
+		return m->err ? s3cfg_fail(err, "%s", m->err)
+			      : s3cfg_fail_oom(err);
+	*p = &m->p;
+	*where = m->where;
+	return 0;
+}
+
+void creds_profile_memo_free(creds_profile_memo *m)
+{
+	if (m->loaded && m->rc == 0)
+		aws_profile_free(&m->p);
+	free(m->where);
+	free(m->err);
+	memset(m, 0, sizeof *m);
+}
+
 /* Reads a small token file whole, without trailing white space. */
 char *creds_read_token_file(const char *path, const char *var, char **err)
 {

@@ -140,24 +140,22 @@ int creds_run_process(const char *cmd, const char *where, s3_creds *out,
 int credp_process(const creds_provider *self, const creds_ctx *cx,
 		  s3_creds *out, buf *tried, char **err)
 {
-	aws_profile p;
-	char *where = NULL;
-	if (creds_profile_load(cx->profile, &p, &where, err) < 0)
+	const aws_profile *p;
+	const char *where;
+	if (creds_ctx_profile(cx, &p, &where, err) < 0)
 		return -1;
 	int rc = 0;
-	if (!p.credential_process.v) {
+	if (!p->credential_process.v) {
 		buf_printf(tried, "credential_process (none in profile %s)",
 			   cx->profile);
 	} else {
 		buf w = BUF_INIT;
 		buf_printf(&w, "profile %s", cx->profile);
-		rc = creds_run_process(p.credential_process.v, buf_cstr(&w),
+		rc = creds_run_process(p->credential_process.v, buf_cstr(&w),
 				       out, err) == 0
 			 ? 1
 			 : -1;
 		buf_free(&w);
 	}
-	aws_profile_free(&p);
-	free(where);
 	return rc;
 }

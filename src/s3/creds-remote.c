@@ -202,14 +202,13 @@ static void imds_setup(imds *m, const creds_ctx *cx)
 	m->attempts = a && atoi(a) > 0 ? atoi(a) : 1;
 	m->v1_allowed = !env_true("AWS_EC2_METADATA_V1_DISABLED");
 	if (m->v1_allowed && !s3cfg_env_get("AWS_EC2_METADATA_V1_DISABLED")) {
-		aws_profile p;
-		char *where = NULL, *perr = NULL;
-		if (creds_profile_load(cx->profile, &p, &where, &perr) == 0 &&
-		    p.imds_v1_disabled.v &&
-		    strcasecmp(p.imds_v1_disabled.v, "true") == 0)
+		const aws_profile *p;
+		const char *where;
+		char *perr = NULL;
+		if (creds_ctx_profile(cx, &p, &where, &perr) == 0 &&
+		    p->imds_v1_disabled.v &&
+		    strcasecmp(p->imds_v1_disabled.v, "true") == 0)
 			m->v1_allowed = false;
-		aws_profile_free(&p);
-		free(where);
 		free(perr);
 	}
 	m->token = NULL;

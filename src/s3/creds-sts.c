@@ -253,19 +253,19 @@ static int web_identity(const creds_ctx *cx, const aws_profile *p,
 int credp_web_identity(const creds_provider *self, const creds_ctx *cx,
 		       s3_creds *out, buf *tried, char **err)
 {
-	aws_profile p;
-	char *where = NULL;
-	if (creds_profile_load(cx->profile, &p, &where, err) < 0)
+	const aws_profile *p;
+	const char *where;
+	if (creds_ctx_profile(cx, &p, &where, err) < 0)
 		return -1;
 	const char *file = s3cfg_env_get("AWS_WEB_IDENTITY_TOKEN_FILE");
 	const char *role = s3cfg_env_get("AWS_ROLE_ARN");
 	const char *session = s3cfg_env_get("AWS_ROLE_SESSION_NAME");
 	if (!file)
-		file = p.web_identity_token_file.v;
+		file = p->web_identity_token_file.v;
 	if (!role)
-		role = p.role_arn.v;
+		role = p->role_arn.v;
 	if (!session)
-		session = p.role_session_name.v;
+		session = p->role_session_name.v;
 	int rc;
 	if (!file) {
 		buf_puts(tried, "web identity (AWS_WEB_IDENTITY_TOKEN_FILE not "
@@ -279,7 +279,7 @@ int credp_web_identity(const creds_provider *self, const creds_ctx *cx,
 				file);
 	} else {
 		char *path = s3cfg_expand_home(file);
-		rc = path && web_identity(cx, &p, path, role, session, out,
+		rc = path && web_identity(cx, p, path, role, session, out,
 					  err) == 0
 			 ? 1
 			 : -1;
@@ -287,8 +287,6 @@ int credp_web_identity(const creds_provider *self, const creds_ctx *cx,
 			s3cfg_fail_oom(err);
 		free(path);
 	}
-	aws_profile_free(&p);
-	free(where);
 	return rc;
 }
 
@@ -421,20 +419,16 @@ static int assume_profile(const creds_ctx *cx, const char *name,
 int credp_assume_role(const creds_provider *self, const creds_ctx *cx,
 		      s3_creds *out, buf *tried, char **err)
 {
-	aws_profile p;
-	char *where = NULL;
-	if (creds_profile_load(cx->profile, &p, &where, err) < 0)
+	const aws_profile *p;
+	const char *where;
+	if (creds_ctx_profile(cx, &p, &where, err) < 0)
 		return -1;
-	int rc = 0;
-	if (!p.role_arn.v || p.web_identity_token_file.v)
+	if (!p->role_arn.v || p->web_identity_token_file.v) {
 		buf_printf(tried, "assume role (no role_arn in profile %s)",
 			   cx->profile);
-	else
-		rc =
-		    assume_profile(cx, cx->profile, &p, where, 0, out, err) == 0
-			? 1
-			: -1;
-	aws_profile_free(&p);
-	free(where);
-	return rc;
+		return 0;
+	}
+	return assume_profile(cx, cx->profile, p, where, 0, out, err) == 0
+		   ? 1
+		   : -1;
 }

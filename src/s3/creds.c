@@ -17,10 +17,14 @@
  * at most CREDS_REFRESH_MARGIN, before expiry), so callers, which include
  * the threads that sign every S3 request, never wait on the network: they
  * copy the current set under the mutex.  A failed refresh keeps the
- * current set and is retried after a quarter of the time left (1 to 60
- * s), with a warning in the log.  If the set expires while the refresher
- * keeps failing, callers get that failure at once (they never wait on a
- * provider after start-up); the refresher goes on trying.  A caller
+ * current set (usable until CREDS_MIN_VALID before it expires) and is
+ * retried with backoff (creds_retry_delay: 1, 2, 4 ... 60 s, at most a
+ * quarter of the time left), with a warning in the log; the counts and
+ * the last failure are kept for creds_chain_status (`ckptfs status`, the
+ * metrics).  If the set expires while the refresher keeps failing, or
+ * while it still waits on a provider that hangs, callers get that failure
+ * at once (they never wait on a provider after start-up); the refresher
+ * goes on trying.  A caller
  * fetches itself only when no set was ever found, or when the set expired
  * without the refresher having failed (it had no chance: a suspended
  * machine); such fetches are serialised (fetch_mu) and a caller that
@@ -38,6 +42,8 @@
 #include "s3/config.h"
 
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +81,11 @@ struct creds_chain {
 	double last_err_t;
 	char
 	    *refresh_err; /* of the refresher's last try; NULL when it worked */
+	time_t refresh_err_t; /* when refresh_err (or the last one) came */
+	char *last_refresh_err; /* the last failure, kept after a success */
+	unsigned failing;	/* refreshes failed in a row */
+	uint64_t refreshes, refresh_failures; /* since the chain began */
+	bool refreshing; /* the refresher is waiting on the provider */
 	pthread_t thread;
 	bool thread_on, stopping;
 };
@@ -149,6 +160,7 @@ void creds_chain_free(creds_chain *ch)
 	s3_creds_free(&ch->cached);
 	free(ch->last_err);
 	free(ch->refresh_err);
+	free(ch->last_refresh_err);
 	free(ch->providers);
 	free(ch->profile);
 	free(ch->region);
@@ -194,7 +206,8 @@ static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
 		       size_t *source, char **err)
 {
 	buf tried = BUF_INIT;
-	creds_ctx cx = {ch->profile, ch->region, ch->ca_bundle};
+	creds_profile_memo memo = {0};
+	creds_ctx cx = {ch->profile, ch->region, ch->ca_bundle, &memo};
 	size_t end = one ? from + 1 : ch->n;
 	for (size_t i = from; i < end; i++) {
 		const creds_provider *p = &ch->providers[i];
@@ -210,6 +223,7 @@ static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
 		if (r > 0) {
 			*source = i;
 			buf_free(&tried);
+			creds_profile_memo_free(&memo);
 			return 0;
 		}
 		if (r < 0) {
@@ -221,9 +235,11 @@ static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
 				*err = perr, perr = NULL;
 			free(perr);
 			buf_free(&tried);
+			creds_profile_memo_free(&memo);
 			return -1;
 		}
 	}
+	creds_profile_memo_free(&memo);
 	int rc = s3cfg_fail(err, "%s (tried: %s)",
 			    one ? "the credential source gave nothing"
 				: "no AWS credentials found",
@@ -242,6 +258,7 @@ static void install(creds_chain *ch, s3_creds *fresh, size_t source)
 	ch->source = source;
 	free(ch->refresh_err);
 	ch->refresh_err = NULL;
+	ch->failing = 0;
 	ch->fetched = time(NULL);
 	if (ch->cached.expires)
 		ch->next = creds_refresh_at(ch->fetched, ch->cached.expires);
@@ -250,10 +267,36 @@ static void install(creds_chain *ch, s3_creds *fresh, size_t source)
 
 /* ---- the refresher ------------------------------------------------------ */
 
-static long retry_delay(time_t left)
+long creds_retry_delay(unsigned failures, time_t left)
 {
-	long d = (long)(left / 4);
-	return d < 1 ? 1 : d > 60 ? 60 : d;
+	long d = CREDS_RETRY_MAX;
+	if (failures > 0 && failures <= 6)
+		d = 1L << (failures - 1); /* 1, 2, 4 ... 32, then 60 */
+	long cap = left > 0 ? (long)(left / 4) : CREDS_RETRY_EXPIRED_MAX;
+	if (d > cap)
+		d = cap;
+	return d < 1 ? 1 : d;
+}
+
+/* Notes a failed refresh: backoff, counters, the warning.  Holds mu. */
+static void refresh_failed(creds_chain *ch, size_t src, const char *err)
+{
+	time_t now = time(NULL);
+	time_t left = ch->cached.expires - now;
+	ch->failing++;
+	ch->refresh_failures++;
+	ch->next = now + creds_retry_delay(ch->failing, left);
+	free(ch->refresh_err);
+	ch->refresh_err = strdup(err ? err : "out of memory");
+	free(ch->last_refresh_err);
+	ch->last_refresh_err = strdup(err ? err : "out of memory");
+	ch->refresh_err_t = now;
+	log_warn("refreshing the credentials from %s failed (%u in a row): "
+		 "%s; the current ones are valid for %ld s more; next try in "
+		 "%ld s",
+		 ch->providers[src].name, ch->failing,
+		 err ? err : "out of memory", (long)(left > 0 ? left : 0),
+		 (long)(ch->next - now));
 }
 
 /* One refresh from the current source.  Called without locks. */
@@ -263,6 +306,7 @@ static void refresh_once(creds_chain *ch)
 	pthread_mutex_lock(&ch->mu);
 	size_t src = ch->source;
 	bool due = ch->have && ch->cached.expires && time(NULL) >= ch->next;
+	ch->refreshing = due;
 	pthread_mutex_unlock(&ch->mu);
 	if (!due) { /* a caller fetched meanwhile */
 		pthread_mutex_unlock(&ch->fetch_mu);
@@ -273,23 +317,17 @@ static void refresh_once(creds_chain *ch)
 	size_t got;
 	int rc = chain_fetch(ch, src, true, &fresh, &got, &err);
 	pthread_mutex_lock(&ch->mu);
-	time_t now = time(NULL);
+	ch->refreshing = false;
 	if (rc == 0) {
 		install(ch, &fresh, got);
+		ch->refreshes++;
 		log_info("credentials from %s refreshed; valid for %ld s",
 			 ch->providers[got].name,
-			 ch->cached.expires ? (long)(ch->cached.expires - now)
-					    : -1L);
+			 ch->cached.expires
+			     ? (long)(ch->cached.expires - time(NULL))
+			     : -1L);
 	} else {
-		time_t left = ch->cached.expires - now;
-		ch->next = now + retry_delay(left);
-		free(ch->refresh_err);
-		ch->refresh_err = strdup(err ? err : "out of memory");
-		log_warn("refreshing the credentials from %s failed: %s; the "
-			 "current ones are valid for %ld s more; next try in "
-			 "%ld s",
-			 ch->providers[src].name, err ? err : "out of memory",
-			 (long)(left > 0 ? left : 0), (long)(ch->next - now));
+		refresh_failed(ch, src, err);
 	}
 	pthread_mutex_unlock(&ch->mu);
 	pthread_mutex_unlock(&ch->fetch_mu);
@@ -377,17 +415,28 @@ static int fetch_now(creds_chain *ch, char **err)
 }
 
 /*
- * The set expired after the refresher failed to replace it: fail at once
- * (the refresher keeps trying) rather than make this caller, maybe the
- * http loop's thread, wait on the provider.  Holds mu.
+ * The set expired after the refresher failed to replace it, or while it
+ * is still waiting on the provider: fail at once (the refresher keeps
+ * trying) rather than make this caller, maybe the http loop's thread,
+ * wait on the provider.  Holds mu.
  */
 static int expired_error(creds_chain *ch, char **err)
 {
+	long ago = (long)(time(NULL) - ch->cached.expires);
+	char when[48]; /* or about to: within CREDS_MIN_VALID */
+	if (ago >= 0)
+		snprintf(when, sizeof when, "expired %ld s ago", ago);
+	else
+		snprintf(when, sizeof when, "expire in %ld s", -ago);
+	if (!ch->refresh_err)
+		return s3cfg_fail(err,
+				  "the credentials from %s %s and their "
+				  "refresh is still waiting on the provider",
+				  ch->providers[ch->source].name, when);
 	return s3cfg_fail(err,
-			  "the credentials from %s expired %ld s ago and "
-			  "refreshing them failed: %s",
-			  ch->providers[ch->source].name,
-			  (long)(time(NULL) - ch->cached.expires),
+			  "the credentials from %s %s and refreshing them "
+			  "failed: %s",
+			  ch->providers[ch->source].name, when,
 			  ch->refresh_err);
 }
 
@@ -396,7 +445,7 @@ int creds_chain_get(creds_chain *ch, s3_creds *out, char **err)
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&ch->mu);
 	int r = take(ch, out, err);
-	if (r == 0 && ch->have && ch->refresh_err)
+	if (r == 0 && ch->have && (ch->refresh_err || ch->refreshing))
 		r = expired_error(ch, err);
 	pthread_mutex_unlock(&ch->mu);
 	if (r != 0)
@@ -417,4 +466,33 @@ int creds_chain_get(creds_chain *ch, s3_creds *out, char **err)
 	}
 	pthread_mutex_unlock(&ch->fetch_mu);
 	return r > 0 ? 0 : -1;
+}
+
+int creds_chain_status(creds_chain *ch, creds_status *st)
+{
+	memset(st, 0, sizeof *st);
+	pthread_mutex_lock(&ch->mu);
+	if (ch->have) {
+		st->source = ch->providers[ch->source].name;
+		st->expires = ch->cached.expires;
+		st->fetched = ch->fetched;
+		st->next_refresh = ch->cached.expires ? ch->next : 0;
+	}
+	st->refreshes = ch->refreshes;
+	st->refresh_failures = ch->refresh_failures;
+	st->failing = ch->failing;
+	st->refreshing = ch->refreshing;
+	st->last_error_at = ch->refresh_err_t;
+	int rc = 0;
+	if (ch->last_refresh_err &&
+	    !(st->last_error = strdup(ch->last_refresh_err)))
+		rc = -1;
+	pthread_mutex_unlock(&ch->mu);
+	return rc;
+}
+
+void creds_status_free(creds_status *st)
+{
+	free(st->last_error);
+	st->last_error = NULL;
 }

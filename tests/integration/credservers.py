@@ -36,8 +36,12 @@ STSServer      STS's query API, POST / form-encoded:
 
 Each server can be told to misbehave: mode "garbage" (200 with a body that
 is not the document) or "hang" (accept, read the request, never answer);
-STSServer.fail_next(n) answers the next n calls with 503.
-Every server records what it was asked in `requests`.
+`plan`, a list of modes, gives the next requests theirs, one each, before
+`mode` applies again; STSServer.fail_next(n) answers the next n calls with
+503.  Every server records what it was asked in `requests`, and when and
+in which mode in `log` ((time, mode) pairs).  `sock`: a listening socket
+to serve (netns.py makes one inside a network namespace, e.g. on the ECS
+address 169.254.170.2:80) instead of one on 127.0.0.1.
 """
 
 import base64
@@ -98,12 +102,15 @@ class KeySource:
             self.issued.append(k)
         return k
 
-    def by_token(self, token):
+    def _find(self, field, value):
         with self._lock:
-            for k in self.issued:
-                if k["token"] == token:
-                    return k
-        return None
+            return next((k for k in self.issued if k[field] == value), None)
+
+    def by_id(self, key_id):
+        return self._find("id", key_id)
+
+    def by_token(self, token):
+        return self._find("token", token)
 
 
 class ExpiryGuard:
@@ -114,6 +121,7 @@ class ExpiryGuard:
         self.keys = keys
         self.lock = threading.Lock()
         self.used = {}     # access key id -> requests
+        self.last = {}     # access key id -> time of its last request
         self.refused = []  # (t, method, path, id)
         self.static = 0    # requests not signed with a temporary set
 
@@ -131,6 +139,7 @@ class ExpiryGuard:
                 self.refused.append((time.time(), method, path, k["id"]))
                 return (400, "ExpiredToken", "The provided token has expired.")
             self.used[k["id"]] = self.used.get(k["id"], 0) + 1
+            self.last[k["id"]] = time.time()
         return None
 
 
@@ -138,9 +147,12 @@ class _Server:
     """A ThreadingHTTPServer on 127.0.0.1 with a handler class bound to
     this object; stop() closes it and releases hung handlers."""
 
-    def __init__(self, mode="ok", tls=None):
-        """tls: (certificate file, key file) to serve https://."""
+    def __init__(self, mode="ok", tls=None, sock=None):
+        """tls: (certificate file, key file) to serve https://; sock: a
+        listening socket to serve."""
         self.mode = mode
+        self.plan = []
+        self.log = []
         self.requests = []
         self.lock = threading.Lock()
         self.released = threading.Event()
@@ -158,14 +170,18 @@ class _Server:
                 with owner.lock:
                     owner.requests.append((self.command, self.path,
                                            dict(self.headers.items()), body))
-                if owner.mode == "hang":
+                    mode = owner.plan.pop(0) if owner.plan else owner.mode
+                    owner.log.append((time.time(), mode))
+                if mode == "hang":
                     owner.released.wait(120)
                     self.close_connection = True
                     return
-                status, headers, out = owner.handle(self.command, self.path,
-                                                    self.headers, body)
-                if owner.mode == "garbage" and status == 200:
+                if mode == "garbage":  # nothing issued, nothing checked
+                    status, headers = 200, [("Content-Type", "text/html")]
                     out = b"<html><body>Service temporarily moved</body>"
+                else:
+                    status, headers, out = owner.handle(
+                        self.command, self.path, self.headers, body)
                 self.send_response(status)
                 for k, v in headers:
                     self.send_header(k, v)
@@ -175,16 +191,21 @@ class _Server:
 
             do_GET = do_PUT = do_POST = _go
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), H, bind_and_activate=sock is None)
+        if sock is not None:
+            self.httpd.socket.close()
+            self.httpd.socket = sock
+            self.httpd.server_address = sock.getsockname()
         self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        host, self.port = self.httpd.server_address[:2]
+        self.url = f"http://{host}:{self.port}"
         if tls:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(*map(str, tls))
             self.httpd.socket = ctx.wrap_socket(self.httpd.socket,
                                                 server_side=True)
-            self.url = f"https://127.0.0.1:{self.port}"
+            self.url = f"https://{host}:{self.port}"
         self._t = threading.Thread(target=self.httpd.serve_forever,
                                    daemon=True)
         self._t.start()
@@ -270,9 +291,9 @@ class IMDSServer(_Server):
 
 class ContainerServer(_Server):
     def __init__(self, keys, path="/v1/credentials", auth_token=None,
-                 mode="ok"):
+                 mode="ok", sock=None):
         self.keys, self.path, self.auth_token = keys, path, auth_token
-        super().__init__(mode)
+        super().__init__(mode, sock=sock)
 
     def handle(self, method, path, headers, body):
         if method != "GET":
@@ -344,13 +365,16 @@ def _sigv4_ok(secret, method, path, headers, body, auth, region):
 
 class STSServer(_Server):
     def __init__(self, keys, source_keys=None, region="us-east-1", mode="ok",
-                 tls=None):
-        """source_keys: {access key id: secret} allowed to sign AssumeRole."""
+                 tls=None, sock=None, issued_may_sign=False):
+        """source_keys: {access key id: secret} allowed to sign AssumeRole;
+        issued_may_sign: so may every temporary set `keys` issued (with its
+        session token), as a task role or a pod's role may call STS."""
         self.keys, self.region = keys, region
         self.source_keys = dict(source_keys or {})
+        self.issued_may_sign = issued_may_sign
         self.calls = []  # dicts: action, role, session, token, signer
         self.failures = 0  # the next this many calls answer 503
-        super().__init__(mode, tls)
+        super().__init__(mode, tls, sock)
 
     def fail_next(self, n):
         """The next n calls get 503 ServiceUnavailable (STS's Receiver
@@ -431,6 +455,10 @@ class STSServer(_Server):
             kid = auth.split("Credential=")[-1].split("/")[0] if auth else ""
             call["signer"] = kid
             secret = self.source_keys.get(kid)
+            k = self.keys.by_id(kid) if self.issued_may_sign else None
+            if k is not None and headers.get("X-Amz-Security-Token") == \
+                    k["token"] and time.time() < k["expires"]:
+                secret = k["secret"]
             if secret is None:
                 return self._error(403, "InvalidClientTokenId",
                                    "The security token included in the "

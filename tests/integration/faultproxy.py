@@ -585,7 +585,9 @@ class FaultProxy:
     """See the module docstring."""
 
     def __init__(self, target: str, seed: int = 0, port: int = 0,
-                 inspect=None):
+                 inspect=None, listen_sock=None):
+        """listen_sock: a listening socket to serve instead of a new one
+        on 127.0.0.1:port (netns.py: one inside a network namespace)."""
         self.inspect = inspect
         t = re.sub(r"^https?://", "", target).rstrip("/")
         host, _, p = t.rpartition(":")
@@ -606,10 +608,12 @@ class FaultProxy:
         # that count requests (oplog(), e.g. HEADs per open)
         self.requests_log = []
         self.errors = []  # unexpected exceptions in connection threads (bugs)
-        self._ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._ls.bind(("127.0.0.1", port))
-        self._ls.listen(512)
+        self._ls = listen_sock
+        if self._ls is None:
+            self._ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._ls.bind(("127.0.0.1", port))
+            self._ls.listen(512)
         self.port = self._ls.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._t = threading.Thread(target=self._accept, daemon=True,

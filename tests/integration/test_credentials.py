@@ -6,8 +6,11 @@ the Expiration the server announced.  No static key reaches ckptfs except
 where a test says so (the source profile of assume-role, which only signs
 STS)."""
 
+import json
 import os
+import re
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,9 @@ from credservers import (ContainerServer, ExpiryGuard, IMDSServer, KeySource,
                          STSServer, make_jwt)
 from faultproxy import FaultProxy
 from helpers import CKPTFS_BIN, run
+from netns import NetNS
 from test_errors import expect_failure
+from test_metrics import check_exposition, scrape, val
 
 ROLE = "arn:aws:iam::123456789012:role/ckptfs-trainer"
 
@@ -67,11 +72,12 @@ def env_for(s3server, **extra):
     return s3server.env_without_keys(**extra)
 
 
-def mount_via(mount, s3server, bucket, proxy, env, tmp_path, name="w"):
+def mount_via(mount, s3server, bucket, proxy, env, tmp_path, name="w",
+              extra_args=()):
     mp = tmp_path / f"mnt-{name}"
     mp.mkdir(exist_ok=True)
     argv = mount.argv(bucket, "", mp, [f"cache_dir={tmp_path}/cache-{name}"],
-                      endpoint=False)
+                      endpoint=False, extra_args=extra_args)
     argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
     return mount(bucket, argv=argv, mountpoint=mp, env=env, timeout=60)
 
@@ -357,3 +363,175 @@ def test_sts_over_https_checks_the_certificate(mount, s3server, bucket, keys,
     m = mount_via(mount, s3server, bucket, proxy, env, tmp_path)
     save_and_read(s3server, bucket, m, 0)
     assert guard.used and guard.static == 0
+
+
+# --------------------------------------------------------------------------
+# Where tasks get credentials: ECS's 169.254.170.2 in a network namespace,
+# credential_source profiles, a provider failing during a refresh
+
+ECS_HOST = "169.254.170.2"
+
+
+@pytest.fixture
+def task_netns():
+    """A network namespace holding ECS's credentials address (netns.py):
+    ckptfs runs inside it as a task would, the test's servers listen in
+    it, and nothing of the host's network changes."""
+    ns = NetNS()
+    try:
+        ns.add_address(ECS_HOST)
+        yield ns
+    finally:
+        ns.close()  # with the proxies of mount_in
+
+
+def mount_in(ns, mount, s3server, bucket, guard, env, tmp_path,
+             extra_args=()):
+    """ckptfs mounted from inside ns, its S3 requests through an
+    ExpiryGuard proxy listening on the namespace's 127.0.0.1."""
+    p = FaultProxy(s3server.endpoint, inspect=guard,
+                   listen_sock=ns.listen("127.0.0.1"))
+    mp = tmp_path / "mnt-ns"
+    mp.mkdir(exist_ok=True)
+    argv = mount.argv(bucket, "", mp, [f"cache_dir={tmp_path}/cache-ns"],
+                      endpoint=False, extra_args=extra_args)
+    argv += ["--endpoint", p.endpoint, "--region", s3server.region]
+    ns.cleanups.append(p.close)
+    return mount(bucket, argv=ns.argv(argv), mountpoint=mp, env=env,
+                 timeout=60)
+
+
+def test_ecs_task_role_from_169_254_170_2(mount, s3server, bucket, keys,
+                                          guard, servers, task_netns,
+                                          tmp_path):
+    """AWS_CONTAINER_CREDENTIALS_RELATIVE_URI alone, as ECS sets it: the
+    credentials come from http://169.254.170.2 + the URI, with no
+    Authorization header, and the URI (a capability) is never printed."""
+    rel = f"/v2/credentials/{uuid.uuid4()}"
+    c = servers(ContainerServer, keys, path=rel,
+                sock=task_netns.listen(ECS_HOST, 80))
+    env = env_for(s3server, AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=rel)
+    m = mount_in(task_netns, mount, s3server, bucket, guard, env, tmp_path)
+    save_and_read(s3server, bucket, m, 0)
+    st = helpers.ckptfs_status(m.path)["metrics"]["credentials"]
+    assert [(r[0], r[1]) for r in c.requests] == [("GET", rel)]
+    assert "Authorization" not in c.requests[0][2]
+    assert guard.used.get(keys.issued[0]["id"]) and guard.static == 0
+    assert guard.refused == []
+    assert st["source"] == "container credentials"
+    assert 800 < st["expires_in_seconds"] <= 900, st
+    assert rel not in m.log_text()
+
+
+@pytest.mark.parametrize("source", ["Environment", "EcsContainer"])
+def test_credential_source_assumes_the_role(mount, s3server, bucket, keys,
+                                            guard, proxy, servers,
+                                            task_netns, tmp_path, source):
+    """A profile with role_arn and credential_source: the source's
+    temporary keys (a CI job's environment; an ECS task role) sign STS
+    AssumeRole, whose server checks the signature, and only the role's
+    keys reach S3."""
+    cfg = tmp_path / "config"
+    cfg.write_text(f"[profile train]\nrole_arn = {ROLE}\n"
+                   f"credential_source = {source}\n"
+                   "role_session_name = job-8\nduration_seconds = 900\n")
+    if source == "Environment":
+        src = keys.issue()
+        sts = servers(STSServer, keys, issued_may_sign=True)
+        # --profile: the environment provider is skipped (as `aws
+        # --profile`), so the keys there only sign AssumeRole
+        env = env_for(s3server, AWS_CONFIG_FILE=cfg,
+                      AWS_ACCESS_KEY_ID=src["id"],
+                      AWS_SECRET_ACCESS_KEY=src["secret"],
+                      AWS_SESSION_TOKEN=src["token"],
+                      AWS_ENDPOINT_URL_STS=sts.url)
+        m = mount_via(mount, s3server, bucket, proxy, env, tmp_path,
+                      extra_args=("--profile", "train"))
+        save_and_read(s3server, bucket, m, 0)
+    else:
+        rel = "/v2/credentials/task-role"
+        c = servers(ContainerServer, keys, path=rel,
+                    sock=task_netns.listen(ECS_HOST, 80))
+        sts = servers(STSServer, keys, issued_may_sign=True,
+                      sock=task_netns.listen("127.0.0.1"))
+        env = env_for(s3server, AWS_CONFIG_FILE=cfg, AWS_PROFILE="train",
+                      AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=rel,
+                      AWS_ENDPOINT_URL_STS=sts.url)
+        m = mount_in(task_netns, mount, s3server, bucket, guard, env,
+                     tmp_path)
+        save_and_read(s3server, bucket, m, 0)
+        assert [r[1] for r in c.requests] == [rel]
+        src = keys.issued[0]
+    role = keys.issued[-1]
+    assert role["id"] != src["id"]
+    assert [(c["action"], c["signer"], c["session"], c["role"])
+            for c in sts.calls] == [("AssumeRole", src["id"], "job-8", ROLE)]
+    assert guard.used.get(role["id"]), "S3 never saw the role's keys"
+    assert not guard.used.get(src["id"]), "the source's keys reached S3"
+    assert guard.static == 0 and guard.refused == []
+
+
+@pytest.mark.timeout(120)
+def test_refresh_survives_a_provider_that_answers_garbage_or_hangs(
+        mount, s3server, bucket, keys, guard, proxy, servers, tmp_path):
+    """30 s container credentials (refreshed 10 s before expiry); the
+    refresh meets garbage, then a hang (2 s per attempt) and garbage
+    again.  The mount keeps signing with the current set, retries after
+    1 s each time, takes the next set when the endpoint recovers, never
+    sends a request with an expired set, and `ckptfs status` (text and
+    --json) and the metrics show the time left and the failures."""
+    keys.announce = 30
+    c = servers(ContainerServer, keys, auth_token="t")
+    env = env_for(s3server,
+                  AWS_CONTAINER_CREDENTIALS_FULL_URI=c.url + "/v1/credentials",
+                  AWS_CONTAINER_AUTHORIZATION_TOKEN="t")
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    argv = mount.argv(bucket, "", mp, [f"cache_dir={tmp_path}/cache-w",
+                                       "metrics=127.0.0.1:0"], endpoint=False)
+    argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+    m = mount(bucket, argv=argv, mountpoint=mp, env=env, timeout=60)
+    c.plan = ["garbage", "hang", "garbage"]
+    first = keys.issued[0]
+    seen_failing, i, t0 = None, 0, time.monotonic()
+    while len(keys.issued) < 2 or not guard.used.get(keys.issued[1]["id"]):
+        # (a garbage or hung answer issues no set: issued[1] is the next)
+        assert time.monotonic() - t0 < 60, \
+            f"no new set in 60 s; requests {c.log}\n{m.log_tail()}"
+        save_and_read(s3server, bucket, m, i)
+        i += 1
+        cr = helpers.ckptfs_status(m.path)["metrics"]["credentials"]
+        if cr["failing"] and seen_failing is None:
+            seen_failing = cr
+            text = run([CKPTFS_BIN, "status", str(m.path)]).stdout
+    assert guard.refused == [], f"expired keys used: {guard.refused}"
+    assert [mode for _, mode in c.log] == ["ok", "garbage", "hang",
+                                           "garbage", "ok"], c.log
+    times = [t for t, _ in c.log]
+    assert times[2] - times[1] >= 0.9 and times[4] - times[3] >= 0.9, \
+        f"retried without waiting: {c.log}"
+    # the first set signed requests until close to its expiry
+    assert guard.last[first["id"]] >= first["expires"] - 8, \
+        (guard.last[first["id"]] - first["expires"])
+    assert seen_failing, "status never showed a failing refresh"
+    assert 0 < seen_failing["expires_in_seconds"] <= 10, seen_failing
+    assert "not JSON" in seen_failing["last_error"] or \
+        "no reply" in seen_failing["last_error"], seen_failing
+    assert "refresh failures" in text and "in a row; next try in" in text
+    assert re.search(r"expires +in \d+ s", text) and "last failure" in text
+    st = helpers.ckptfs_status(m.path)
+    cr = st["metrics"]["credentials"]
+    assert (cr["refreshes"], cr["refresh_failures"], cr["failing"]) == \
+        (1, 2, 0), cr
+    assert cr["expires_in_seconds"] > 10 and cr["last_error"], cr
+    samples = check_exposition(scrape(st["metrics_endpoint"]))
+    assert val(samples, "ckptfs_credentials_info",
+               source="container credentials") == 1
+    assert val(samples, "ckptfs_credentials_refresh_failures_total") == 2
+    assert val(samples, "ckptfs_credentials_refreshes_total") == 1
+    assert val(samples, "ckptfs_credentials_refresh_failing") == 0
+    assert 10 < val(samples, "ckptfs_credentials_expiry_seconds") <= 30
+    log = m.log_text()
+    assert "refreshing the credentials from container credentials failed " \
+        "(2 in a row)" in log
+    assert_no_secret(log + text + json.dumps(st), keys)

@@ -356,6 +356,24 @@ Test(rules, refresh_time)
 	cr_assert_eq(creds_refresh_at(1000, 1000), 1001);
 }
 
+Test(rules, retry_backoff)
+{
+	/* doubling from 1 s after each failure in a row, up to 60 s */
+	cr_assert_eq(creds_retry_delay(1, 3000), 1);
+	cr_assert_eq(creds_retry_delay(2, 3000), 2);
+	cr_assert_eq(creds_retry_delay(3, 3000), 4);
+	cr_assert_eq(creds_retry_delay(6, 3000), 32);
+	cr_assert_eq(creds_retry_delay(7, 3000), 60);
+	cr_assert_eq(creds_retry_delay(500, 3000), 60);
+	/* never more than a quarter of the time left, never under 1 s */
+	cr_assert_eq(creds_retry_delay(7, 100), 25);
+	cr_assert_eq(creds_retry_delay(3, 8), 2);
+	cr_assert_eq(creds_retry_delay(3, 2), 1);
+	/* once expired, requests fail until a try works: at most 10 s */
+	cr_assert_eq(creds_retry_delay(9, 0), 10);
+	cr_assert_eq(creds_retry_delay(2, -30), 2);
+}
+
 /* ---- providers: configuration and order --------------------------------- */
 
 TestSuite(providers, .init = setup, .fini = teardown);
@@ -673,11 +691,24 @@ Test(chain, refreshes_in_the_background_before_expiry, .timeout = 20)
 	creds_chain_free(ch);
 }
 
+/* The fake's expiry is whole seconds of time(NULL), so a set fetched late
+ * in a second expires up to 1 s before expires_in says: start just after
+ * a second begins (50 ms after: time() is a coarse clock, a few ms
+ * behind). */
+static void at_second_start(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	usleep((useconds_t)((1000000000L - ts.tv_nsec) / 1000) + 50000);
+}
+
 Test(chain, callers_never_wait_for_a_refresh, .timeout = 20)
 {
-	/* the refresh takes 2 s; meanwhile every get returns at once */
-	fake f = {.expires_in = 6, .slow_from = 2, .slow_ms = 2000};
+	/* the refresh (at 4 s) takes 0.5 s, done before the set's last
+	 * second; meanwhile every get returns at once */
+	fake f = {.expires_in = 6, .slow_from = 2, .slow_ms = 500};
 	creds_provider p = {"fake", fake_fetch, &f};
+	at_second_start();
 	creds_chain *ch = creds_chain_new_with("default", NULL, &p, 1);
 	cr_assert_str_eq(get_id(ch), "AKIA1");
 	double worst = 0, t0 = clock_mono();
@@ -694,15 +725,16 @@ Test(chain, callers_never_wait_for_a_refresh, .timeout = 20)
 	creds_chain_free(ch);
 }
 
-/* The fake's expiry is whole seconds of time(NULL), so a set fetched late
- * in a second expires up to 1 s before expires_in says: start just after
- * a second begins (50 ms after: time() is a coarse clock, a few ms
- * behind). */
-static void at_second_start(void)
+/* A get that must fail without waiting on the provider: its message. */
+static char *get_fails_at_once(creds_chain *ch)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	usleep((useconds_t)((1000000000L - ts.tv_nsec) / 1000) + 50000);
+	s3_creds c;
+	char *err = NULL;
+	double a = clock_mono();
+	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
+	cr_assert_lt(clock_mono() - a, 0.5, "the caller waited on the provider");
+	cr_assert_null(c.access_key);
+	return err;
 }
 
 Test(chain, failed_refresh_keeps_the_set_until_it_expires, .timeout = 20)
@@ -713,24 +745,64 @@ Test(chain, failed_refresh_keeps_the_set_until_it_expires, .timeout = 20)
 	creds_chain *ch = creds_chain_new_with("default", NULL, &p, 1);
 	double t0 = clock_mono();
 	cr_assert_str_eq(get_id(ch), "AKIA1");
-	while (f.calls < 2) {
+	creds_status st;
+	cr_assert_eq(creds_chain_status(ch, &st), 0);
+	cr_assert_str_eq(st.source, "fake");
+	cr_assert(st.expires - time(NULL) >= 5 && st.expires - time(NULL) <= 6);
+	cr_assert(st.refresh_failures == 0 && st.failing == 0 &&
+		  !st.last_error);
+	do { /* the refresh at 4 s fails; the next try 1 s later */
 		cr_assert_lt(clock_mono() - t0, 6.0);
 		usleep(20000);
-	}
+		creds_status_free(&st);
+		cr_assert_eq(creds_chain_status(ch, &st), 0);
+	} while (st.failing < 1);
+	cr_assert_eq(st.refresh_failures, st.failing);
+	cr_assert_eq(st.refreshes, 0);
+	cr_assert_str_eq(st.last_error, "fake provider failed");
+	cr_assert_eq(st.next_refresh, st.last_error_at + 1);
+	creds_status_free(&st);
 	if (clock_mono() - t0 < 4.5)
 		cr_assert_str_eq(get_id(ch), "AKIA1");
 	while (clock_mono() - t0 < 5.5)
 		usleep(50000);
-	s3_creds c;
-	char *err = NULL;
-	double a = clock_mono();
-	cr_assert_eq(creds_chain_get(ch, &c, &err), -1);
-	cr_assert_lt(clock_mono() - a, 0.5,
-		     "the caller waited on the provider");
-	cr_assert_null(c.access_key);
-	assert_has(err, "the credentials from fake expired");
+	char *err = get_fails_at_once(ch);
+	assert_has(err, "the credentials from fake expire"); /* in 1 s, or expired */
 	assert_has(err, "refreshing them failed: fake provider failed");
 	free(err);
+	creds_chain_free(ch);
+}
+
+Test(chain, a_set_expiring_during_a_hung_refresh_fails_at_once,
+     .timeout = 20)
+{
+	/* refreshed at 4 s, usable until 5 s; the refresh takes 4 s */
+	fake f = {.expires_in = 6, .slow_from = 2, .slow_ms = 4000};
+	creds_provider p = {"fake", fake_fetch, &f};
+	at_second_start();
+	creds_chain *ch = creds_chain_new_with("default", NULL, &p, 1);
+	double t0 = clock_mono();
+	cr_assert_str_eq(get_id(ch), "AKIA1");
+	while (clock_mono() - t0 < 5.5)
+		usleep(50000);
+	creds_status st;
+	cr_assert_eq(creds_chain_status(ch, &st), 0);
+	cr_assert(st.refreshing);
+	creds_status_free(&st);
+	char *err = get_fails_at_once(ch);
+	assert_has(err, "still waiting on the provider");
+	free(err);
+	err = NULL;
+	s3_creds c;
+	while (creds_chain_get(ch, &c, &err) < 0) { /* until it returns */
+		free(err);
+		err = NULL;
+		cr_assert_lt(clock_mono() - t0, 12.0);
+		usleep(50000);
+	}
+	cr_assert_str_eq(c.access_key, "AKIA2");
+	s3_creds_free(&c);
+	cr_assert_eq(f.calls, 2, "a caller fetched beside the refresher");
 	creds_chain_free(ch);
 }
 
