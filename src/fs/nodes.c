@@ -406,10 +406,8 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
 	c->rdev = v->rdev;
 	c->uid = v->uid;
 	c->gid = v->gid;
-	if (v->mtime_ns > 0) {
-		c->mtime.tv_sec = (time_t)(v->mtime_ns / 1000000000);
-		c->mtime.tv_nsec = (long)(v->mtime_ns % 1000000000);
-	}
+	if (v->mtime_ns) /* 0: not recorded (proto/meta.h) */
+		proto_ns_time(v->mtime_ns, &c->mtime);
 	if (!c->symlink != !v->symlink ||
 	    (v->symlink && strcmp(c->symlink, v->symlink))) {
 		free(c->symlink);

@@ -97,7 +97,7 @@ int wr_put_file(fs_ctx *fs, ov_node *o)
 /* wr_put_file with the size bytes of s, o's staging file or a copy. */
 int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 {
-	if (!o->dirty || !s || !o->txn)
+	if ((!o->dirty && !o->meta_dirty) || !s || !o->txn)
 		return 0;
 	ov_stage_ref(s);
 	/* immutable from now on: a write or an open while the lock is
@@ -147,7 +147,7 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 		return rc;
 	}
 	o->put = true;
-	o->dirty = false;
+	o->dirty = o->meta_dirty = false;
 	wr_touch(o->txn);
 	if (wr_is_single_root(o) && o->writers == 0)
 		return wr_seal(fs, o->txn);

@@ -1,0 +1,187 @@
+"""Attribute changes of committed names (issue 22 point 2, issue 23 point 7).
+
+Every change of a committed file's mode, owner, mtime or user xattrs that a
+call accepts reaches the bucket, whichever way it came: by path or through
+a handle (open for writing or reading), UTIME_NOW or explicit times,
+setxattr or removexattr.  Each test checks what another mount and a
+remount show, not what the writer's own overlay says.  Before, `touch`,
+`touch -d`, `fchmod` and `futimens` through an O_WRONLY handle returned 0
+and were lost at the next sync, `setfattr -x` of a committed file failed
+with ENODATA, and `touch -d @1000000000` of a file just written showed the
+commit time on other hosts.
+"""
+import errno
+import os
+import subprocess
+import time
+
+import pytest
+
+import helpers
+from helpers import ckptfs_sync
+
+T_OLD = 1_000_000_000_000_000_000          # 2001-09-09, ns
+T_EXPLICIT = 1_234_567_890_123_456_789     # 2009-02-13, ns
+T_1938 = -1_000_000_000_123_456_789        # before 1970: kept
+
+
+def _seen(p):
+    """mode, owner, mtime (ns) and xattrs of p, as a user sees them."""
+    st = os.lstat(p)
+    return {"mode": oct(st.st_mode), "uid": st.st_uid, "gid": st.st_gid,
+            "mtime": st.st_mtime_ns, "size": st.st_size,
+            "xattrs": {k: os.getxattr(p, k)
+                       for k in sorted(os.listxattr(p))}}
+
+
+def _seed(top, names):
+    top.mkdir()
+    for i, n in enumerate(names):
+        p = top / n
+        p.write_bytes(f"bytes of {n}".encode())
+        os.setxattr(p, "user.keep", b"k%d" % i)
+        os.setxattr(p, "user.drop", b"d%d" % i)
+        os.chmod(p, 0o640)
+        os.utime(p, ns=(T_OLD, T_OLD + i))
+
+
+NAMES = ["touch_now", "touch_d", "fchmod_wr", "futimens_wr", "fchmod_rd",
+         "fchown_wr", "chmod_path", "rmxattr", "fsetxattr_wr",
+         "fremovexattr_wr", "pre1970"]
+
+
+def _change(top):
+    """The changes, each through another door; returns the time window of
+    the UTIME_NOW ones."""
+    before = time.time_ns()
+    subprocess.run(["touch", top / "touch_now"], check=True)
+    after = time.time_ns()
+    subprocess.run(["touch", "-d", "@1000000000", top / "touch_d"],
+                   check=True)
+    fd = os.open(top / "fchmod_wr", os.O_WRONLY)
+    os.fchmod(fd, 0o604)
+    os.close(fd)
+    fd = os.open(top / "futimens_wr", os.O_WRONLY)
+    os.utime(fd, ns=(T_EXPLICIT, T_EXPLICIT))
+    os.close(fd)
+    fd = os.open(top / "fchmod_rd", os.O_RDONLY)
+    os.fchmod(fd, 0o600)
+    os.close(fd)
+    fd = os.open(top / "fchown_wr", os.O_WRONLY)
+    os.fchown(fd, 1234, 5678)
+    os.close(fd)
+    os.chmod(top / "chmod_path", 0o444)
+    subprocess.run(["setfattr", "-x", "user.drop", top / "rmxattr"],
+                   check=True)
+    fd = os.open(top / "fsetxattr_wr", os.O_WRONLY)
+    os.setxattr(fd, "user.new", b"through a handle")
+    os.close(fd)
+    fd = os.open(top / "fremovexattr_wr", os.O_WRONLY)
+    os.removexattr(fd, "user.drop")
+    os.close(fd)
+    os.utime(top / "pre1970", ns=(T_1938, T_1938))
+    return before, after
+
+
+def _check(view, before, after):
+    """What every host must see after _change."""
+    now = view["touch_now"]["mtime"]
+    assert before - 1_000_000_000 <= now <= after + 1_000_000_000, view
+    assert view["touch_d"]["mtime"] == 1_000_000_000 * 10**9
+    assert view["fchmod_wr"]["mode"] == oct(0o100604)
+    assert view["futimens_wr"]["mtime"] == T_EXPLICIT
+    assert view["fchmod_rd"]["mode"] == oct(0o100600)
+    assert (view["fchown_wr"]["uid"], view["fchown_wr"]["gid"]) == \
+        (1234, 5678)
+    assert view["chmod_path"]["mode"] == oct(0o100444)
+    assert view["rmxattr"]["xattrs"] == {"user.keep": b"k7"}
+    assert view["fsetxattr_wr"]["xattrs"] == {
+        "user.drop": b"d8", "user.keep": b"k8",
+        "user.new": b"through a handle"}
+    assert view["fremovexattr_wr"]["xattrs"] == {"user.keep": b"k9"}
+    assert view["pre1970"]["mtime"] == T_1938
+    # nothing else moved: bytes and the untouched attributes
+    for i, n in enumerate(NAMES):
+        assert view[n]["size"] == len(f"bytes of {n}"), n
+
+
+def _committed_tree(bucket, mount, mp, opts):
+    """The files written, committed, and the mount made again: every name
+    is a remote one (the steady state of a shared host)."""
+    m = mount(bucket, mountpoint=mp, options=opts)
+    _seed(m / "ckpt-1", NAMES)
+    ckptfs_sync(m)
+    assert m.unmount() == []
+    return mount(bucket, mountpoint=mp, options=opts)
+
+
+def _view(top):
+    return {n: _seen(top / n) for n in NAMES}
+
+
+@pytest.mark.timeout(120)
+def test_attribute_changes_of_committed_files_persist(bucket, mount,
+                                                      tmp_path):
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = _committed_tree(bucket, mount, mp, opts)
+    top = m / "ckpt-1"
+    before, after = _change(top)
+    here = _view(top)
+    _check(here, before, after)
+    ckptfs_sync(m)
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
+                                   "ro"))
+    assert _view(other / "ckpt-1") == here
+    assert m.unmount() == []
+    again = mount(bucket, mountpoint=mp, options=opts)
+    assert _view(again / "ckpt-1") == here
+
+
+@pytest.mark.timeout(90)
+def test_times_of_a_file_just_written(bucket, mount, tmp_path):
+    """issue 23 point 7: times set on a file just written, by handle or by
+    path, before or after its close, are what every host shows; a time
+    the format cannot keep is refused (EINVAL), never replaced."""
+    m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-a'}",))
+    (m / "a").write_bytes(b"a")
+    subprocess.run(["touch", "-d", "@1000000000", m / "a"], check=True)
+    with open(m / "b", "wb") as f:
+        f.write(b"b")
+        f.flush()
+        os.utime(f.fileno(), ns=(T_EXPLICIT, T_EXPLICIT))
+    (m / "c").write_bytes(b"c")
+    os.utime(m / "c", ns=(T_1938, T_1938))
+    for bad in (2**63 + 10**9, 0):
+        with pytest.raises(OSError) as e:
+            os.utime(m / "c", ns=(bad, bad))
+        assert e.value.errno == errno.EINVAL
+    want = {"a": 1_000_000_000 * 10**9, "b": T_EXPLICIT, "c": T_1938}
+    assert {n: os.lstat(m / n).st_mtime_ns for n in want} == want
+    ckptfs_sync(m)
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
+                                   "ro"))
+    assert {n: os.lstat(other / n).st_mtime_ns for n in want} == want
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_after_attribute_changes(bucket, mount, tmp_path):
+    """The changes are journaled before the calls return: a writer killed
+    right after them (no sync) commits them once mounted again."""
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}",)
+    w = _committed_tree(bucket, mount, mp, opts)
+    top = w / "ckpt-1"
+    before, after = _change(top)
+    here = _view(top)
+    helpers.kill_ckptfs(w)
+    w2 = mount(bucket, mountpoint=mp, options=opts)
+    ckptfs_sync(w2)
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-o'}",
+                                   "ro"))
+    seen = _view(other / "ckpt-1")
+    _check(seen, before, after)
+    assert seen == here
