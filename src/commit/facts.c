@@ -80,7 +80,9 @@ static jr_dir_row dir_row(int64_t txn, const char *path, const proto_meta *m)
 			    .mode = m->mode,
 			    .uid = m->uid,
 			    .gid = m->gid,
-			    .mtime_ns = m->mtime_ns};
+			    .mtime_ns = m->mtime_ns,
+			    .xattrs = m->xattrs_len ? m->xattrs : NULL,
+			    .xattrs_len = m->xattrs_len};
 }
 
 static int journal_file(eng *e, efile *f)

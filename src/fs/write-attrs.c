@@ -70,6 +70,8 @@ static int meta_changed(fs_ctx *fs, ov_node *o)
 		wr_meta_of(o, &m, &xa);
 		rc = eng_dir_put(fs->eng, o->txn->id, o->path, &m);
 		buf_free(&xa);
+		if (rc == 0)
+			o->meta_dirty = false;
 		return rc;
 	}
 	if (sealed_clean(o))

@@ -62,6 +62,26 @@ int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 	return 0;
 }
 
+struct dir_refresh {
+	fs_ctx *fs;
+	ov_txn *x;
+	int rc;
+};
+
+static void dir_refresh_one(void *arg, ov_node *o)
+{
+	struct dir_refresh *r = arg;
+	if (o->kind != OV_DIR || o->txn != r->x || !o->meta_dirty || r->rc)
+		return;
+	eng_meta m;
+	buf xa = BUF_INIT;
+	wr_meta_of(o, &m, &xa);
+	r->rc = eng_dir_put(r->fs->eng, r->x->id, o->path, &m);
+	buf_free(&xa);
+	if (!r->rc)
+		o->meta_dirty = false;
+}
+
 int wr_seal(fs_ctx *fs, ov_txn *x)
 {
 	if (x->sealed)
@@ -69,7 +89,13 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
 	if (eng_path_has_temp(fs->eng, x->root))
 		return 0; /* waits for a final name (a file too) */
 	wr_ordered_for(fs, x->root);
-	int rc = eng_txn_seal(fs->eng, x->id);
+	/* the directories' mtimes moved as names came (wr_dir_changed): the
+	 * manifest records them as they are now, once per commit rather
+	 * than a journal write per name */
+	struct dir_refresh r = {fs, x, 0};
+	if (x->is_dir)
+		ov_each(&fs->ov, dir_refresh_one, &r);
+	int rc = r.rc ? r.rc : eng_txn_seal(fs->eng, x->id);
 	if (rc == -ENOENT) {
 		/* the engine no longer has it (an operator dropped it before
 		 * any trigger fired): sealed here, the reap drops its nodes

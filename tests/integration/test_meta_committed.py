@@ -185,3 +185,91 @@ def test_sigkill_after_attribute_changes(bucket, mount, tmp_path):
     seen = _view(other / "ckpt-1")
     _check(seen, before, after)
     assert seen == here
+
+
+# --------------------------------------------------------------------------
+# Directory metadata through the bucket (issue 22 point 1)
+
+def _dir_tree(top):
+    """Directories with their own mode, owner, user xattrs and mtime set
+    last (as cp -a, rsync -a and tar do), plus files in them."""
+    top.mkdir()
+    for rel in ("sub", "sub/deeper", "sub/empty", "other"):
+        (top / rel).mkdir()
+    (top / "sub" / "f").write_bytes(b"f")
+    (top / "sub" / "deeper" / "g").write_bytes(b"g")
+    (top / "other" / "h").write_bytes(b"h")
+    plan = [(".", 0o750, 1001, 1002), ("sub", 0o2755, 0, 1003),
+            ("sub/deeper", 0o700, 1004, 0), ("sub/empty", 0o1777, 0, 0),
+            ("other", 0o755, 1005, 1005)]
+    for i, (rel, mode, uid, gid) in enumerate(plan):
+        p = top / rel
+        os.chown(p, uid, gid)
+        os.chmod(p, mode)
+        os.setxattr(p, "user.dir", b"d%d\0bin" % i)
+    # times last, deepest first, as cp -a does
+    for i, (rel, *_r) in enumerate(reversed(plan)):
+        os.utime(top / rel, ns=(T_OLD, T_EXPLICIT + i * 1_000_000_007))
+
+
+def _dirs_view(top):
+    out = {}
+    for dirpath, dirnames, _f in os.walk(top):
+        for rel in [os.path.relpath(dirpath, top)]:
+            st = os.lstat(dirpath)
+            out[rel] = {"mode": oct(st.st_mode), "uid": st.st_uid,
+                        "gid": st.st_gid, "mtime": st.st_mtime_ns,
+                        "xattrs": {k: os.getxattr(dirpath, k)
+                                   for k in sorted(os.listxattr(dirpath))}}
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_directory_metadata_round_trip(bucket, mount, tmp_path):
+    """mode, owner, user xattrs and mtime (ns) of every directory written
+    through the mount read back the same on another mount, after a
+    remount and after a rename of the committed directory.  Before, a
+    directory showed the newest LastModified under it as mtime and had no
+    xattrs anywhere but on the writer until its node went."""
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = mount(bucket, mountpoint=mp, options=opts)
+    _dir_tree(m / "ckpt-1")
+    want = _dirs_view(m / "ckpt-1")
+    assert want["sub"]["xattrs"] == {"user.dir": b"d1\0bin"}
+    ckptfs_sync(m)
+    time.sleep(0.5)  # the writer's local nodes go: it reads the bucket too
+    assert _dirs_view(m / "ckpt-1") == want
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
+                                   "ro"))
+    assert _dirs_view(other / "ckpt-1") == want
+    os.rename(m / "ckpt-1", m / "ckpt-2")
+    ckptfs_sync(m)
+    assert m.unmount() == []
+    again = mount(bucket, mountpoint=mp, options=opts)
+    assert _dirs_view(again / "ckpt-2") == want
+    helpers.wait_for(lambda: not os.path.exists(other / "ckpt-1"), 10,
+                     "the old name gone on the other mount")
+    assert _dirs_view(other / "ckpt-2") == want
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_keeps_directory_metadata(bucket, mount, tmp_path):
+    """A writer killed before its directory committed: the restarted
+    mount commits the directories' xattrs and times too (journal version
+    5 keeps directory xattrs)."""
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}", "commit_delay=600")
+    w = mount(bucket, mountpoint=mp, options=opts)
+    _dir_tree(w / "ckpt-1")
+    want = _dirs_view(w / "ckpt-1")
+    helpers.kill_ckptfs(w)
+    w2 = mount(bucket, mountpoint=mp, options=opts)
+    assert _dirs_view(w2 / "ckpt-1") == want
+    ckptfs_sync(w2)
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-o'}",
+                                   "ro"))
+    assert _dirs_view(other / "ckpt-1") == want
