@@ -63,8 +63,8 @@ static int meta_changed(fs_ctx *fs, ov_node *o)
 	buf xa = BUF_INIT;
 	int rc = 0;
 	if (o->kind == OV_DIR) {
-		if (o->txn->done)
-			return 0;
+		if (o->txn->sealed) /* dir_change_refused: not reached */
+			return -ENOTSUP;
 		/* the manifest's "dirs" entry takes the new ones */
 		wr_ordered(fs);
 		wr_meta_of(o, &m, &xa);
@@ -96,6 +96,21 @@ static int meta_changed(fs_ctx *fs, ov_node *o)
 		ov_node_unref(o);
 	}
 	return rc;
+}
+
+/*
+ * Whether a change of directory n's attributes or xattrs must be refused
+ * (ENOTSUP) rather than accepted and lost: a directory written through
+ * ckptfs whose attributes are committed already (in a manifest, or in a
+ * transaction being committed), which only a commit of its own could
+ * change (not built).  Directories other tools made keep the old rule
+ * (the call succeeds, nothing is stored: doc/posix.md).  Table locked.
+ */
+static bool dir_change_refused(const fs_inode *n, const ov_node *o)
+{
+	if (o)
+		return o->kind == OV_DIR && o->txn && o->txn->sealed;
+	return n->is_dir && n->has_attrs;
 }
 
 /* Whether the times a setattr sets can be recorded (proto_time_ok): the
@@ -153,6 +168,8 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	bool meta_set = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				  FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
 				  FUSE_SET_ATTR_MTIME_NOW);
+	if (rc == 0 && meta_set && dir_change_refused(n, o))
+		rc = -ENOTSUP;
 	bool truncating = (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0;
 	/* attributes live in the object's metadata or manifest: a remote
 	 * file is copied in (through the cache) and stored again with them */
@@ -344,6 +361,11 @@ static void xattr_change(fuse_req_t req, fuse_ino_t ino, const char *name,
 			rc = local_for_meta(fs, n, false, &o);
 		fs_itable_unref(fs->it, n);
 	}
+	if (rc == 0 && n && dir_change_refused(n, o))
+		rc = value || (o ? ov_xattr_get(o, name, NULL, 0) >= 0
+				 : remote_has_xattr(n, name))
+			 ? -ENOTSUP
+			 : -ENODATA;
 	if (rc == 0 && !o)
 		rc = value ? -ENOTSUP : -ENODATA;
 	if (rc == 0)

@@ -244,6 +244,21 @@ def test_directory_metadata_round_trip(bucket, mount, tmp_path):
     other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
                                    "ro"))
     assert _dirs_view(other / "ckpt-1") == want
+    # a change of a committed directory is refused, never accepted and
+    # lost (storing it would take a commit of its own: not built)
+    sub = m / "ckpt-1" / "sub"
+    for call in (lambda: os.chmod(sub, 0o700), lambda: os.chown(sub, 7, 7),
+                 lambda: os.utime(sub, ns=(T_OLD, T_OLD)),
+                 lambda: os.utime(sub),
+                 lambda: os.setxattr(sub, "user.new", b"x"),
+                 lambda: os.removexattr(sub, "user.dir")):
+        with pytest.raises(OSError) as e:
+            call()
+        assert e.value.errno == errno.ENOTSUP
+    with pytest.raises(OSError) as e:
+        os.removexattr(sub, "user.none")
+    assert e.value.errno == errno.ENODATA
+    assert _dirs_view(m / "ckpt-1") == want
     os.rename(m / "ckpt-1", m / "ckpt-2")
     ckptfs_sync(m)
     assert m.unmount() == []
