@@ -111,6 +111,17 @@ def _committed_tree(bucket, mount, mp, opts):
     m = mount(bucket, mountpoint=mp, options=opts)
     _seed(m / "ckpt-1", NAMES)
     ckptfs_sync(m)
+    return _remounted(m, bucket, mount, opts)
+
+
+def _elsewhere(bucket, mount, tmp_path, tag):
+    """Another host's mount: its own cache, read-only."""
+    return mount(bucket, options=helpers.observer_options(tmp_path / tag))
+
+
+def _remounted(m, bucket, mount, opts):
+    """m unmounted cleanly and mounted again (same cache and journal)."""
+    mp = m.path
     assert m.unmount() == []
     return mount(bucket, mountpoint=mp, options=opts)
 
@@ -131,12 +142,9 @@ def test_attribute_changes_of_committed_files_persist(bucket, mount,
     here = _view(top)
     _check(here, before, after)
     ckptfs_sync(m)
-    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
-                                   "ro"))
-    assert _view(other / "ckpt-1") == here
-    assert m.unmount() == []
-    again = mount(bucket, mountpoint=mp, options=opts)
-    assert _view(again / "ckpt-1") == here
+    assert _view(_elsewhere(bucket, mount, tmp_path, "cache-b") /
+                 "ckpt-1") == here
+    assert _view(_remounted(m, bucket, mount, opts) / "ckpt-1") == here
 
 
 @pytest.mark.timeout(90)
@@ -160,8 +168,7 @@ def test_times_of_a_file_just_written(bucket, mount, tmp_path):
     want = {"a": 1_000_000_000 * 10**9, "b": T_EXPLICIT, "c": T_1938}
     assert {n: os.lstat(m / n).st_mtime_ns for n in want} == want
     ckptfs_sync(m)
-    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
-                                   "ro"))
+    other = _elsewhere(bucket, mount, tmp_path, "cache-b")
     assert {n: os.lstat(other / n).st_mtime_ns for n in want} == want
 
 
@@ -180,9 +187,7 @@ def test_sigkill_after_attribute_changes(bucket, mount, tmp_path):
     helpers.kill_ckptfs(w)
     w2 = mount(bucket, mountpoint=mp, options=opts)
     ckptfs_sync(w2)
-    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-o'}",
-                                   "ro"))
-    seen = _view(other / "ckpt-1")
+    seen = _view(_elsewhere(bucket, mount, tmp_path, "cache-o") / "ckpt-1")
     _check(seen, before, after)
     assert seen == here
 
@@ -241,8 +246,7 @@ def test_directory_metadata_round_trip(bucket, mount, tmp_path):
     ckptfs_sync(m)
     time.sleep(0.5)  # the writer's local nodes go: it reads the bucket too
     assert _dirs_view(m / "ckpt-1") == want
-    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
-                                   "ro"))
+    other = _elsewhere(bucket, mount, tmp_path, "cache-b")
     assert _dirs_view(other / "ckpt-1") == want
     # a change of a committed directory is refused, never accepted and
     # lost (storing it would take a commit of its own: not built)
@@ -261,9 +265,7 @@ def test_directory_metadata_round_trip(bucket, mount, tmp_path):
     assert _dirs_view(m / "ckpt-1") == want
     os.rename(m / "ckpt-1", m / "ckpt-2")
     ckptfs_sync(m)
-    assert m.unmount() == []
-    again = mount(bucket, mountpoint=mp, options=opts)
-    assert _dirs_view(again / "ckpt-2") == want
+    assert _dirs_view(_remounted(m, bucket, mount, opts) / "ckpt-2") == want
     helpers.wait_for(lambda: not os.path.exists(other / "ckpt-1"), 10,
                      "the old name gone on the other mount")
     assert _dirs_view(other / "ckpt-2") == want
@@ -285,6 +287,5 @@ def test_sigkill_keeps_directory_metadata(bucket, mount, tmp_path):
     w2 = mount(bucket, mountpoint=mp, options=opts)
     assert _dirs_view(w2 / "ckpt-1") == want
     ckptfs_sync(w2)
-    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-o'}",
-                                   "ro"))
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
     assert _dirs_view(other / "ckpt-1") == want
