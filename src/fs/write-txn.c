@@ -112,6 +112,22 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
 }
 
 /*
+ * The manifest root of a new transaction for single file o, rewritten
+ * while its own commits: the directory governing it, as for the first
+ * one (wr_txn_for_new).  Without it the second change of a committed file
+ * inside a checkpoint directory (a chmod, then a touch) was stored as a
+ * plain object, which readers ignore there: the manifest speaks for the
+ * file, and it still held the first change.  Table locked.
+ */
+static char *single_mroot(fs_ctx *fs, const ov_node *o)
+{
+	char *parent = ov_parent(o->path);
+	fs_inode *p = parent ? fs_itable_find(fs->it, parent) : NULL;
+	free(parent);
+	return p ? wr_manifest_root(fs, p) : NULL;
+}
+
+/*
  * Hands o's staging file to the engine (its bytes are final for now).  A
  * single-file transaction then commits.  Table locked.
  */
@@ -135,8 +151,8 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 	 * rewrite of a committing single file gets a new transaction,
 	 * ordered after the first */
 	if (o->txn->sealed) {
-		char *mroot =
-		    wr_is_single_root(o) ? NULL : strdup(o->txn->root);
+		char *mroot = wr_is_single_root(o) ? single_mroot(fs, o)
+						   : strdup(o->txn->root);
 		wr_ordered_for(fs, o->path);
 		fs_itable_unlock(fs->it);
 		uint64_t id = 0;

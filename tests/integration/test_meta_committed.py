@@ -47,7 +47,7 @@ def _seed(top, names):
 
 NAMES = ["touch_now", "touch_d", "fchmod_wr", "futimens_wr", "fchmod_rd",
          "fchown_wr", "chmod_path", "rmxattr", "fsetxattr_wr",
-         "fremovexattr_wr", "pre1970"]
+         "fremovexattr_wr", "pre1970", "twice"]
 
 
 def _change(top):
@@ -80,6 +80,11 @@ def _change(top):
     os.removexattr(fd, "user.drop")
     os.close(fd)
     os.utime(top / "pre1970", ns=(T_1938, T_1938))
+    # two changes in a row: the second is stored while the first commits
+    # (it was stored as a plain object the manifest then overruled)
+    os.chmod(top / "twice", 0o600)
+    subprocess.run(["touch", "-d", "@1000000000", top / "twice"],
+                   check=True)
     return before, after
 
 
@@ -100,6 +105,8 @@ def _check(view, before, after):
         "user.new": b"through a handle"}
     assert view["fremovexattr_wr"]["xattrs"] == {"user.keep": b"k9"}
     assert view["pre1970"]["mtime"] == T_1938
+    assert (view["twice"]["mode"], view["twice"]["mtime"]) == \
+        (oct(0o100600), 1_000_000_000 * 10**9)
     # nothing else moved: bytes and the untouched attributes
     for i, n in enumerate(NAMES):
         assert view[n]["size"] == len(f"bytes of {n}"), n
