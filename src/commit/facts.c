@@ -453,6 +453,12 @@ int eng_remote_delete(eng *e, const char *path, bool is_dir)
 	return remote_step(e, T_RDEL, path, NULL, is_dir, NULL);
 }
 
+int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
+			   const char *keep)
+{
+	return remote_step(e, T_RDEL, path, keep, is_dir, NULL);
+}
+
 int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
 		      const char *manifest_root)
 {

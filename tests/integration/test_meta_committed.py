@@ -296,3 +296,56 @@ def test_sigkill_keeps_directory_metadata(bucket, mount, tmp_path):
     ckptfs_sync(w2)
     other = _elsewhere(bucket, mount, tmp_path, "cache-o")
     assert _dirs_view(other / "ckpt-1") == want
+
+
+# --------------------------------------------------------------------------
+# Removing the last name of a committed directory leaves the directory
+# (issue 22 point 3)
+
+def _nested(top):
+    os.makedirs(top / "a" / "b" / "c")
+    (top / "y").mkdir()
+    os.chmod(top / "y", 0o710)
+    (top / "y" / "g").write_bytes(b"g")
+    (top / "z").write_bytes(b"z")
+
+
+def _nested_view(top):
+    return sorted((os.path.relpath(d, top), sorted(dn + fn))
+                  for d, dn, fn in os.walk(top))
+
+
+WANT_NESTED = [(".", ["a", "y", "z"]), ("a", ["b"]), ("a/b", []),
+               ("y", [])]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kill", [False, True])
+def test_rmdir_of_a_leaf_keeps_its_parents(bucket, mount, tmp_path, kill):
+    """rmdir nested/a/b/c and unlink of y's only file in a committed tree
+    remove only what they name: a/b and y stay, empty, with their mode,
+    on every mount (before, b, a and y went too: a prefix with nothing
+    under it is gone).  kill: the writer is SIGKILLed once the deletes
+    are journaled, and converges when mounted again."""
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}",)
+    m = mount(bucket, mountpoint=mp, options=opts)
+    _nested(m / "nested")
+    ckptfs_sync(m)
+    m = _remounted(m, bucket, mount, opts)
+    top = m / "nested"
+    os.rmdir(top / "a" / "b" / "c")
+    os.unlink(top / "y" / "g")
+    assert _nested_view(top) == WANT_NESTED
+    if kill:
+        time.sleep(1.5)  # held deletes are journaled after 1 s of quiet
+        helpers.kill_ckptfs(m)
+        m = mount(bucket, mountpoint=mp, options=opts)
+    ckptfs_sync(m)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+    assert _nested_view(other / "nested") == WANT_NESTED
+    assert oct(os.lstat(other / "nested" / "y").st_mode) == oct(0o40710)
+    assert _nested_view(_remounted(m, bucket, mount, opts) /
+                        "nested") == WANT_NESTED
