@@ -60,3 +60,18 @@ Test(write_deletes, fetch_restarts_quiet_time)
 	wr_fetch_done(&fs);
 	cr_assert_gt(dels.last, 0.0);
 }
+
+/* The directory a delete keeps (issue 22) goes with the delete it rode
+ * on when a directory delete replaces it: rmdir c keeping b, then rmdir
+ * b keeping a, leaves one delete of b that keeps a. */
+Test(write_deletes, kept_directory_follows_the_delete)
+{
+	cr_assert_eq(wr_hold_delete(&fs, "n/a/b/c", true, "n/a/b"), 0);
+	cr_assert_str_eq(dels.v[0].keep, "n/a/b");
+	cr_assert_eq(wr_hold_delete(&fs, "n/a/b", true, "n/a"), 0);
+	cr_assert_eq(dels.n, 1);
+	cr_assert_str_eq(dels.v[0].path, "n/a/b");
+	cr_assert_str_eq(dels.v[0].keep, "n/a");
+	cr_assert_eq(wr_hold_delete(&fs, "n/a/x", false, NULL), 0);
+	cr_assert_null(dels.v[1].keep);
+}
