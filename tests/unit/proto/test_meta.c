@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 
 #include "proto/meta.h"
 #include "s3/upload.h"
@@ -216,4 +217,30 @@ Test(meta, special_files_round_trip)
 	for (size_t i = 0; i < n; i++)
 		cr_assert_str_neq(kv[i].name, "rdev");
 	buf_free(&store);
+}
+
+/* Times (issue 23 point 7): signed ns, floor division before 1970, the
+ * epoch itself and what int64 ns cannot hold refused. */
+Test(meta, times_before_1970_and_the_limits)
+{
+	struct timespec ts;
+	proto_ns_time(-1, &ts);
+	cr_assert_eq(ts.tv_sec, -1);
+	cr_assert_eq(ts.tv_nsec, 999999999);
+	proto_ns_time(-1000000000123456789LL, &ts);
+	cr_assert_eq(ts.tv_sec, -1000000001);
+	cr_assert_eq(ts.tv_nsec, 876543211);
+	cr_assert_eq(proto_time_ns(&ts), -1000000000123456789LL);
+	proto_ns_time(1234567890123456789LL, &ts);
+	cr_assert_eq(ts.tv_sec, 1234567890);
+	cr_assert_eq(ts.tv_nsec, 123456789);
+	cr_assert(proto_time_ok(&ts));
+	struct timespec zero = {0, 0}, one = {0, 1}, far = {9223372036, 0},
+			last = {9223372035, 999999999}, early = {-9223372035, 0};
+	cr_assert_not(proto_time_ok(&zero));
+	cr_assert(proto_time_ok(&one));
+	cr_assert_not(proto_time_ok(&far));
+	cr_assert(proto_time_ok(&last));
+	cr_assert(proto_time_ok(&early));
+	cr_assert_eq(proto_time_ns(&last), 9223372035999999999LL);
 }
