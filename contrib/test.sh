@@ -92,7 +92,8 @@ ASAN_SUITES=(test_read.py test_namespace.py test_errors.py test_readonly.py
 	test_cache.py test_visibility.py test_write.py test_commit.py
 	test_crash.py test_write_diskfull.py test_engine.py test_recovery.py
 	test_restore.py test_posix.py test_warm.py test_metahint.py
-	test_hostile_local.py test_faults.py test_crashloop.py test_multihost.py)
+	test_hostile_local.py test_meta_committed.py test_faults.py test_crashloop.py
+	test_multihost.py)
 
 # The portability run against s3rver (CKPTFS_S3_SERVER=s3rver): the core
 # of a checkpoint's life (read, save, rename-commit, rotation, crash
