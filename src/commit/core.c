@@ -118,7 +118,7 @@ void eng_free_txn(eng *e, etxn *t)
 	free(t->dest);
 	free(t->mroot);
 	free(t->error);
-	eng_poison_forget(e, t);
+	free(t->poison);
 	free(t);
 }
 

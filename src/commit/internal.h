@@ -268,8 +268,6 @@ int eng_poison_load(eng *e, etxn *t);
 /* path was put again (under false) or dropped with what lies under it
  * (under true): it no longer poisons t.  mu */
 void eng_poison_clear(eng *e, etxn *t, const char *path, bool under);
-/* Frees t's poison; a done transaction's journal row goes too.  mu */
-void eng_poison_forget(eng *e, etxn *t);
 /* What status and sync say of a poisoned t (malloc'd), NULL if it is
  * not. */
 char *eng_poison_text(const etxn *t);

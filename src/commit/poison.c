@@ -157,17 +157,6 @@ int eng_poison_load(eng *e, etxn *t)
 	return 0;
 }
 
-void eng_poison_forget(eng *e, etxn *t)
-{
-	if (t->poison && t->done) {
-		char k[40];
-		row_key(t, k);
-		jr_meta_set(e->j, k, NULL);
-	}
-	free(t->poison);
-	t->poison = NULL;
-}
-
 char *eng_poison_text(const etxn *t)
 {
 	if (!t->poison)
