@@ -75,3 +75,26 @@ def test_long_symlink_target_commits(s3server, bucket, mount, tmp_path):
     ckptfs_commit(w / "run/latest")
     observer_settle()
     assert os.readlink(o / "run/latest") == "ckpt-1"
+
+
+@pytest.mark.timeout(90)
+def test_long_symlink_target_survives_sigkill(s3server, bucket, mount, tmp_path):
+    """The long target is journaled: after SIGKILL before the commit and a
+    remount, the checkpoint commits with it."""
+    from helpers import kill_ckptfs
+    s3server.put(bucket, "run/")
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    opts = (f"cache_dir={tmp_path}/cache-w", "commit_delay=600")
+    w = mount(bucket, options=opts, mountpoint=mp)
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    d = w / "run/ckpt-1"
+    os.mkdir(d)
+    target = "/" + "u" * 2999
+    os.symlink(target, d / "long")
+    kill_ckptfs(w)
+    w = mount(bucket, options=opts, mountpoint=mp)
+    assert os.readlink(w / "run/ckpt-1/long") == target
+    ckptfs_commit(w / "run/ckpt-1")
+    observer_settle()
+    assert os.readlink(o / "run/ckpt-1/long") == target
