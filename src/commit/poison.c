@@ -100,10 +100,10 @@ int eng_file_poison(eng *e, uint64_t txn, const char *path, int err)
 {
 	pthread_mutex_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
-	int rc = t && (t->kind == T_DIR || t->kind == T_FILE) &&
-			 t->state == TS_OPEN
-		     ? 0
-		     : -ENOENT;
+	int rc =
+	    t && (t->kind == T_DIR || t->kind == T_FILE) && t->state == TS_OPEN
+		? 0
+		: -ENOENT;
 	bool known = false;
 	for (const char *l = rc ? "" : t->poison ? t->poison : ""; *l;) {
 		size_t len = 0;
