@@ -142,6 +142,10 @@ static int load_dir(void *arg, const jr_dir_row *r)
 	d->m.uid = r->uid;
 	d->m.gid = r->gid;
 	d->m.mtime_ns = r->mtime_ns;
+	if (r->xattrs_len && (d->m.xattrs = malloc(r->xattrs_len))) {
+		memcpy(d->m.xattrs, r->xattrs, r->xattrs_len);
+		d->m.xattrs_len = r->xattrs_len;
+	}
 	d->next = t->dirs;
 	t->dirs = d;
 	return 0;

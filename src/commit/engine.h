@@ -268,6 +268,14 @@ int eng_txn_abort(eng *e, uint64_t txn);
 /* Deletes a committed remote file, or a directory with everything under
  * it (atomically for readers: marker first), after earlier steps. */
 int eng_remote_delete(eng *e, const char *path, bool is_dir);
+/* eng_remote_delete that keeps directory keep (non-NULL: the parent of
+ * path, written through ckptfs, which the delete leaves with nothing
+ * under its prefix): its step PUTs the empty object keep/ after the
+ * delete, so keep stays as an empty directory does on a local disk
+ * (doc/posix.md, "Removing the last name of a directory").  The journal
+ * keeps it as the step's dest. */
+int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
+			   const char *keep);
 
 /* Renames a committed remote file or directory (server-side copies, then
  * the old name is deleted as above), after earlier steps.  Replaces what

@@ -80,7 +80,9 @@ static jr_dir_row dir_row(int64_t txn, const char *path, const proto_meta *m)
 			    .mode = m->mode,
 			    .uid = m->uid,
 			    .gid = m->gid,
-			    .mtime_ns = m->mtime_ns};
+			    .mtime_ns = m->mtime_ns,
+			    .xattrs = m->xattrs_len ? m->xattrs : NULL,
+			    .xattrs_len = m->xattrs_len};
 }
 
 static int journal_file(eng *e, efile *f)
@@ -469,6 +471,12 @@ static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 int eng_remote_delete(eng *e, const char *path, bool is_dir)
 {
 	return remote_step(e, T_RDEL, path, NULL, is_dir, NULL);
+}
+
+int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
+			   const char *keep)
+{
+	return remote_step(e, T_RDEL, path, keep, is_dir, NULL);
 }
 
 int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,

@@ -122,7 +122,7 @@ struct etxn {
 	int64_t seq;
 	enum tkind kind;
 	char *root; /* dir/file: the root; rdel/rren: the source */
-	char *dest; /* rren */
+	char *dest; /* rren; rdel: the directory it keeps, or NULL */
 	bool is_dir;
 	enum tstate state;
 	char *mroot; /* manifest_root, or NULL */

@@ -30,7 +30,7 @@
  * older rows, which keep their id as position.
  * 4: files.rdev, the device number of a device node (doc/posix.md); NULL
  * (0) in older rows. */
-#define JR_VERSION "4"
+#define JR_VERSION "5"
 
 struct jr {
 	sqlite3 *db;
@@ -56,7 +56,7 @@ static const char schema_sql[] =
     " len INTEGER NOT NULL, segs TEXT, PRIMARY KEY(file, n)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS dirs(txn INTEGER NOT NULL, "
     " path TEXT NOT NULL, mode INTEGER, uid INTEGER, gid INTEGER, "
-    " mtime_ns INTEGER, PRIMARY KEY(txn, path)) WITHOUT ROWID;"
+    " mtime_ns INTEGER, xattrs BLOB, PRIMARY KEY(txn, path)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS garbage(txn INTEGER NOT NULL, "
     " key TEXT NOT NULL, PRIMARY KEY(txn, key)) WITHOUT ROWID;";
 
@@ -165,6 +165,8 @@ int jr_open(const char *dir, jr **out, char **err)
 		    "ALTER TABLE txns ADD COLUMN seq INTEGER;",
 		    /* 3 -> 4 */
 		    "ALTER TABLE files ADD COLUMN rdev INTEGER;",
+		    /* 4 -> 5 */
+		    "ALTER TABLE dirs ADD COLUMN xattrs BLOB;",
 		};
 		/* a journal older than its txns table gets the new one,
 		 * seq included, from schema_sql */
@@ -178,6 +180,11 @@ int jr_open(const char *dir, jr **out, char **err)
 						   "SELECT rdev FROM files", -1,
 						   &probe, NULL) == SQLITE_OK;
 		sqlite3_finalize(probe);
+		probe = NULL;
+		bool has_dxattrs =
+		    sqlite3_prepare_v2(j->db, "SELECT xattrs FROM dirs", -1,
+				       &probe, NULL) == SQLITE_OK;
+		sqlite3_finalize(probe);
 		for (;;) {
 			int from = v ? atoi(v) : 0;
 			if (from < 1 || from >= (int)(sizeof up / sizeof *up) + 1)
@@ -187,7 +194,8 @@ int jr_open(const char *dir, jr **out, char **err)
 				   "BEGIN IMMEDIATE;%sUPDATE meta SET v = '%d' "
 				   "WHERE k = 'version';COMMIT;",
 				   (from == 2 && has_seq) ||
-					   (from == 3 && has_rdev)
+					   (from == 3 && has_rdev) ||
+					   (from == 4 && has_dxattrs)
 				       ? ""
 				       : up[from - 1],
 				   from + 1);
@@ -446,7 +454,11 @@ static int dir_row(void *arg, sqlite3_stmt *s)
 	    .uid = (uint32_t)sqlite3_column_int64(s, 3),
 	    .gid = (uint32_t)sqlite3_column_int64(s, 4),
 	    .mtime_ns = sqlite3_column_int64(s, 5),
+	    .xattrs = sqlite3_column_blob(s, 6),
+	    .xattrs_len = (size_t)sqlite3_column_bytes(s, 6),
 	};
+	if (!r.xattrs_len)
+		r.xattrs = NULL;
 	return l->dir(l->arg, &r);
 }
 
@@ -466,8 +478,8 @@ int jr_load(jr *j, const jr_loader *l)
 			     "");
 	if (!rc)
 		rc = jr_exec(j, dir_row, (void *)l,
-			     "SELECT txn, path, mode, uid, gid, mtime_ns "
-			     "FROM dirs",
+			     "SELECT txn, path, mode, uid, gid, mtime_ns, "
+			     "xattrs FROM dirs",
 			     "");
 	return rc;
 }
@@ -653,18 +665,20 @@ int jr_dir_put(jr *j, const jr_dir_row *r)
 {
 	return jr_exec(j, NULL, NULL,
 		       "INSERT OR REPLACE INTO dirs(txn, path, mode, uid, gid, "
-		       "mtime_ns) VALUES(?, ?, ?, ?, ?, ?)",
-		       "itiiii", r->txn, r->path, (int64_t)r->mode,
-		       (int64_t)r->uid, (int64_t)r->gid, r->mtime_ns);
+		       "mtime_ns, xattrs) VALUES(?, ?, ?, ?, ?, ?, ?)",
+		       "itiiiib", r->txn, r->path, (int64_t)r->mode,
+		       (int64_t)r->uid, (int64_t)r->gid, r->mtime_ns,
+		       r->xattrs, r->xattrs_len);
 }
 
 int jr_dir_set_meta(jr *j, const jr_dir_row *r)
 {
 	return jr_exec(j, NULL, NULL,
 		       "UPDATE dirs SET mode = ?, uid = ?, gid = ?, "
-		       "mtime_ns = ? WHERE txn = ? AND path = ?",
-		       "iiiiit", (int64_t)r->mode, (int64_t)r->uid,
-		       (int64_t)r->gid, r->mtime_ns, r->txn, r->path);
+		       "mtime_ns = ?, xattrs = ? WHERE txn = ? AND path = ?",
+		       "iiiibit", (int64_t)r->mode, (int64_t)r->uid,
+		       (int64_t)r->gid, r->mtime_ns, r->xattrs, r->xattrs_len,
+		       r->txn, r->path);
 }
 
 int jr_dir_delete(jr *j, int64_t txn, const char *path)

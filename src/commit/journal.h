@@ -12,7 +12,7 @@
  *   files(id, txn, path, sid, size, mode, uid, gid, mtime_ns, xattrs,
  *         symlink, state, key, upload_id, part_size, etag, crc32c)
  *   parts(file, n, etag, crc32c, len)    done parts of a multipart upload
- *   dirs(txn, path, mode, uid, gid, mtime_ns)
+ *   dirs(txn, path, mode, uid, gid, mtime_ns, xattrs)
  *   garbage(txn, key)  objects to delete once txn is visible
  *
  * Not thread-safe: the engine calls it under its mutex.  Statements are
@@ -105,6 +105,8 @@ typedef struct jr_dir_row {
 	const char *path;
 	uint32_t mode, uid, gid;
 	int64_t mtime_ns;
+	const void *xattrs; /* NULL: none (journal version 5) */
+	size_t xattrs_len;
 } jr_dir_row;
 
 /*

@@ -24,7 +24,7 @@ void eng_meta_from(proto_meta *d, const eng_meta *m)
 	d->rdev = m->rdev;
 	d->uid = m->uid;
 	d->gid = m->gid;
-	d->mtime_ns = (int64_t)m->mtime.tv_sec * 1000000000LL + m->mtime.tv_nsec;
+	d->mtime_ns = proto_time_ns(&m->mtime);
 	if (m->xattrs && m->xattrs_len) {
 		d->xattrs = malloc(m->xattrs_len);
 		if (d->xattrs) {
@@ -41,8 +41,7 @@ void eng_meta_to(const proto_meta *s, eng_meta *m)
 	m->mode = s->mode;
 	m->uid = s->uid;
 	m->gid = s->gid;
-	m->mtime.tv_sec = (time_t)(s->mtime_ns / 1000000000LL);
-	m->mtime.tv_nsec = (long)(s->mtime_ns % 1000000000LL);
+	proto_ns_time(s->mtime_ns, &m->mtime);
 	m->rdev = s->rdev;
 	m->xattrs = s->xattrs;
 	m->xattrs_len = s->xattrs_len;

@@ -112,6 +112,12 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 	return 0;
 }
 
+/* What joins a step's root and its dest in reports. */
+static const char *dest_sep(const etxn *t)
+{
+	return !t->dest ? "" : t->kind == T_RREN ? " to " : ", keeping ";
+}
+
 static const char *step_what(const etxn *t)
 {
 	switch (t->kind) {
@@ -141,7 +147,7 @@ char *eng_failed_text(eng *e)
 		char *why = error_text(e, t, now);
 		buf_printf(&b, "%sstep %" PRId64 ", %s of %s%s%s, failed: %s",
 			   n++ ? "; " : "", t->id, step_what(t), t->root,
-			   t->dest ? " to " : "", t->dest ? t->dest : "",
+			   dest_sep(t), t->dest ? t->dest : "",
 			   why ? why : strerror(EIO));
 		free(why);
 		if (held)
@@ -207,7 +213,7 @@ int eng_step_drop(eng *e, uint64_t id, char **what)
 	if (t && what) {
 		buf b = BUF_INIT;
 		buf_printf(&b, "%s of %s%s%s", step_what(t), t->root,
-			   t->dest ? " to " : "", t->dest ? t->dest : "");
+			   dest_sep(t), t->dest ? t->dest : "");
 		*what = buf_steal(&b);
 	}
 	if (t && (t->kind == T_RDEL || t->kind == T_RREN)) {

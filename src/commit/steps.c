@@ -569,7 +569,7 @@ int eng_finish_delete(eng *e, const char *path, s3_err *x)
 	return rc;
 }
 
-static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
+static int delete_one(eng *e, const char *path, bool is_dir, s3_err *x)
 {
 	if (!is_dir) {
 		char *k = proto_key(e->prefix, path);
@@ -582,6 +582,22 @@ static int remote_delete(eng *e, const char *path, bool is_dir, s3_err *x)
 	}
 	int rc = eng_put_gone(e, path, x); /* commit point */
 	return rc ? rc : eng_finish_delete(e, path, x);
+}
+
+/* A remote delete; keep (the parent it would leave with nothing under
+ * its prefix) then gets its empty directory object, as a committed
+ * empty directory has, so it stays (a PUT of a fixed key: idempotent). */
+static int remote_delete(eng *e, const char *path, bool is_dir,
+			 const char *keep, s3_err *x)
+{
+	int rc = delete_one(e, path, is_dir, x);
+	if (!rc && keep && keep[0]) {
+		buf k = BUF_INIT;
+		buf_printf(&k, "%s%s/", e->prefix, keep);
+		rc = eng_put_mem(e, buf_cstr(&k), "", NULL, NULL, 0, x);
+		buf_free(&k);
+	}
+	return rc;
 }
 
 /* Whether this writer's delete record of path exists: a rename resumed
@@ -685,7 +701,7 @@ int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		rc = commit_dir(e, sn, x);
 		break;
 	default: /* T_RDEL; renames are renames.c's (eng_run_rename) */
-		rc = remote_delete(e, sn->root, sn->is_dir, x);
+		rc = remote_delete(e, sn->root, sn->is_dir, sn->dest, x);
 		break;
 	}
 	pthread_mutex_lock(&e->mu);

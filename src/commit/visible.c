@@ -30,13 +30,15 @@ static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 	bool rewant = (t->kind == T_DIR || t->kind == T_RDEL ||
 		       t->kind == T_RREN) &&
 		      (eng_marker_wanted(e, t->root, t) ||
-		       (t->dest && eng_marker_wanted(e, t->dest, t)));
+		       (t->kind == T_RREN && t->dest &&
+			eng_marker_wanted(e, t->dest, t)));
 	eng_free_txn(e, t);
 	pthread_mutex_unlock(&e->mu);
 	if (rewant) { /* a later transaction of the same name needs it back */
 		s3_err x;
 		if (eng_put_marker(e, sn->root, &x) < 0 ||
-		    (sn->dest && eng_put_marker(e, sn->dest, &x) < 0))
+		    (sn->kind == T_RREN && sn->dest &&
+		     eng_put_marker(e, sn->dest, &x) < 0))
 			log_warn("commit: re-PUT of a marker: %s (the renewal "
 				 "retries)",
 				 x.msg);

@@ -281,8 +281,11 @@ void wr_dir_changed(fs_ctx *fs, fs_inode *d)
 	clock_gettime(CLOCK_REALTIME, &now);
 	d->mtime = now;
 	ov_node *o = wr_local_of(fs, d);
-	if (o)
+	if (o) {
 		o->mtime = o->ctime = now;
+		if (o->kind == OV_DIR)
+			o->meta_dirty = true; /* recorded again at the seal */
+	}
 }
 
 bool wr_require_engine(fuse_req_t req)

@@ -82,10 +82,8 @@ static void apply_meta(fs_inode *n, const char *ver, const s3_meta *meta,
 		n->uid = m.uid;
 	if (has & PROTO_HAS_GID)
 		n->gid = m.gid;
-	if ((has & PROTO_HAS_MTIME) && m.mtime_ns > 0) {
-		n->mtime.tv_sec = (time_t)(m.mtime_ns / 1000000000);
-		n->mtime.tv_nsec = (long)(m.mtime_ns % 1000000000);
-	}
+	if ((has & PROTO_HAS_MTIME) && m.mtime_ns) /* 0: not recorded */
+		proto_ns_time(m.mtime_ns, &n->mtime);
 	if (has & PROTO_HAS_XATTRS) {
 		free(n->xattrs_json);
 		n->xattrs_json = xattrs;

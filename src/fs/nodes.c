@@ -121,6 +121,16 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 	if (t.tv_sec == 0 && t.tv_nsec == 0)
 		t = fs->mount_time;
 	st->st_mtim = st->st_ctim = st->st_atim = t;
+	/* ctime: the bucket keeps none.  The last change this mount can
+	 * know of is when the object was stored (its LastModified; for a
+	 * directory the newest one in its listing), never earlier than the
+	 * recorded mtime: a file copied today with a 2024 mtime has today's
+	 * ctime, as on a local disk (doc/posix.md, "Times of committed
+	 * names").  atime stays the mtime. */
+	const struct timespec *lm = &n->obj_mtime;
+	if (lm->tv_sec > t.tv_sec ||
+	    (lm->tv_sec == t.tv_sec && lm->tv_nsec > t.tv_nsec))
+		st->st_ctim = *lm;
 }
 
 void fs_meta_version(char out[FS_META_VER_MAX], const char *etag,
@@ -194,6 +204,8 @@ static const vis_manifest *root_manifest(const fs_inode *dir,
 		(*rel)++;
 	return r->manifest;
 }
+
+static void remote_dir_attrs(fs_inode *parent, fs_inode *c);
 
 bool fs_dir_uncommitted(const fs_inode *d)
 {
@@ -306,14 +318,6 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 			free(d->listing);
 		}
 		set_manifest(d, man);
-		/* a transaction root's own attributes ("dir") */
-		const vis_file *rv = man ? vis_manifest_dir(man, "") : NULL;
-		if (rv) {
-			d->has_attrs = true;
-			d->mode = rv->mode;
-			d->uid = rv->uid;
-			d->gid = rv->gid;
-		}
 		apply_manifest(d, nd);
 		/* a checkpoint whose last file has not come (rule) */
 		vis_rules_apply(nd, &fs->complete);
@@ -332,7 +336,9 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 		d->listing_began = began;
 		d->listing_gen = gen;
 		if (nd->newest.tv_sec)
-			d->mtime = nd->newest;
+			d->mtime = d->obj_mtime = nd->newest;
+		/* what the writer recorded (a transaction root's own "dir") */
+		remote_dir_attrs(d->parent, d);
 		d->attr_time = d->listing_time;
 	}
 	fs_itable_unref(fs->it, d);
@@ -406,10 +412,8 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
 	c->rdev = v->rdev;
 	c->uid = v->uid;
 	c->gid = v->gid;
-	if (v->mtime_ns > 0) {
-		c->mtime.tv_sec = (time_t)(v->mtime_ns / 1000000000);
-		c->mtime.tv_nsec = (long)(v->mtime_ns % 1000000000);
-	}
+	if (v->mtime_ns) /* 0: not recorded (proto/meta.h) */
+		proto_ns_time(v->mtime_ns, &c->mtime);
 	if (!c->symlink != !v->symlink ||
 	    (v->symlink && strcmp(c->symlink, v->symlink))) {
 		free(c->symlink);
@@ -423,21 +427,40 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
 }
 
 /* Attributes of directory c from the "dirs" entry of the manifests of the
- * transaction it was made in, when they recorded some (mode, owner).
+ * transaction it was made in, or its own "dir" when it is a transaction
+ * root: mode, owner, user xattrs and mtime (to the ns), as the writer
+ * recorded them.  The recorded mtime stands until an object directly in
+ * c is newer than the manifest that recorded it (a name came since, by
+ * a later commit): then the newest LastModified shows, as for
+ * directories other tools made (doc/posix.md, "Directory attributes").
  * Table locked. */
 static void remote_dir_attrs(fs_inode *parent, fs_inode *c)
 {
 	const char *rel;
-	const vis_manifest *m = root_manifest(parent, c->path, &rel);
+	const vis_manifest *m = parent ? root_manifest(parent, c->path, &rel)
+				       : NULL;
 	const vis_file *v = m ? vis_manifest_dir(m, rel) : NULL;
 	if (!v && c->manifest) /* a transaction root: its own "dir" */
 		v = vis_manifest_dir(c->manifest, "");
 	c->has_attrs = v != NULL;
-	if (v) {
-		c->mode = v->mode;
-		c->uid = v->uid;
-		c->gid = v->gid;
+	if (!v)
+		return;
+	c->mode = v->mode;
+	c->uid = v->uid;
+	c->gid = v->gid;
+	if (!c->xattrs_json != !v->xattrs_json ||
+	    (v->xattrs_json && strcmp(c->xattrs_json, v->xattrs_json))) {
+		free(c->xattrs_json);
+		c->xattrs_json = v->xattrs_json ? strdup(v->xattrs_json) : NULL;
 	}
+	if (!v->mtime_ns) /* not recorded */
+		return;
+	const struct timespec *lm = &c->obj_mtime; /* its listing's newest */
+	int64_t lm_ns = (int64_t)lm->tv_sec * 1000000000LL + lm->tv_nsec;
+	if (lm->tv_sec && lm_ns > v->time)
+		c->mtime = *lm;
+	else
+		proto_ns_time(v->mtime_ns, &c->mtime);
 }
 
 /*

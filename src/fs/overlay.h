@@ -52,6 +52,9 @@ typedef struct ov_node {
 	uint64_t size;
 	unsigned writers, opens;
 	bool dirty;    /* bytes changed since the last put */
+	bool meta_dirty; /* attributes or xattrs changed since the last put
+	                  * (stored with the next one; unlike dirty, drops
+	                  * no set-id bit) */
 	bool put;      /* handed to the engine at least once */
 	int failed;    /* errno of a write that failed (EIO, ENOSPC, EDQUOT)
 	                * since the last O_TRUNC: not handed to the engine,

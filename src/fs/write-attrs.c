@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,8 +22,8 @@
  * bytes are not being staged again. */
 static bool sealed_clean(const ov_node *o)
 {
-	return o->kind == OV_FILE && o->writers == 0 && o->txn &&
-	       o->txn->sealed && !o->dirty;
+	return o->kind != OV_DIR && o->kind != OV_WHITEOUT && o->writers == 0 &&
+	       o->txn && o->txn->sealed && !o->dirty && !o->meta_dirty;
 }
 
 /* A change of o's attributes or xattrs when sealed_clean(o): stores it
@@ -34,10 +35,111 @@ static int put_again(fs_ctx *fs, ov_node *o)
 	ov_node_ref(o);
 	int rc = wr_writable_stage(fs, o, o->size);
 	if (rc == 0) {
-		o->dirty = true;
+		o->meta_dirty = true;
 		rc = wr_put_file(fs, o);
 	}
 	ov_node_unref(o);
+	return rc;
+}
+
+/*
+ * An accepted change of local node o's attributes or xattrs reaches the
+ * engine, whichever way it came (path or handle, open for writing or not):
+ * a directory's "dirs" entry is replaced; a file handed over in a
+ * transaction still open takes the new attributes (eng_file_set_meta); a
+ * closed file of a committing or committed transaction is stored again; a
+ * file still open for writing, or not handed yet, is marked and goes with
+ * its next put (the last writer's close, or now when none is open).
+ * Before, a copy-on-write node changed through a writable handle (touch,
+ * futimens, fchmod) got the attributes but was never stored again.
+ * 0 or -errno.  Table locked.
+ */
+static int meta_changed(fs_ctx *fs, ov_node *o)
+{
+	wr_touch(o->txn);
+	if (o->kind == OV_WHITEOUT || !o->txn)
+		return 0;
+	eng_meta m;
+	buf xa = BUF_INIT;
+	int rc = 0;
+	if (o->kind == OV_DIR) {
+		if (o->txn->sealed) /* dir_change_refused: not reached */
+			return -ENOTSUP;
+		/* the manifest's "dirs" entry takes the new ones */
+		wr_ordered(fs);
+		wr_meta_of(o, &m, &xa);
+		rc = eng_dir_put(fs->eng, o->txn->id, o->path, &m);
+		buf_free(&xa);
+		if (rc == 0)
+			o->meta_dirty = false;
+		return rc;
+	}
+	if (sealed_clean(o))
+		return put_again(fs, o);
+	if (o->st && o->st->handed && !o->dirty && !o->meta_dirty &&
+	    !o->txn->sealed) {
+		wr_ordered(fs);
+		wr_meta_of(o, &m, &xa);
+		rc = eng_file_set_meta(fs->eng, o->txn->id, o->path, &m);
+		buf_free(&xa);
+		if (rc != -ENOENT)
+			return rc;
+		rc = 0; /* the engine is done with it: stored again below */
+	}
+	o->meta_dirty = true;
+	if (o->writers == 0) {
+		ov_node_ref(o);
+		if (o->st && o->st->handed)
+			rc = wr_writable_stage(fs, o, o->size);
+		if (rc == 0)
+			rc = wr_put_file(fs, o);
+		ov_node_unref(o);
+	}
+	return rc;
+}
+
+/*
+ * Whether a change of directory n's attributes or xattrs must be refused
+ * (ENOTSUP) rather than accepted and lost: a directory written through
+ * ckptfs whose attributes are committed already (in a manifest, or in a
+ * transaction being committed), which only a commit of its own could
+ * change (not built).  Directories other tools made keep the old rule
+ * (the call succeeds, nothing is stored: doc/posix.md).  Table locked.
+ */
+static bool dir_change_refused(const fs_inode *n, const ov_node *o)
+{
+	if (o)
+		return o->kind == OV_DIR && o->txn && o->txn->sealed;
+	return n->is_dir && n->has_attrs;
+}
+
+/* Whether the times a setattr sets can be recorded (proto_time_ok): the
+ * bucket keeps mtimes from 1677 to 2262 but the epoch itself, which the
+ * format reads as "not recorded" (doc/posix.md). */
+static bool times_ok(const struct stat *attr, int to_set)
+{
+	return !(to_set & FUSE_SET_ATTR_MTIME) ||
+	       proto_time_ok(&attr->st_mtim);
+}
+
+/*
+ * Local node for a change of the attributes or xattrs of n: n's own, or,
+ * for a remote file, a copy of it (copy-on-write through the cache),
+ * marked to be stored again with them.  *out NULL for a remote
+ * directory.  0 or -errno.  Table locked; dropped for the copy.
+ */
+static int local_for_meta(fs_ctx *fs, fs_inode *n, bool truncating,
+			  ov_node **out)
+{
+	*out = wr_local_of(fs, n);
+	if (*out || n->is_dir)
+		return 0;
+	fs_inode_ref(n);
+	fs_check_meta(fs, n);
+	int rc = wr_make_local_file(fs, n, truncating, out);
+	if (rc == 0)
+		(*out)->meta_dirty = true;
+	fs_itable_unref(fs->it, n);
 	return rc;
 }
 
@@ -62,30 +164,17 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	ov_node *o = wr_local_of(fs, n);
 	if (o)
 		wr_pt_absorb(o);
-	int rc = 0;
+	int rc = times_ok(attr, to_set) ? 0 : -EINVAL;
 	bool meta_set = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				  FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
 				  FUSE_SET_ATTR_MTIME_NOW);
+	if (rc == 0 && meta_set && dir_change_refused(n, o))
+		rc = -ENOTSUP;
 	bool truncating = (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0;
-	if (!o && !n->is_dir && ((to_set & FUSE_SET_ATTR_SIZE) || meta_set)) {
-		/* attributes live in the object's metadata or manifest: a
-		 * remote file written by someone else is copied in (through
-		 * the cache) and stored again with them */
-		fs_check_meta(fs, n);
-		struct stat cur;
-		fs_fill_stat(fs, n, &cur);
-		rc = wr_make_local_file(fs, n, truncating, &o);
-		if (rc == 0) {
-			o->mode = proto_mode_type(cur.st_mode) == S_IFREG
-					  ? cur.st_mode & 07777
-					  : cur.st_mode & (S_IFMT | 07777);
-			o->rdev = cur.st_rdev;
-			o->uid = cur.st_uid;
-			o->gid = cur.st_gid;
-			o->mtime = cur.st_mtim;
-			o->dirty = true;
-		}
-	}
+	/* attributes live in the object's metadata or manifest: a remote
+	 * file is copied in (through the cache) and stored again with them */
+	if (rc == 0 && !o && ((to_set & FUSE_SET_ATTR_SIZE) || meta_set))
+		rc = local_for_meta(fs, n, truncating, &o);
 	if (rc == 0 && o && (to_set & FUSE_SET_ATTR_SIZE)) {
 		if (o->kind != OV_FILE) {
 			rc = -EISDIR;
@@ -104,8 +193,6 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 				o->dirty = true;
 				clock_gettime(CLOCK_REALTIME, &o->mtime);
 				wr_touch(o->txn);
-				if (o->writers == 0)
-					rc = wr_put_file(fs, o);
 			}
 			ov_node_unref(o);
 		}
@@ -136,32 +223,12 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			o->atime = now;
 		o->ctime = now;
 		wr_touch(o->txn);
-		bool meta = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
-				      FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
-				      FUSE_SET_ATTR_MTIME_NOW);
-		if (meta && sealed_clean(o)) {
-			rc = put_again(fs, o);
-		} else if (meta && (o->kind == OV_FILE || o->kind == OV_LINK) &&
-			   o->dirty &&
-			   o->writers == 0 && o->st && !o->st->handed) {
+		if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+			      FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
+			      FUSE_SET_ATTR_MTIME_NOW))
+			rc = meta_changed(fs, o); /* stores the size too */
+		else if ((to_set & FUSE_SET_ATTR_SIZE) && o->writers == 0)
 			rc = wr_put_file(fs, o);
-		} else if (meta && o->kind == OV_DIR && o->txn &&
-			   !o->txn->done) {
-			/* the manifest's "dirs" entry takes the new ones */
-			wr_ordered(fs);
-			eng_meta m;
-			buf xa = BUF_INIT;
-			wr_meta_of(o, &m, &xa);
-			rc = eng_dir_put(fs->eng, o->txn->id, o->path, &m);
-			buf_free(&xa);
-		} else if (meta && o->txn && o->st && o->st->handed && !o->dirty) {
-			wr_ordered(fs);
-			eng_meta m;
-			buf xa = BUF_INIT;
-			wr_meta_of(o, &m, &xa);
-			rc = eng_file_set_meta(fs->eng, o->txn->id, o->path, &m);
-			buf_free(&xa);
-		}
 	}
 	/* remote names: attributes other than the size are not stored
 	 * remotely for objects this mount did not write (that would take a
@@ -254,75 +321,79 @@ void wr_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	xattr_query(req, ino, NULL, size);
 }
 
-/* The xattrs of local node o changed: the engine learns it.  0 or
- * -errno.  Table locked. */
-static int xattr_changed(fs_ctx *fs, ov_node *o)
+/* Whether remote file n recorded xattr name.  Table locked. */
+static bool remote_has_xattr(const fs_inode *n, const char *name)
 {
-	wr_touch(o->txn);
-	clock_gettime(CLOCK_REALTIME, &o->ctime);
-	int rc = 0;
-	if (sealed_clean(o)) {
-		rc = put_again(fs, o);
-	} else if (o->txn && o->st && o->st->handed && !o->dirty) {
-		wr_ordered(fs);
-		eng_meta m;
-		buf xa = BUF_INIT;
-		wr_meta_of(o, &m, &xa);
-		eng_file_set_meta(fs->eng, o->txn->id, o->path, &m);
-		buf_free(&xa);
+	ov_node tmp;
+	remote_xattrs(n, &tmp);
+	bool has = ov_xattr_get(&tmp, name, NULL, 0) >= 0;
+	buf_free(&tmp.xattrs);
+	return has;
+}
+
+/*
+ * setxattr (value non-NULL) or removexattr of node ino.  A remote file's
+ * xattrs live in its manifest or object metadata: it is copied in and
+ * stored again without or with them, as chmod does (an XATTR_CREATE or
+ * XATTR_REPLACE that must fail, or a removal of a name it does not have,
+ * fails before the copy).  A remote directory's cannot be changed yet
+ * (ENOTSUP; a directory is no object).
+ */
+static void xattr_change(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags)
+{
+	fs_ctx *fs = fs_req_ctx(req);
+	fs_itable_lock(fs->it);
+	fs_inode *n = fs_itable_get(fs->it, ino);
+	ov_node *o = n ? wr_local_of(fs, n) : NULL;
+	int rc = n ? 0 : -ENOENT;
+	if (n && !o && !n->is_dir) {
+		fs_inode_ref(n);
+		fs_check_meta(fs, n);
+		bool has = remote_has_xattr(n, name);
+		if (!value && !has)
+			rc = -ENODATA;
+		else if (value && has && (flags & XATTR_CREATE))
+			rc = -EEXIST;
+		else if (value && !has && (flags & XATTR_REPLACE))
+			rc = -ENODATA;
+		if (rc == 0)
+			rc = local_for_meta(fs, n, false, &o);
+		fs_itable_unref(fs->it, n);
 	}
-	return rc;
+	if (rc == 0 && n && dir_change_refused(n, o))
+		rc = value || (o ? ov_xattr_get(o, name, NULL, 0) >= 0
+				 : remote_has_xattr(n, name))
+			 ? -ENOTSUP
+			 : -ENODATA;
+	if (rc == 0 && !o)
+		rc = value ? -ENOTSUP : -ENODATA;
+	if (rc == 0)
+		rc = value ? ov_xattr_set(o, name, value, size, flags)
+			   : ov_xattr_remove(o, name);
+	if (rc == 0) {
+		clock_gettime(CLOCK_REALTIME, &o->ctime);
+		rc = meta_changed(fs, o);
+	}
+	fs_itable_unlock(fs->it);
+	fuse_reply_err(req, -rc);
 }
 
 void wr_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 const char *value, size_t size, int flags)
 {
-	fs_ctx *fs = fs_req_ctx(req);
-	if (!fs->eng) {
-		fuse_reply_err(req, EROFS);
+	if (!wr_require_engine(req))
 		return;
-	}
 	if (strncmp(name, "user.", 5)) {
 		fuse_reply_err(req, ENOTSUP);
 		return;
 	}
-	fs_itable_lock(fs->it);
-	fs_inode *n = fs_itable_get(fs->it, ino);
-	ov_node *o = n ? wr_local_of(fs, n) : NULL;
-	int rc = 0;
-	if (n && !o && !n->is_dir) {
-		/* a remote file's xattrs live in its manifest or metadata:
-		 * it is copied in and stored again with them, as chmod does */
-		fs_inode_ref(n);
-		fs_check_meta(fs, n);
-		rc = wr_make_local_file(fs, n, false, &o);
-		if (rc == 0)
-			o->dirty = true;
-		fs_itable_unref(fs->it, n);
-	}
-	/* a remote directory's cannot be stored (it is no object) */
-	if (rc == 0)
-		rc = !o ? -ENOTSUP : ov_xattr_set(o, name, value, size, flags);
-	if (rc == 0)
-		rc = xattr_changed(fs, o);
-	if (rc == 0 && o->kind == OV_FILE && o->dirty && o->writers == 0 &&
-	    o->st && !o->st->handed)
-		rc = wr_put_file(fs, o);
-	fs_itable_unlock(fs->it);
-	fuse_reply_err(req, -rc);
+	xattr_change(req, ino, name, value ? value : "", size, flags);
 }
 
 void wr_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	if (!wr_require_engine(req))
 		return;
-	fs_ctx *fs = fs_req_ctx(req);
-	fs_itable_lock(fs->it);
-	fs_inode *n = fs_itable_get(fs->it, ino);
-	ov_node *o = n ? wr_local_of(fs, n) : NULL;
-	int rc = !o ? -ENODATA : ov_xattr_remove(o, name);
-	if (rc == 0)
-		rc = xattr_changed(fs, o);
-	fs_itable_unlock(fs->it);
-	fuse_reply_err(req, -rc);
+	xattr_change(req, ino, name, NULL, 0, 0);
 }

@@ -136,7 +136,8 @@ int wr_make_local_file(fs_ctx *fs, fs_inode *n, bool truncate,
 	o->rdev = cur.st_rdev;
 	o->uid = cur.st_uid;
 	o->gid = cur.st_gid;
-	o->mtime = o->ctime = n->mtime;
+	o->mtime = cur.st_mtim;
+	o->ctime = cur.st_ctim;
 	if (n->xattrs_json) { /* and its xattrs */
 		buf blob = BUF_INIT;
 		proto_xattrs_decode(n->xattrs_json, &blob);

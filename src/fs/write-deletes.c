@@ -16,8 +16,10 @@
 
 void wr_dels_clear(struct wr_deletes *d)
 {
-	for (size_t i = 0; d && i < d->n; i++)
+	for (size_t i = 0; d && i < d->n; i++) {
 		free(d->v[i].path);
+		free(d->v[i].keep);
+	}
 	if (d)
 		d->n = 0;
 }
@@ -27,8 +29,12 @@ void wr_flush_deletes(fs_ctx *fs)
 {
 	struct wr_deletes *d = fs->dels;
 	for (size_t i = 0; d && i < d->n; i++) {
-		int rc = eng_remote_delete(fs->eng, d->v[i].path,
-					   d->v[i].is_dir);
+		int rc = d->v[i].keep
+			     ? eng_remote_delete_keep(fs->eng, d->v[i].path,
+						      d->v[i].is_dir,
+						      d->v[i].keep)
+			     : eng_remote_delete(fs->eng, d->v[i].path,
+						 d->v[i].is_dir);
 		if (rc < 0)
 			log_error("delete of %s could not be journaled: %s",
 				  d->v[i].path, strerror(-rc));
@@ -43,7 +49,8 @@ void wr_fetch_done(fs_ctx *fs)
 }
 
 /* Holds a remote delete of path (see the top of the file). */
-int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir)
+int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
+		   const char *keep)
 {
 	struct wr_deletes *d = fs->dels;
 	size_t pl = strlen(path);
@@ -52,9 +59,10 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir)
 		size_t k = 0;
 		for (size_t i = 0; i < d->n; i++) {
 			if (!strncmp(d->v[i].path, path, pl) &&
-			    d->v[i].path[pl] == '/')
+			    d->v[i].path[pl] == '/') {
 				free(d->v[i].path);
-			else
+				free(d->v[i].keep);
+			} else
 				d->v[k++] = d->v[i];
 		}
 		d->n = k;
@@ -81,8 +89,12 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir)
 		d->cap = cap;
 	}
 	d->v[d->n].path = strdup(path);
-	if (!d->v[d->n].path)
+	d->v[d->n].keep = keep ? strdup(keep) : NULL;
+	if (!d->v[d->n].path || (keep && !d->v[d->n].keep)) {
+		free(d->v[d->n].path);
+		free(d->v[d->n].keep);
 		return -ENOMEM;
+	}
 	d->v[d->n++].is_dir = is_dir;
 	d->last = wr_now_s();
 	return 0;

@@ -61,6 +61,7 @@ void wr_pt_absorb(ov_node *o);
 typedef struct wr_del {
 	char *path;
 	bool is_dir;
+	char *keep; /* the parent directory its delete must keep, or NULL */
 } wr_del;
 
 struct wr_deletes {
@@ -71,7 +72,8 @@ struct wr_deletes {
 
 void wr_dels_clear(struct wr_deletes *d);
 void wr_flush_deletes(fs_ctx *fs);
-int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir);
+int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
+		   const char *keep);
 /* Before any other fact reaches the engine: sends the held deletes. */
 void wr_ordered(fs_ctx *fs);
 /* wr_ordered, for a fact about path only: sends the held deletes only when

@@ -419,7 +419,7 @@ static int wr_remove_local(fs_ctx *fs, ov_node *o)
 		 * becomes one atomic directory delete instead of a file
 		 * delete per unlink (readers saw the checkpoint shrink file
 		 * by file; a kill mid-rm -r left it damaged for good) */
-		rc = wr_hold_delete(fs, o->path, o->kind == OV_DIR);
+		rc = wr_hold_delete(fs, o->path, o->kind == OV_DIR, NULL);
 	} else if ((wr_ordered(fs), root)) {
 		rc = eng_txn_abort(fs->eng, x->id);
 		if (rc == 0)
@@ -466,6 +466,33 @@ static int wr_remote_dir_empty(fs_ctx *fs, fs_inode *d, bool *empty)
 	if (ov_has_children(&fs->ov, d->path))
 		*empty = false;
 	return 0;
+}
+
+/*
+ * Whether removing remote name `name` leaves directory p, written through
+ * ckptfs (its attributes are in a manifest) and not a transaction root
+ * (whose .ckptfs/ keeps its prefix), with nothing under its prefix: its
+ * delete then keeps it (eng_remote_delete_keep), as rmdir of a leaf or
+ * unlink of the last file leaves the directory on a local disk.  Before,
+ * `rmdir nested/a/b/c` of a committed tree removed b, a and nested too.
+ * Directories other tools made keep the old rule (a prefix with nothing
+ * under it is gone).  Table locked.
+ */
+static bool keeps_parent(fs_ctx *fs, fs_inode *p, const char *name)
+{
+	if (!p->has_attrs || p->manifest || !p->path[0] || !p->listing ||
+	    ov_has_children(&fs->ov, p->path))
+		return false;
+	for (size_t i = 0; i < p->listing->n; i++) {
+		if (!strcmp(p->listing->v[i].name, name))
+			continue;
+		char *cp = wr_child_path(p, p->listing->v[i].name);
+		ov_node *o = cp ? ov_get(&fs->ov, cp) : NULL;
+		free(cp);
+		if (!o || o->kind != OV_WHITEOUT)
+			return false;
+	}
+	return true;
 }
 
 static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -531,7 +558,9 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 				rc = -ENOTEMPTY;
 		}
 		if (rc == 0)
-			rc = wr_hold_delete(fs, path, dir);
+			rc = wr_hold_delete(fs, path, dir,
+					    keeps_parent(fs, p, name) ? p->path
+								      : NULL);
 		/* a checkpoint directory's own rmdir ends what its delete
 		 * needs: journal it now, so a SIGKILL right after `rm -r`
 		 * returns loses nothing (held, it lived only in memory) */
@@ -649,7 +678,7 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 	}
 	if (rc == 0 && o->shadows) {
 		/* the remote original of the old name goes */
-		rc = wr_hold_delete(fs, from, o->kind == OV_DIR);
+		rc = wr_hold_delete(fs, from, o->kind == OV_DIR, NULL);
 		o->shadows = false;
 		ov_node *w = ov_add(&fs->ov, from, OV_WHITEOUT, NULL);
 		if (w)

@@ -103,6 +103,9 @@ static void restore_dir(void *arg, uint64_t txn, const char *path,
 		d->uid = m->uid;
 		d->gid = m->gid;
 		d->mtime = d->ctime = m->mtime;
+		buf_free(&d->xattrs); /* journal version 5 keeps them */
+		if (m->xattrs_len)
+			buf_append(&d->xattrs, m->xattrs, m->xattrs_len);
 	}
 }
 

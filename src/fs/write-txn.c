@@ -62,6 +62,26 @@ int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 	return 0;
 }
 
+struct dir_refresh {
+	fs_ctx *fs;
+	ov_txn *x;
+	int rc;
+};
+
+static void dir_refresh_one(void *arg, ov_node *o)
+{
+	struct dir_refresh *r = arg;
+	if (o->kind != OV_DIR || o->txn != r->x || !o->meta_dirty || r->rc)
+		return;
+	eng_meta m;
+	buf xa = BUF_INIT;
+	wr_meta_of(o, &m, &xa);
+	r->rc = eng_dir_put(r->fs->eng, r->x->id, o->path, &m);
+	buf_free(&xa);
+	if (!r->rc)
+		o->meta_dirty = false;
+}
+
 int wr_seal(fs_ctx *fs, ov_txn *x)
 {
 	if (x->sealed)
@@ -72,7 +92,13 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
 		return 0; /* a failed write: stays open (eng_file_poison);
 			   * waiting for it fails (eng_wait_txn) */
 	wr_ordered_for(fs, x->root);
-	int rc = eng_txn_seal(fs->eng, x->id);
+	/* the directories' mtimes moved as names came (wr_dir_changed): the
+	 * manifest records them as they are now, once per commit rather
+	 * than a journal write per name */
+	struct dir_refresh r = {fs, x, 0};
+	if (x->is_dir)
+		ov_each(&fs->ov, dir_refresh_one, &r);
+	int rc = r.rc ? r.rc : eng_txn_seal(fs->eng, x->id);
 	if (rc == -ENOENT) {
 		/* the engine no longer has it (an operator dropped it before
 		 * any trigger fired): sealed here, the reap drops its nodes
@@ -89,6 +115,22 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
 }
 
 /*
+ * The manifest root of a new transaction for single file o, rewritten
+ * while its own commits: the directory governing it, as for the first
+ * one (wr_txn_for_new).  Without it the second change of a committed file
+ * inside a checkpoint directory (a chmod, then a touch) was stored as a
+ * plain object, which readers ignore there: the manifest speaks for the
+ * file, and it still held the first change.  Table locked.
+ */
+static char *single_mroot(fs_ctx *fs, const ov_node *o)
+{
+	char *parent = ov_parent(o->path);
+	fs_inode *p = parent ? fs_itable_find(fs->it, parent) : NULL;
+	free(parent);
+	return p ? wr_manifest_root(fs, p) : NULL;
+}
+
+/*
  * Hands o's staging file to the engine (its bytes are final for now).  A
  * single-file transaction then commits.  Table locked.
  */
@@ -100,7 +142,7 @@ int wr_put_file(fs_ctx *fs, ov_node *o)
 /* wr_put_file with the size bytes of s, o's staging file or a copy. */
 int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 {
-	if (!o->dirty || !s || !o->txn)
+	if ((!o->dirty && !o->meta_dirty) || !s || !o->txn)
 		return 0;
 	ov_stage_ref(s);
 	/* immutable from now on: a write or an open while the lock is
@@ -112,8 +154,8 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 	 * rewrite of a committing single file gets a new transaction,
 	 * ordered after the first */
 	if (o->txn->sealed) {
-		char *mroot =
-		    wr_is_single_root(o) ? NULL : strdup(o->txn->root);
+		char *mroot = wr_is_single_root(o) ? single_mroot(fs, o)
+						   : strdup(o->txn->root);
 		wr_ordered_for(fs, o->path);
 		fs_itable_unlock(fs->it);
 		uint64_t id = 0;
@@ -155,7 +197,7 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 		return rc;
 	}
 	o->put = true;
-	o->dirty = false;
+	o->dirty = o->meta_dirty = false;
 	wr_touch(o->txn);
 	if (wr_is_single_root(o) && o->writers == 0)
 		return wr_seal(fs, o->txn);

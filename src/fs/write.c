@@ -292,7 +292,8 @@ void wr_flush(fs_ctx *fs, fs_handle *h, fuse_req_t req)
 	/* the last writer's close: the bytes are final, and journaled before
 	 * close returns (with passthrough the kernel may still write through
 	 * a dup or a mapping: release finds that and stores a copy) */
-	if (o->writers == 1 && o->dirty && o->linked && own)
+	if (o->writers == 1 && (o->dirty || o->meta_dirty) && o->linked &&
+	    own)
 		wr_put_file(fs, o);
 	fs_itable_unlock(fs->it);
 }
@@ -322,9 +323,10 @@ static void release(fs_ctx *fs, fs_handle *h, bool counted)
 	}
 	if (h->writable && o->writers == 0 && o->linked) {
 		/* written after its flush handed it over: a copy goes */
-		if (o->dirty && o->st && o->st->handed)
+		bool changed = o->dirty || o->meta_dirty;
+		if (changed && o->st && o->st->handed)
 			wr_writable_stage(fs, o, o->size);
-		if (o->dirty)
+		if (changed)
 			wr_put_file(fs, o);
 		else if (wr_is_single_root(o) && !o->txn->sealed)
 			wr_seal(fs, o->txn);
@@ -385,9 +387,10 @@ void wr_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	ov_node *o = h->ov;
 	int rc = 0;
 	wr_pt_absorb(o);
-	if (o->dirty && o->linked && o->pt_writers)
+	bool changed = o->dirty || o->meta_dirty;
+	if (changed && o->linked && o->pt_writers)
 		rc = wr_pt_put_copy(fs, o);
-	else if (o->dirty && o->linked)
+	else if (changed && o->linked)
 		rc = wr_put_file(fs, o); /* later writes copy the stage */
 	/* a file that is a transaction of its own is stored by committing
 	 * it (its PUT is its commit); later writes start a new one */

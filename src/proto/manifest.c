@@ -325,13 +325,16 @@ static int push_dir(vis_manifest *m, json_t *d, int64_t time)
 	memset(&a, 0, sizeof a);
 	attrs_of(&a, d);
 	free(a.symlink);
-	free(a.xattrs_json);
+	if (!a.has_attrs)
+		free(a.xattrs_json);
 	if (a.has_attrs) {
 		if (m->n_dattrs == m->cap_dattrs) {
 			vis_file *nv = vec_grow(m->dattrs, &m->cap_dattrs,
 						sizeof *nv, 8);
-			if (!nv)
+			if (!nv) {
+				free(a.xattrs_json);
 				return -1;
+			}
 			m->dattrs = nv;
 		}
 		vis_file *v = &m->dattrs[m->n_dattrs];
@@ -341,11 +344,12 @@ static int push_dir(vis_manifest *m, json_t *d, int64_t time)
 				.uid = a.uid,
 				.gid = a.gid,
 				.mtime_ns = a.mtime_ns,
+				.xattrs_json = a.xattrs_json,
 				.time = time,
 				.order = m->added++};
+		m->n_dattrs++; /* freed with the others */
 		if (!v->path)
 			return -1;
-		m->n_dattrs++;
 	}
 	if (root)
 		return 0;

@@ -14,11 +14,12 @@
  *              "mtime":NS, "xattrs":{"user.k":"base64"},
  *              "symlink":"target", "rdev":N}, ...],
  *    "dirs":[{"path":"sub/empty","mode":493,"uid":0,"gid":0,
- *             "mtime":NS}, ...],
- *    "dir":{"mode":493,"uid":0,"gid":0,"mtime":NS}}
+ *             "mtime":NS, "xattrs":{...}}, ...],
+ *    "dir":{"mode":493,"uid":0,"gid":0,"mtime":NS, "xattrs":{...}}}
  * "dirs" lists the directories the transaction made below C with their
  * attributes, "dir" holds C's own (a proto_mdir with path "" when
- * writing; vis_manifest_dir(m, "") reading).  Paths are relative to C.
+ * writing; vis_manifest_dir(m, "") reading), xattrs included.  "mtime"
+ * is signed ns, 0 for "not recorded" (proto/meta.h).  Paths are relative to C.
  * Only "state", and "path" and "size" of files, are required; a pending document (the writer's intent) has no files.
  * "time" is the writer's wall clock at commit (the time rule,
  * proto/visibility.h; absent = 0).  crc32c is the standard CRC-32C of the

@@ -11,6 +11,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+
+bool proto_time_ok(const struct timespec *ts)
+{
+	/* INT64 ns: 9223372036.854775807 s either side of the epoch */
+	if (ts->tv_nsec < 0 || ts->tv_nsec > 999999999)
+		return false;
+	if (ts->tv_sec > 9223372035 || ts->tv_sec < -9223372035)
+		return false;
+	return ts->tv_sec || ts->tv_nsec;
+}
+
+int64_t proto_time_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+void proto_ns_time(int64_t ns, struct timespec *ts)
+{
+	int64_t s = ns / 1000000000LL, r = ns % 1000000000LL;
+	if (r < 0) { /* floor: -1 ns is 1969-12-31 23:59:59.999999999 */
+		s--;
+		r += 1000000000LL;
+	}
+	ts->tv_sec = (time_t)s;
+	ts->tv_nsec = (long)r;
+}
 
 void proto_meta_free(proto_meta *m)
 {

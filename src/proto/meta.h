@@ -55,6 +55,23 @@ typedef struct proto_meta {
 
 void proto_meta_free(proto_meta *m);
 
+/*
+ * Times: "mtime" is signed ns since the epoch, so the format keeps every
+ * time from 1677-09-21 to 2262-04-11 (negative before 1970).  0 means
+ * "not recorded" (writers before this rule, and a rename's copy of an
+ * object another tool wrote, store 0): readers then show the object's
+ * LastModified.  A writer refuses to record a time the format cannot
+ * keep (proto_time_ok: EINVAL at utimensat, doc/posix.md).
+ */
+struct timespec;
+/* Whether ts can be recorded exactly as an mtime (not 0, in range). */
+bool proto_time_ok(const struct timespec *ts);
+/* ts as ns (ts must be proto_time_ok or 0). */
+int64_t proto_time_ns(const struct timespec *ts);
+/* ns (a recorded mtime, negative before 1970) as a timespec, tv_nsec in
+ * [0, 1e9). */
+void proto_ns_time(int64_t ns, struct timespec *ts);
+
 /* The file type a recorded mode stands for: S_IFIFO, S_IFSOCK, S_IFCHR or
  * S_IFBLK when its type bits say so, else S_IFREG (no bits, or bits that
  * name no special file: a regular file, as readers before special files

@@ -257,7 +257,7 @@ Test(journal, version_1_upgraded_with_rows_kept)
 	char *err = NULL;
 	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
 	char *v = jr_meta_get(j, "version");
-	cr_assert_str_eq(v, "4");
+	cr_assert_str_eq(v, "5");
 	free(v);
 	cr_assert_eq(count(j, "SELECT count(*) FROM files WHERE blocks IS NULL"),
 		     1);
@@ -297,7 +297,7 @@ Test(journal, version_2_upgraded_to_3)
 	char *err = NULL;
 	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
 	char *v = jr_meta_get(j, "version");
-	cr_assert_str_eq(v, "4");
+	cr_assert_str_eq(v, "5");
 	free(v);
 	cr_assert_eq(count(j, "SELECT count(*) FROM txns WHERE seq IS NULL "
 			      "AND root = 'c'"),
@@ -329,7 +329,7 @@ Test(journal, version_3_upgraded_to_4)
 	char *err = NULL;
 	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
 	char *v = jr_meta_get(j, "version");
-	cr_assert_str_eq(v, "4");
+	cr_assert_str_eq(v, "5");
 	free(v);
 	cr_assert_eq(count(j, "SELECT count(*) FROM files WHERE rdev IS NULL "
 			      "AND path = 'c/x'"),

@@ -423,3 +423,35 @@ Test(proto, manifest_renamed_from)
 	free(c);
 	free(j);
 }
+
+/* Directories' xattrs and mtimes (issue 22): written and read back, the
+ * root's "dir" too, negative mtimes (before 1970) kept. */
+Test(proto, manifest_dir_xattrs_and_mtime)
+{
+	static const char blob[] = "user.d\0\3\0\0\0a\0b";
+	proto_meta md = {.mode = 0750, .uid = 7, .gid = 8,
+			 .mtime_ns = -1000000000123456789LL,
+			 .xattrs = (char *)blob, .xattrs_len = sizeof blob - 1};
+	proto_meta mr = {.mode = 0700, .mtime_ns = 5, .xattrs = (char *)blob,
+			 .xattrs_len = sizeof blob - 1};
+	proto_mdir d[2] = {{"sub", &md}, {"", &mr}};
+	char *json = proto_manifest_json("w", 1, 10, NULL, 0, d, 2);
+	cr_assert_not_null(json);
+	vis_manifest vm;
+	vis_manifest_init(&vm);
+	cr_assert_eq(vis_manifest_add_json(&vm, json, strlen(json), NULL), 0);
+	vis_manifest_finish(&vm);
+	for (int i = 0; i < 2; i++) {
+		const vis_file *v = vis_manifest_dir(&vm, i ? "" : "sub");
+		cr_assert_not_null(v);
+		cr_assert_eq(v->mtime_ns, i ? 5 : -1000000000123456789LL);
+		cr_assert_not_null(v->xattrs_json);
+		proto_meta back;
+		vis_file_meta(v, &back);
+		cr_assert_eq(back.xattrs_len, sizeof blob - 1);
+		cr_assert_eq(memcmp(back.xattrs, blob, sizeof blob - 1), 0);
+		proto_meta_free(&back);
+	}
+	vis_manifest_free(&vm);
+	free(json);
+}

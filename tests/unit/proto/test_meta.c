@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 
 #include "proto/meta.h"
 #include "s3/upload.h"
@@ -221,7 +222,7 @@ Test(meta, special_files_round_trip)
 /* A symlink target longer than PROTO_META_SYMLINK_MAX once encoded stays
  * out of the object's metadata (the manifest keeps it): the pairs with
  * the largest xattrs pair still fit S3's 2 KiB. */
-Test(proto, object_meta_long_symlink)
+Test(meta, object_meta_long_symlink)
 {
 	char fits[PROTO_META_SYMLINK_MAX + 1], over[PROTO_META_SYMLINK_MAX + 2];
 	memset(fits, 't', sizeof fits - 1);
@@ -246,4 +247,30 @@ Test(proto, object_meta_long_symlink)
 	cr_assert_str_eq(out[4].name, "symlink");
 	cr_assert_eq(strlen(out[4].value), PROTO_META_SYMLINK_MAX - 1);
 	buf_free(&store);
+}
+
+/* Times (issue 23 point 7): signed ns, floor division before 1970, the
+ * epoch itself and what int64 ns cannot hold refused. */
+Test(meta, times_before_1970_and_the_limits)
+{
+	struct timespec ts;
+	proto_ns_time(-1, &ts);
+	cr_assert_eq(ts.tv_sec, -1);
+	cr_assert_eq(ts.tv_nsec, 999999999);
+	proto_ns_time(-1000000000123456789LL, &ts);
+	cr_assert_eq(ts.tv_sec, -1000000001);
+	cr_assert_eq(ts.tv_nsec, 876543211);
+	cr_assert_eq(proto_time_ns(&ts), -1000000000123456789LL);
+	proto_ns_time(1234567890123456789LL, &ts);
+	cr_assert_eq(ts.tv_sec, 1234567890);
+	cr_assert_eq(ts.tv_nsec, 123456789);
+	cr_assert(proto_time_ok(&ts));
+	struct timespec zero = {0, 0}, one = {0, 1}, far = {9223372036, 0},
+			last = {9223372035, 999999999}, early = {-9223372035, 0};
+	cr_assert_not(proto_time_ok(&zero));
+	cr_assert(proto_time_ok(&one));
+	cr_assert_not(proto_time_ok(&far));
+	cr_assert(proto_time_ok(&last));
+	cr_assert(proto_time_ok(&early));
+	cr_assert_eq(proto_time_ns(&last), 9223372035999999999LL);
 }

@@ -1,0 +1,351 @@
+"""Attribute changes of committed names (issue 22 point 2, issue 23 point 7).
+
+Every change of a committed file's mode, owner, mtime or user xattrs that a
+call accepts reaches the bucket, whichever way it came: by path or through
+a handle (open for writing or reading), UTIME_NOW or explicit times,
+setxattr or removexattr.  Each test checks what another mount and a
+remount show, not what the writer's own overlay says.  Before, `touch`,
+`touch -d`, `fchmod` and `futimens` through an O_WRONLY handle returned 0
+and were lost at the next sync, `setfattr -x` of a committed file failed
+with ENODATA, and `touch -d @1000000000` of a file just written showed the
+commit time on other hosts.
+"""
+import errno
+import os
+import subprocess
+import time
+
+import pytest
+
+import helpers
+from helpers import ckptfs_sync
+
+T_OLD = 1_000_000_000_000_000_000          # 2001-09-09, ns
+T_EXPLICIT = 1_234_567_890_123_456_789     # 2009-02-13, ns
+T_1938 = -1_000_000_000_123_456_789        # before 1970: kept
+
+
+def _seen(p):
+    """mode, owner, mtime (ns) and xattrs of p, as a user sees them."""
+    st = os.lstat(p)
+    return {"mode": oct(st.st_mode), "uid": st.st_uid, "gid": st.st_gid,
+            "mtime": st.st_mtime_ns, "size": st.st_size,
+            "xattrs": {k: os.getxattr(p, k)
+                       for k in sorted(os.listxattr(p))}}
+
+
+def _seed(top, names):
+    top.mkdir()
+    for i, n in enumerate(names):
+        p = top / n
+        p.write_bytes(f"bytes of {n}".encode())
+        os.setxattr(p, "user.keep", b"k%d" % i)
+        os.setxattr(p, "user.drop", b"d%d" % i)
+        os.chmod(p, 0o640)
+        os.utime(p, ns=(T_OLD, T_OLD + i))
+
+
+NAMES = ["touch_now", "touch_d", "fchmod_wr", "futimens_wr", "fchmod_rd",
+         "fchown_wr", "chmod_path", "rmxattr", "fsetxattr_wr",
+         "fremovexattr_wr", "pre1970", "twice"]
+
+
+def _change(top):
+    """The changes, each through another door; returns the time window of
+    the UTIME_NOW ones."""
+    before = time.time_ns()
+    subprocess.run(["touch", top / "touch_now"], check=True)
+    after = time.time_ns()
+    subprocess.run(["touch", "-d", "@1000000000", top / "touch_d"],
+                   check=True)
+    fd = os.open(top / "fchmod_wr", os.O_WRONLY)
+    os.fchmod(fd, 0o604)
+    os.close(fd)
+    fd = os.open(top / "futimens_wr", os.O_WRONLY)
+    os.utime(fd, ns=(T_EXPLICIT, T_EXPLICIT))
+    os.close(fd)
+    fd = os.open(top / "fchmod_rd", os.O_RDONLY)
+    os.fchmod(fd, 0o600)
+    os.close(fd)
+    fd = os.open(top / "fchown_wr", os.O_WRONLY)
+    os.fchown(fd, 1234, 5678)
+    os.close(fd)
+    os.chmod(top / "chmod_path", 0o444)
+    subprocess.run(["setfattr", "-x", "user.drop", top / "rmxattr"],
+                   check=True)
+    fd = os.open(top / "fsetxattr_wr", os.O_WRONLY)
+    os.setxattr(fd, "user.new", b"through a handle")
+    os.close(fd)
+    fd = os.open(top / "fremovexattr_wr", os.O_WRONLY)
+    os.removexattr(fd, "user.drop")
+    os.close(fd)
+    os.utime(top / "pre1970", ns=(T_1938, T_1938))
+    # two changes in a row: the second is stored while the first commits
+    # (it was stored as a plain object the manifest then overruled)
+    os.chmod(top / "twice", 0o600)
+    subprocess.run(["touch", "-d", "@1000000000", top / "twice"],
+                   check=True)
+    return before, after
+
+
+def _check(view, before, after):
+    """What every host must see after _change."""
+    now = view["touch_now"]["mtime"]
+    assert before - 1_000_000_000 <= now <= after + 1_000_000_000, view
+    assert view["touch_d"]["mtime"] == 1_000_000_000 * 10**9
+    assert view["fchmod_wr"]["mode"] == oct(0o100604)
+    assert view["futimens_wr"]["mtime"] == T_EXPLICIT
+    assert view["fchmod_rd"]["mode"] == oct(0o100600)
+    assert (view["fchown_wr"]["uid"], view["fchown_wr"]["gid"]) == \
+        (1234, 5678)
+    assert view["chmod_path"]["mode"] == oct(0o100444)
+    assert view["rmxattr"]["xattrs"] == {"user.keep": b"k7"}
+    assert view["fsetxattr_wr"]["xattrs"] == {
+        "user.drop": b"d8", "user.keep": b"k8",
+        "user.new": b"through a handle"}
+    assert view["fremovexattr_wr"]["xattrs"] == {"user.keep": b"k9"}
+    assert view["pre1970"]["mtime"] == T_1938
+    assert (view["twice"]["mode"], view["twice"]["mtime"]) == \
+        (oct(0o100600), 1_000_000_000 * 10**9)
+    # nothing else moved: bytes and the untouched attributes
+    for i, n in enumerate(NAMES):
+        assert view[n]["size"] == len(f"bytes of {n}"), n
+
+
+def _committed_tree(bucket, mount, mp, opts):
+    """The files written, committed, and the mount made again: every name
+    is a remote one (the steady state of a shared host)."""
+    m = mount(bucket, mountpoint=mp, options=opts)
+    _seed(m / "ckpt-1", NAMES)
+    ckptfs_sync(m)
+    return _remounted(m, bucket, mount, opts)
+
+
+def _elsewhere(bucket, mount, tmp_path, tag):
+    """Another host's mount: its own cache, read-only."""
+    return mount(bucket, options=helpers.observer_options(tmp_path / tag))
+
+
+def _remounted(m, bucket, mount, opts):
+    """m unmounted cleanly and mounted again (same cache and journal)."""
+    mp = m.path
+    assert m.unmount() == []
+    return mount(bucket, mountpoint=mp, options=opts)
+
+
+def _view(top):
+    return {n: _seen(top / n) for n in NAMES}
+
+
+@pytest.mark.timeout(120)
+def test_attribute_changes_of_committed_files_persist(bucket, mount,
+                                                      tmp_path):
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = _committed_tree(bucket, mount, mp, opts)
+    top = m / "ckpt-1"
+    before, after = _change(top)
+    here = _view(top)
+    _check(here, before, after)
+    ckptfs_sync(m)
+    assert _view(_elsewhere(bucket, mount, tmp_path, "cache-b") /
+                 "ckpt-1") == here
+    assert _view(_remounted(m, bucket, mount, opts) / "ckpt-1") == here
+
+
+@pytest.mark.timeout(90)
+def test_times_of_a_file_just_written(bucket, mount, tmp_path):
+    """issue 23 point 7: times set on a file just written, by handle or by
+    path, before or after its close, are what every host shows; a time
+    the format cannot keep is refused (EINVAL), never replaced."""
+    m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-a'}",))
+    (m / "a").write_bytes(b"a")
+    subprocess.run(["touch", "-d", "@1000000000", m / "a"], check=True)
+    with open(m / "b", "wb") as f:
+        f.write(b"b")
+        f.flush()
+        os.utime(f.fileno(), ns=(T_EXPLICIT, T_EXPLICIT))
+    (m / "c").write_bytes(b"c")
+    os.utime(m / "c", ns=(T_1938, T_1938))
+    for bad in (2**63 + 10**9, 0):
+        with pytest.raises(OSError) as e:
+            os.utime(m / "c", ns=(bad, bad))
+        assert e.value.errno == errno.EINVAL
+    want = {"a": 1_000_000_000 * 10**9, "b": T_EXPLICIT, "c": T_1938}
+    assert {n: os.lstat(m / n).st_mtime_ns for n in want} == want
+    ckptfs_sync(m)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-b")
+    assert {n: os.lstat(other / n).st_mtime_ns for n in want} == want
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_after_attribute_changes(bucket, mount, tmp_path):
+    """The changes are journaled before the calls return: a writer killed
+    right after them (no sync) commits them once mounted again."""
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}",)
+    w = _committed_tree(bucket, mount, mp, opts)
+    top = w / "ckpt-1"
+    before, after = _change(top)
+    here = _view(top)
+    helpers.kill_ckptfs(w)
+    w2 = mount(bucket, mountpoint=mp, options=opts)
+    ckptfs_sync(w2)
+    seen = _view(_elsewhere(bucket, mount, tmp_path, "cache-o") / "ckpt-1")
+    _check(seen, before, after)
+    assert seen == here
+
+
+# --------------------------------------------------------------------------
+# Directory metadata through the bucket (issue 22 point 1)
+
+def _dir_tree(top):
+    """Directories with their own mode, owner, user xattrs and mtime set
+    last (as cp -a, rsync -a and tar do), plus files in them."""
+    top.mkdir()
+    for rel in ("sub", "sub/deeper", "sub/empty", "other"):
+        (top / rel).mkdir()
+    (top / "sub" / "f").write_bytes(b"f")
+    (top / "sub" / "deeper" / "g").write_bytes(b"g")
+    (top / "other" / "h").write_bytes(b"h")
+    plan = [(".", 0o750, 1001, 1002), ("sub", 0o2755, 0, 1003),
+            ("sub/deeper", 0o700, 1004, 0), ("sub/empty", 0o1777, 0, 0),
+            ("other", 0o755, 1005, 1005)]
+    for i, (rel, mode, uid, gid) in enumerate(plan):
+        p = top / rel
+        os.chown(p, uid, gid)
+        os.chmod(p, mode)
+        os.setxattr(p, "user.dir", b"d%d\0bin" % i)
+    # times last, deepest first, as cp -a does
+    for i, (rel, *_r) in enumerate(reversed(plan)):
+        os.utime(top / rel, ns=(T_OLD, T_EXPLICIT + i * 1_000_000_007))
+
+
+def _dirs_view(top):
+    out = {}
+    for dirpath, dirnames, _f in os.walk(top):
+        for rel in [os.path.relpath(dirpath, top)]:
+            st = os.lstat(dirpath)
+            out[rel] = {"mode": oct(st.st_mode), "uid": st.st_uid,
+                        "gid": st.st_gid, "mtime": st.st_mtime_ns,
+                        "xattrs": {k: os.getxattr(dirpath, k)
+                                   for k in sorted(os.listxattr(dirpath))}}
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_directory_metadata_round_trip(bucket, mount, tmp_path):
+    """mode, owner, user xattrs and mtime (ns) of every directory written
+    through the mount read back the same on another mount, after a
+    remount and after a rename of the committed directory.  Before, a
+    directory showed the newest LastModified under it as mtime and had no
+    xattrs anywhere but on the writer until its node went."""
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = mount(bucket, mountpoint=mp, options=opts)
+    _dir_tree(m / "ckpt-1")
+    want = _dirs_view(m / "ckpt-1")
+    assert want["sub"]["xattrs"] == {"user.dir": b"d1\0bin"}
+    ckptfs_sync(m)
+    time.sleep(0.5)  # the writer's local nodes go: it reads the bucket too
+    assert _dirs_view(m / "ckpt-1") == want
+    other = _elsewhere(bucket, mount, tmp_path, "cache-b")
+    assert _dirs_view(other / "ckpt-1") == want
+    # a change of a committed directory is refused, never accepted and
+    # lost (storing it would take a commit of its own: not built)
+    sub = m / "ckpt-1" / "sub"
+    for call in (lambda: os.chmod(sub, 0o700), lambda: os.chown(sub, 7, 7),
+                 lambda: os.utime(sub, ns=(T_OLD, T_OLD)),
+                 lambda: os.utime(sub),
+                 lambda: os.setxattr(sub, "user.new", b"x"),
+                 lambda: os.removexattr(sub, "user.dir")):
+        with pytest.raises(OSError) as e:
+            call()
+        assert e.value.errno == errno.ENOTSUP
+    with pytest.raises(OSError) as e:
+        os.removexattr(sub, "user.none")
+    assert e.value.errno == errno.ENODATA
+    assert _dirs_view(m / "ckpt-1") == want
+    os.rename(m / "ckpt-1", m / "ckpt-2")
+    ckptfs_sync(m)
+    assert _dirs_view(_remounted(m, bucket, mount, opts) / "ckpt-2") == want
+    helpers.wait_for(lambda: not os.path.exists(other / "ckpt-1"), 10,
+                     "the old name gone on the other mount")
+    assert _dirs_view(other / "ckpt-2") == want
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_keeps_directory_metadata(bucket, mount, tmp_path):
+    """A writer killed before its directory committed: the restarted
+    mount commits the directories' xattrs and times too (journal version
+    5 keeps directory xattrs)."""
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}", "commit_delay=600")
+    w = mount(bucket, mountpoint=mp, options=opts)
+    _dir_tree(w / "ckpt-1")
+    want = _dirs_view(w / "ckpt-1")
+    helpers.kill_ckptfs(w)
+    w2 = mount(bucket, mountpoint=mp, options=opts)
+    assert _dirs_view(w2 / "ckpt-1") == want
+    ckptfs_sync(w2)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+    assert _dirs_view(other / "ckpt-1") == want
+
+
+# --------------------------------------------------------------------------
+# Removing the last name of a committed directory leaves the directory
+# (issue 22 point 3)
+
+def _nested(top):
+    os.makedirs(top / "a" / "b" / "c")
+    (top / "y").mkdir()
+    os.chmod(top / "y", 0o710)
+    (top / "y" / "g").write_bytes(b"g")
+    (top / "z").write_bytes(b"z")
+
+
+def _nested_view(top):
+    return sorted((os.path.relpath(d, top), sorted(dn + fn))
+                  for d, dn, fn in os.walk(top))
+
+
+WANT_NESTED = [(".", ["a", "y", "z"]), ("a", ["b"]), ("a/b", []),
+               ("y", [])]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kill", [False, True])
+def test_rmdir_of_a_leaf_keeps_its_parents(bucket, mount, tmp_path, kill):
+    """rmdir nested/a/b/c and unlink of y's only file in a committed tree
+    remove only what they name: a/b and y stay, empty, with their mode,
+    on every mount (before, b, a and y went too: a prefix with nothing
+    under it is gone).  kill: the writer is SIGKILLed once the deletes
+    are journaled, and converges when mounted again."""
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}",)
+    m = mount(bucket, mountpoint=mp, options=opts)
+    _nested(m / "nested")
+    ckptfs_sync(m)
+    m = _remounted(m, bucket, mount, opts)
+    top = m / "nested"
+    os.rmdir(top / "a" / "b" / "c")
+    os.unlink(top / "y" / "g")
+    assert _nested_view(top) == WANT_NESTED
+    if kill:
+        time.sleep(1.5)  # held deletes are journaled after 1 s of quiet
+        helpers.kill_ckptfs(m)
+        m = mount(bucket, mountpoint=mp, options=opts)
+    ckptfs_sync(m)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+    assert _nested_view(other / "nested") == WANT_NESTED
+    assert oct(os.lstat(other / "nested" / "y").st_mode) == oct(0o40710)
+    assert _nested_view(_remounted(m, bucket, mount, opts) /
+                        "nested") == WANT_NESTED
