@@ -118,6 +118,7 @@ void eng_free_txn(eng *e, etxn *t)
 	free(t->dest);
 	free(t->mroot);
 	free(t->error);
+	free(t->poison);
 	free(t);
 }
 
@@ -323,7 +324,7 @@ void eng_txn_progress(eng *e, etxn *t)
 
 bool eng_set_aside(const eng *e, const etxn *t, double now)
 {
-	return t->failed || eng_retrying(e, t, now);
+	return t->failed || t->poison || eng_retrying(e, t, now);
 }
 
 bool eng_retrying(const eng *e, const etxn *t, double now)

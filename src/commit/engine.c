@@ -48,6 +48,7 @@ static int load_txn(void *arg, const jr_txn_row *r)
 	if (!t)
 		return -ENOMEM;
 	t->seq = r->seq;
+	eng_poison_load(e, t);
 	t->has_marker = t->kind == T_DIR && eng_root_final(e, t) &&
 			t->state != TS_ABORTED;
 	t->check_committed = t->has_marker;

@@ -242,6 +242,23 @@ int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m);
  */
 int eng_txn_seal(eng *e, uint64_t txn);
 
+/*
+ * A write to path, a file of open transaction txn, failed with err (EIO,
+ * ENOSPC, EDQUOT): the transaction is poisoned, journaled.  It is not
+ * sealed (eng_txn_seal returns -EIO, eng_sync leaves it open) until path
+ * is put again (eng_file_put: rewritten) or dropped (eng_file_drop:
+ * removed), or the operator drops the step; meanwhile it counts as a
+ * failed step (status "poisoned" with the cause, sync returns an error,
+ * the steps that depend on it wait).  -ENOENT when txn is not open.
+ */
+int eng_file_poison(eng *e, uint64_t txn, const char *path, int err);
+/* eng_file_put of the bytes a failed write left (after eng_file_poison):
+ * journaled and shown again after a restart, the poison stays. */
+int eng_file_put_short(eng *e, uint64_t txn, const char *path, uint64_t sid,
+		       uint64_t size, const eng_meta *m);
+/* Whether a failed write poisons transaction txn. */
+bool eng_txn_poisoned(eng *e, uint64_t txn);
+
 /* Drops a transaction entirely (rm -r of its root before it committed):
  * its marker, intent manifest and uploaded objects are deleted. */
 int eng_txn_abort(eng *e, uint64_t txn);

@@ -112,8 +112,10 @@ static int journal_file(eng *e, efile *f)
 	return jr_file_update(e->j, &r);
 }
 
-int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
-		 uint64_t size, const eng_meta *m)
+/* eng_file_put; short: the bytes of a failed write, which leave the
+ * poison as it is (eng_file_put_short). */
+static int file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
+		    uint64_t size, const eng_meta *m, bool short_file)
 {
 	pthread_mutex_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
@@ -164,11 +166,25 @@ int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 		if (old_staging)
 			unlink(old_staging);
 		eng_sched_file(e, f);
+		if (!short_file)
+			eng_poison_clear(e, t, path, false); /* rewritten */
 	}
 	free(old_staging);
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&e->mu);
 	return rc;
+}
+
+int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
+		 uint64_t size, const eng_meta *m)
+{
+	return file_put(e, txn, path, sid, size, m, false);
+}
+
+int eng_file_put_short(eng *e, uint64_t txn, const char *path, uint64_t sid,
+		       uint64_t size, const eng_meta *m)
+{
+	return file_put(e, txn, path, sid, size, m, true);
 }
 
 int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
@@ -250,6 +266,8 @@ int eng_file_drop(eng *e, uint64_t txn, const char *path)
 		drop_dirs(e, t, path);
 		rc = jr_commit(e->j);
 	}
+	if (!rc)
+		eng_poison_clear(e, t, path, true); /* removed */
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&e->mu);
 	return rc;
@@ -402,7 +420,9 @@ int eng_txn_seal(eng *e, uint64_t txn)
 	pthread_mutex_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t ? 0 : -ENOENT;
-	if (t && t->state == TS_OPEN) {
+	if (t && t->poison)
+		rc = -EIO; /* a failed write: not with the short file */
+	else if (t && t->state == TS_OPEN) {
 		rc = jr_txn_set_state(e->j, t->id, TS_SEALED);
 		if (!rc) {
 			t->state = TS_SEALED;

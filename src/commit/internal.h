@@ -141,6 +141,11 @@ struct etxn {
 	int err;
 	char *error;
 	double err_logged;
+	/* poisoned by failed writes (commit/poison.c): "<errno> <path>\n"
+	 * lines, NULL when none; never sealed while set */
+	char *poison;
+	bool poison_unsaved; /* its journaling failed (a full disk): retried
+			      * at the next eng_file_poison/_poisoned */
 	/* eng_now() of the first transient failure of the current streak (of
 	 * its step or an upload of its files; 0: none), reset by a success:
 	 * past transient_limit it is set aside (eng_set_aside) */
@@ -256,6 +261,16 @@ void eng_link_file(etxn *t, efile *f);
 void eng_unlink_file(etxn *t, efile *f);
 void eng_file_unref(eng *e, efile *f);          /* mu */
 void eng_free_txn(eng *e, etxn *t);             /* mu */
+
+/* ---- poison.c ----------------------------------------------------------- */
+/* Reads t's poisoned paths from the journal (at load). */
+int eng_poison_load(eng *e, etxn *t);
+/* path was put again (under false) or dropped with what lies under it
+ * (under true): it no longer poisons t.  mu */
+void eng_poison_clear(eng *e, etxn *t, const char *path, bool under);
+/* What status and sync say of a poisoned t (malloc'd), NULL if it is
+ * not. */
+char *eng_poison_text(const etxn *t);
 /* Frees f's per-part arrays.  mu */
 void eng_free_parts(efile *f);
 bool eng_root_final(const eng *e, const etxn *t);

@@ -379,6 +379,10 @@ int jr_txn_delete(jr *j, int64_t id)
 	if (!rc)
 		rc = jr_exec(j, NULL, NULL, "DELETE FROM txns WHERE id = ?",
 			     "i", id);
+	if (!rc) /* its poisoned paths (commit/poison.c) */
+		rc = jr_exec(j, NULL, NULL,
+			     "DELETE FROM meta WHERE k = 'poison.' || ?", "i",
+			     id);
 	if (!rc)
 		rc = jr_commit(j);
 	else

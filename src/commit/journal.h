@@ -5,7 +5,7 @@
  * journal is open; a second opener gets -EBUSY.
  *
  * Schema (doc/commit.md, "Journal"):
- *   meta(k, v)         writer id, schema version
+ *   meta(k, v)         writer id, schema version, poisoned paths
  *   txns(id, kind, root, dest, is_dir, state, manifest_root, error)
  *                      id (AUTOINCREMENT) is the position in the ordered
  *                      visibility queue: visibility steps run in id order

@@ -356,7 +356,7 @@ void eng_seal_all(eng *e, int64_t upto)
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (upto && t->seq > upto)
 			break;
-		if (t->state == TS_OPEN && !t->done) {
+		if (t->state == TS_OPEN && !t->done && !t->poison) {
 			t->state = TS_SEALED;
 			t->sealed_at = eng_now();
 			jr_txn_set_state(e->j, t->id, TS_SEALED);

@@ -14,6 +14,8 @@
 
 static const char *state_name(eng *e, const etxn *t, bool head, double now)
 {
+	if (t->poison)
+		return "poisoned";
 	if (eng_set_aside(e, t, now))
 		return "failed";
 	switch (t->kind) {
@@ -40,6 +42,8 @@ static const char *state_name(eng *e, const etxn *t, bool head, double now)
  * it has been failing and that it is still retried (malloc'd, or NULL). */
 static char *error_text(const eng *e, const etxn *t, double now)
 {
+	if (t->poison)
+		return eng_poison_text(t);
 	if (!t->error && !t->err)
 		return NULL;
 	buf b = BUF_INIT;
@@ -97,7 +101,8 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 			free(why);
 			s->error = buf_steal(&m);
 		} else {
-			s->error = t->error ? error_text(e, t, now) : NULL;
+			s->error = t->error || t->poison ? error_text(e, t, now)
+							 : NULL;
 		}
 	}
 	free(blk);

@@ -56,6 +56,9 @@ typedef struct ov_node {
 	                  * (stored with the next one; unlike dirty, drops
 	                  * no set-id bit) */
 	bool put;      /* handed to the engine at least once */
+	int failed;    /* errno of a write that failed (EIO, ENOSPC, EDQUOT)
+	                * since the last O_TRUNC: not handed to the engine,
+	                * its transaction poisoned (eng_file_poison) */
 	bool linked;   /* in the table */
 	unsigned refs; /* handles */
 	uint32_t mode, uid, gid; /* mode: 07777, plus a special file's type */

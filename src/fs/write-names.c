@@ -17,6 +17,8 @@
 #include <openssl/evp.h>
 
 #include "fs/write-internal.h"
+#include "proto/keys.h"
+#include "proto/meta.h"
 #include "util/log.h"
 
 /* ---- creating names ---------------------------------------------------- */
@@ -74,6 +76,10 @@ static int new_node(fuse_req_t req, fs_ctx *fs, fs_inode *p, const char *name,
 	char *path = wr_child_path(p, name);
 	if (!path)
 		return -ENOMEM;
+	if (!proto_key_fits(fs->prefix, path, kind == OV_DIR)) {
+		free(path); /* its key: more than S3 takes */
+		return -ENAMETOOLONG;
+	}
 	fs_inode_ref(p);
 	ov_txn *x = NULL;
 	rc = wr_txn_for_new(fs, p, path, kind == OV_DIR, &x);
@@ -263,6 +269,28 @@ void wr_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	reply_made(req, fs, rc == 0 ? c : NULL, rc);
 }
 
+/*
+ * Whether a new name in directory parent is recorded in a manifest: it
+ * joins the open transaction of a local directory, or a governed
+ * directory's addendum.  A symlink target too long for object metadata
+ * is kept there only (doc/commit.md, "Names the store refuses").
+ */
+static bool in_manifest(fs_ctx *fs, fuse_ino_t parent)
+{
+	int err;
+	fs_inode *p = wr_parent_dir(fs, parent, &err);
+	if (!p)
+		return true; /* make_node says why not */
+	ov_node *pd = wr_local_of(fs, p);
+	if (pd && pd->kind == OV_DIR && pd->txn && pd->txn->is_dir &&
+	    !pd->txn->sealed)
+		return true;
+	char *m = wr_manifest_root(fs, p);
+	bool governed = m != NULL;
+	free(m);
+	return governed;
+}
+
 void wr_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		const char *name)
 {
@@ -272,7 +300,11 @@ void wr_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	fs_itable_lock(fs->it);
 	ov_node *o = NULL;
 	fs_inode *c = NULL;
-	int rc = make_node(req, fs, parent, name, OV_LINK, 0777, &o, &c);
+	int rc = 0;
+	if (!proto_meta_symlink_fits(link) && !in_manifest(fs, parent))
+		rc = -ENAMETOOLONG; /* neither metadata nor a manifest */
+	if (rc == 0)
+		rc = make_node(req, fs, parent, name, OV_LINK, 0777, &o, &c);
 	if (rc == 0 && !(o->target = strdup(link)))
 		rc = -ENOMEM;
 	if (rc == 0 && (rc = wr_new_stage(fs, o)) == 0) {
@@ -707,6 +739,8 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -EEXIST;
 	if (rc == 0 && !strcmp(from, to))
 		goto out;
+	if (rc == 0 && !proto_key_fits(fs->prefix, to, false))
+		rc = -ENAMETOOLONG; /* more than S3 takes */
 	if (rc == 0 && !strncmp(to, from, strlen(from)) &&
 	    to[strlen(from)] == '/')
 		rc = -EINVAL;

@@ -88,6 +88,9 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
 		return 0;
 	if (eng_path_has_temp(fs->eng, x->root))
 		return 0; /* waits for a final name (a file too) */
+	if (eng_txn_poisoned(fs->eng, x->id))
+		return 0; /* a failed write: stays open (eng_file_poison);
+			   * waiting for it fails (eng_wait_txn) */
 	wr_ordered_for(fs, x->root);
 	/* the directories' mtimes moved as names came (wr_dir_changed): the
 	 * manifest records them as they are now, once per commit rather
@@ -178,7 +181,12 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 	eng_meta m;
 	buf xa = BUF_INIT;
 	wr_meta_of(o, &m, &xa);
-	int rc = eng_file_put(fs->eng, o->txn->id, o->path, s->sid, size, &m);
+	/* after a failed write the transaction stays poisoned (poisoned
+	 * here first when it is a new one) */
+	if (o->failed)
+		eng_file_poison(fs->eng, o->txn->id, o->path, o->failed);
+	int rc = (o->failed ? eng_file_put_short : eng_file_put)(
+	    fs->eng, o->txn->id, o->path, s->sid, size, &m);
 	buf_free(&xa);
 	if (rc < 0)
 		s->handed = was_handed;

@@ -112,6 +112,8 @@ bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			o->size = 0;
 		}
 		if (rc == 0 && trunc) {
+			o->failed = 0; /* written again: its next put clears
+					* the poison */
 			o->dirty = true;
 			clock_gettime(CLOCK_REALTIME, &o->mtime);
 			o->ctime = o->mtime;
@@ -242,6 +244,13 @@ void wr_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		clock_gettime(CLOCK_REALTIME, &o->mtime);
 		o->ctime = o->mtime;
 		wr_touch(o->txn);
+	}
+	if (n == -ENOSPC || n == -EDQUOT || n == -EIO) {
+		/* a short file: never committed as it is (doc/commit.md,
+		 * "Failed writes") */
+		o->failed = (int)-n;
+		if (o->txn && o->linked)
+			eng_file_poison(fs->eng, o->txn->id, o->path, (int)-n);
 	}
 	if (s)
 		ov_stage_unref(s);
@@ -387,6 +396,8 @@ void wr_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	 * it (its PUT is its commit); later writes start a new one */
 	if (rc == 0 && o->linked && wr_is_single_root(o) && !o->txn->sealed)
 		rc = wr_seal(fs, o->txn);
+	if (rc == 0 && o->failed)
+		rc = -EIO; /* a write failed: not stored (eng_file_poison) */
 	char *path = strdup(o->path);
 	fs_itable_unlock(fs->it);
 	if (rc == 0 && path)

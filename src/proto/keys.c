@@ -133,6 +133,12 @@ bool proto_overlap(const char *a, const char *b)
 
 /* ---- keys --------------------------------------------------------------- */
 
+bool proto_key_fits(const char *prefix, const char *path, bool is_dir)
+{
+	size_t n = (prefix ? strlen(prefix) : 0) + strlen(path) + is_dir;
+	return n <= PROTO_KEY_MAX;
+}
+
 char *proto_key(const char *prefix, const char *path)
 {
 	buf b = BUF_INIT;

@@ -86,6 +86,14 @@ bool proto_overlap(const char *a, const char *b);
 /* Whether path equals dir or lies under it; *rest gets what follows. */
 bool proto_under(const char *path, const char *dir, const char **rest);
 
+/* The longest key S3 takes (bytes).  A writer refuses a name whose key
+ * would be longer with ENAMETOOLONG (doc/commit.md, "Names the store
+ * refuses"). */
+#define PROTO_KEY_MAX 1024
+/* Whether prefix + path (+ "/" for a directory: the prefix of the keys
+ * under it) is a key S3 takes (at most PROTO_KEY_MAX bytes). */
+bool proto_key_fits(const char *prefix, const char *path, bool is_dir);
+
 /* Keys; prefix is "" or ends with '/'.  All malloc'd. */
 char *proto_key(const char *prefix, const char *path);
 /* prefix + parent(root) + ".ckptfs-pending/" + base(root) + "/" + W@lease */

@@ -182,6 +182,30 @@ static void xattrs_pair(const proto_meta *m, buf *store)
 	json_decref(x);
 }
 
+/* The symlink pair's value: target percent-encoded (control characters,
+ * non-ASCII, '%' and a space at either end); NULL store: only counts.
+ * Returns its length. */
+static size_t symlink_encode(const char *target, buf *store)
+{
+	size_t len = strlen(target), out = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)target[i];
+		bool edge = (i == 0 || i + 1 == len) && c == ' ';
+		bool esc = c < 0x20 || c > 0x7e || c == '%' || edge;
+		out += esc ? 3 : 1;
+		if (store && esc)
+			buf_printf(store, "%%%02X", c);
+		else if (store)
+			buf_putc(store, (char)c);
+	}
+	return out;
+}
+
+bool proto_meta_symlink_fits(const char *target)
+{
+	return symlink_encode(target, NULL) <= PROTO_META_SYMLINK_MAX;
+}
+
 size_t proto_object_meta(const proto_meta *m, s3_meta out[PROTO_META_N],
 			 buf *store)
 {
@@ -212,18 +236,10 @@ size_t proto_object_meta(const proto_meta *m, s3_meta out[PROTO_META_N],
 		buf_printf(store, "%" PRIu64, m->rdev);
 		buf_putc(store, '\0');
 	}
-	if (m->symlink) {
+	if (m->symlink && proto_meta_symlink_fits(m->symlink)) {
 		names[n] = "symlink";
 		off[n++] = store->len;
-		size_t len = strlen(m->symlink);
-		for (size_t i = 0; i < len; i++) {
-			unsigned char c = (unsigned char)m->symlink[i];
-			bool edge = (i == 0 || i + 1 == len) && c == ' ';
-			if (c < 0x20 || c > 0x7e || c == '%' || edge)
-				buf_printf(store, "%%%02X", c);
-			else
-				buf_putc(store, (char)c);
-		}
+		symlink_encode(m->symlink, store);
 		buf_putc(store, '\0');
 	}
 	size_t before = store->len;

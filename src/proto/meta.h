@@ -104,6 +104,11 @@ int proto_xattrs_decode(const char *json, buf *blob);
 
 #define PROTO_META_N 7
 #define PROTO_META_XATTRS_MAX 1024 /* larger xattrs: manifest only */
+/* A symlink target longer than this once percent-encoded: manifest only
+ * (S3 takes 2 KiB of metadata in all, the xattrs pair may use 1 KiB) */
+#define PROTO_META_SYMLINK_MAX 768
+/* Whether target goes into an object's symlink pair. */
+bool proto_meta_symlink_fits(const char *target);
 
 /*
  * x-amz-meta-* pairs for an object (see above).  Strings live in store

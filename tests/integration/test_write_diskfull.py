@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from helpers import (UploadThrottleProxy, ckptfs_commit, ckptfs_sync, det_bytes,
-                     is_protocol_key, observer_options, observer_settle, pending_markers, run,
+from helpers import (CKPTFS_BIN, UploadThrottleProxy, ckptfs_commit, ckptfs_status,
+                     ckptfs_sync, det_bytes, is_protocol_key, kill_ckptfs, observer_options, observer_settle, pending_markers, run,
                      s3_get, s3_sizes, sha256_bytes, tree_view)
 
 MiB = 1 << 20
@@ -141,3 +141,92 @@ def test_small_max_staged_over_a_slow_link_stores_every_byte(
     assert sorted(k for k in s3_sizes(s3, bucket, "run/ckpt/")
                   if not is_protocol_key(k) and not k.endswith("/")) == \
         [f"run/ckpt/{n}" for n in sorted(files)]
+
+
+def poison_checkpoint(w, small_disk):
+    """Makes run/ckpt-1 with a.bin (2 MiB) and big.bin, whose writes end in
+    ENOSPC; then frees 12 MiB of the disk (a filler file written before).
+    Returns (directory, a's bytes)."""
+    d = w / "run/ckpt-1"
+    os.mkdir(d)
+    a = det_bytes(6, 2 * MiB)
+    (d / "a.bin").write_bytes(a)
+    written, err = write_until_full(d / "big.bin")
+    assert err is not None and err.errno in (errno.ENOSPC, errno.EDQUOT), (written, err)
+    os.unlink(small_disk / "filler")  # the space comes back
+    return d, a
+
+
+def assert_poisoned(w, d, o):
+    """The checkpoint at d is held back with its cause, on the writer and
+    everywhere else."""
+    p = run([CKPTFS_BIN, "commit", str(d)], check=False, timeout=60)
+    assert p.returncode != 0, "ckptfs commit of a checkpoint with a failed write succeeded"
+    st = ckptfs_status(w)
+    mine = [t for t in st.get("pending", []) if t.get("path") == "run/ckpt-1"]
+    assert mine and mine[0]["state"] == "poisoned", st.get("pending")
+    assert "big.bin" in mine[0]["error"] and "No space left" in mine[0]["error"], mine
+    observer_settle()
+    assert tree_view(o / "run/ckpt-1") is None, "a checkpoint with a failed write was published"
+
+
+def fill(small_disk, n):
+    with open(small_disk / "filler", "wb") as f:
+        f.write(b"\0" * n)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["rewrite", "remove"])
+def test_failed_write_poisons_its_checkpoint_until_rewritten_or_removed(
+        s3server, bucket, mount, tmp_path, small_disk, how):
+    """ENOSPC while writing big.bin: once space returns the checkpoint is
+    still never published with the short file (ckptfs commit fails, status
+    says "poisoned" and why); rewriting big.bin (O_TRUNC) or removing it
+    lets it commit."""
+    s3server.put(bucket, "run/")
+    fill(small_disk, 12 * MiB)
+    w = writer_on(mount, bucket, small_disk)
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    d, a = poison_checkpoint(w, small_disk)
+    assert_poisoned(w, d, o)
+    want = {"a.bin": len(a)}
+    big = det_bytes(7, 4 * MiB)
+    if how == "rewrite":
+        (d / "big.bin").write_bytes(big)
+        want["big.bin"] = len(big)
+    else:
+        os.unlink(d / "big.bin")
+    ckptfs_commit(d)
+    observer_settle()
+    assert tree_view(o / "run/ckpt-1") == want
+    if how == "rewrite":
+        assert (o / "run/ckpt-1/big.bin").read_bytes() == big
+
+
+@pytest.mark.timeout(150)
+def test_poisoned_checkpoint_stays_unpublished_after_sigkill(
+        s3server, bucket, mount, tmp_path, small_disk):
+    """The poison is journaled: after SIGKILL and a remount the checkpoint is
+    still held back with its cause; writing big.bin again lets it commit."""
+    s3server.put(bucket, "run/")
+    fill(small_disk, 12 * MiB)
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    opts = (f"cache_dir={small_disk}/cache", "cache_min_free=1M", "commit_delay=600")
+    w = mount(bucket, options=opts, mountpoint=mp)
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    d, a = poison_checkpoint(w, small_disk)
+    assert_poisoned(w, d, o)  # space is back: the poison is journaled now
+    kill_ckptfs(w)
+    w = mount(bucket, options=opts, mountpoint=mp)
+    d = w / "run/ckpt-1"
+    assert_poisoned(w, d, o)
+    # big.bin's last bytes could not be journaled on the full disk: the
+    # restarted mount does not show it, the poison names it; writing it
+    # again lets the checkpoint commit
+    big = det_bytes(8, 3 * MiB)
+    (d / "big.bin").write_bytes(big)
+    ckptfs_commit(d)
+    observer_settle()
+    assert tree_view(o / "run/ckpt-1") == {"a.bin": len(a), "big.bin": len(big)}
+    assert (o / "run/ckpt-1/big.bin").read_bytes() == big

@@ -177,3 +177,22 @@ Test(proto, relative_paths_between_directories)
 	cr_assert_null(proto_key_resolve("a/", ""));
 	cr_assert_null(proto_key_resolve("a", "../b"));
 }
+
+/* S3 takes keys of at most 1 024 bytes: a writer refuses longer names
+ * (ENAMETOOLONG); a directory's keys are one byte longer at least. */
+Test(proto, key_fits)
+{
+	char path[PROTO_KEY_MAX + 2];
+	memset(path, 'a', sizeof path - 1);
+	path[sizeof path - 1] = '\0';
+	path[PROTO_KEY_MAX - 4] = '\0'; /* 1020 bytes */
+	cr_assert(proto_key_fits("pre/", path, false));
+	cr_assert_not(proto_key_fits("pre/", path, true));
+	cr_assert(proto_key_fits("pre", path, true));
+	path[PROTO_KEY_MAX - 4] = 'a';
+	path[PROTO_KEY_MAX] = '\0'; /* 1024 bytes */
+	cr_assert(proto_key_fits("", path, false));
+	cr_assert(proto_key_fits(NULL, path, false));
+	cr_assert_not(proto_key_fits("p/", path, false));
+	cr_assert_not(proto_key_fits("", path, true));
+}

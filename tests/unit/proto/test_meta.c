@@ -219,6 +219,36 @@ Test(meta, special_files_round_trip)
 	buf_free(&store);
 }
 
+/* A symlink target longer than PROTO_META_SYMLINK_MAX once encoded stays
+ * out of the object's metadata (the manifest keeps it): the pairs with
+ * the largest xattrs pair still fit S3's 2 KiB. */
+Test(meta, object_meta_long_symlink)
+{
+	char fits[PROTO_META_SYMLINK_MAX + 1], over[PROTO_META_SYMLINK_MAX + 2];
+	memset(fits, 't', sizeof fits - 1);
+	fits[sizeof fits - 1] = '\0';
+	memset(over, 't', sizeof over - 1);
+	over[sizeof over - 1] = '\0';
+	cr_assert(proto_meta_symlink_fits(fits));
+	cr_assert_not(proto_meta_symlink_fits(over));
+	/* counted encoded: a '%' takes three bytes */
+	fits[0] = '%';
+	cr_assert_not(proto_meta_symlink_fits(fits));
+	proto_meta m = {.mode = 0777, .symlink = over};
+	s3_meta out[PROTO_META_N];
+	buf store = BUF_INIT;
+	size_t n = proto_object_meta(&m, out, &store);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_str_neq(out[i].name, "symlink");
+	cr_assert_eq(n, 4);
+	m.symlink = fits + 1;
+	n = proto_object_meta(&m, out, &store);
+	cr_assert_eq(n, 5);
+	cr_assert_str_eq(out[4].name, "symlink");
+	cr_assert_eq(strlen(out[4].value), PROTO_META_SYMLINK_MAX - 1);
+	buf_free(&store);
+}
+
 /* Times (issue 23 point 7): signed ns, floor division before 1970, the
  * epoch itself and what int64 ns cannot hold refused. */
 Test(meta, times_before_1970_and_the_limits)
