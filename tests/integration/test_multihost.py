@@ -161,6 +161,12 @@ def restore(m, d, files, only=None):
     return n
 
 
+def get_retries(hosts):
+    """GET attempts that repeated a failed one, over every host's daemon."""
+    return sum(helpers.ckptfs_status(h)["metrics"]["s3"].get("get", {}).get("retries", 0)
+               for h in hosts)
+
+
 def fmt_counts(c):
     return ", ".join(f"{k} {v}" for k, v in sorted((k, v) for k, v in c.items()
                                                    if isinstance(k, str) and v))
@@ -224,11 +230,15 @@ def test_hosts_save_with_barrier_longer_than_commit_delay(s3server, bucket, moun
 
     # restore: every host reads every file at once
     snap = proxy.acct.snapshot()
+    retried0 = get_retries(hosts)
     t1 = time.monotonic()
     with cf.ThreadPoolExecutor(HOSTS) as ex:
         nbytes = sum(ex.map(lambda h: restore(h, "job/step-100", files), hosts))
     t_restore = time.monotonic() - t1
     rest = proxy.acct.since(snap)
+    # a GET repeated after a stalled or failed attempt (first_byte_timeout
+    # on a busy machine) is the same download, not a second one
+    retried = get_retries(hosts) - retried0
 
     n_files = len(files)
     print(f"\n{HOSTS} hosts x {len(per_rank[0])} shards, barrier {BARRIER_S:.0f} s: "
@@ -248,7 +258,8 @@ def test_hosts_save_with_barrier_longer_than_commit_delay(s3server, bucket, moun
     own = {r: set(per_rank[r]) | ({".metadata"} if r == 0 else set())
            for r in range(HOSTS)}
     most = sum(n_files - len(own[r]) for r in range(HOSTS))
-    assert rest["n"]["GET", "data"] <= most, fmt_counts(rest["n"])
+    assert rest["n"]["GET", "data"] - retried <= most, \
+        f"{fmt_counts(rest['n'])} ({retried} GETs repeated a failed attempt)"
     assert rest["n"]["HEAD"] <= HOSTS * 2, fmt_counts(rest["n"])
     # a second restore on every host is served from its cache
     snap = proxy.acct.snapshot()
