@@ -194,7 +194,7 @@ def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tm
     are local nodes of a committing transaction, so each unlink becomes a
     delete of its own behind the commit, the rmdir another: an observer
     must still never list that checkpoint partial or empty.  The writer's
-    link is slow (4 MiB/s up, 0.3 s per response) so the commit runs
+    link is slow (4 MiB/s up, 0.6 s per response) so the commit runs
     after the rotation and each queued step lasts long enough to be seen."""
     s3 = s3server.client()
     s3server.put(bucket, "run/")
@@ -203,7 +203,7 @@ def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tm
     obs = Observer(o / "run", history=lambda n: hist.get(n, []), interval=0.02)
     # a sanitizer build's daemon is slower: the link's answers slow down
     # with it (its rate stays: slower, a PUT outlasts the stall timeout)
-    with UploadThrottleProxy(s3server.endpoint, ttfb=0.3 * helpers.SLOWDOWN,
+    with UploadThrottleProxy(s3server.endpoint, ttfb=0.6 * helpers.SLOWDOWN,
                              up_rate=4 * MiB) as proxy:
         w = _writer_behind(mount, s3server, bucket, tmp_path, proxy)
         t0 = time.monotonic()
