@@ -58,6 +58,7 @@ struct fs_inode {
 	 * empty object (a symlink) has the same one, and a change of
 	 * metadata alone keeps it */
 	char *meta_etag;
+	struct timespec meta_mtime;
 	struct timespec obj_mtime; /* LastModified of version etag */
 	/* the size the kernel was last given in attributes it may cache
 	 * (lookup, readdirplus, getattr): an open of a version of another

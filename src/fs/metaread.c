@@ -46,7 +46,8 @@ static bool needs_meta(fs_ctx *fs, const fs_inode *n)
 
 typedef struct meta_item {
 	fs_inode *n; /* referenced, meta_busy */
-	char *key, *etag, *ver; /* ver: fs_meta_version */
+	char *key, *etag, *ver; /* ver: fs_meta_version, the cache's key */
+	struct timespec lm;     /* the version's LastModified */
 	s3_head_ext_result hr;
 	int rc;
 } meta_item;
@@ -68,8 +69,9 @@ static void head_one(void *arg, size_t i)
 		log_debug("metadata of %s: %s", it->key, e.msg);
 }
 
-/* Stores the metadata of n's version ver (version_of).  Table locked. */
-static void apply_meta(fs_inode *n, const char *ver, const s3_meta *meta,
+/* Stores the metadata of n's version (etag, lm).  Table locked. */
+static void apply_meta(fs_inode *n, const char *etag, struct timespec lm,
+		       const s3_meta *meta,
 		       size_t n_meta)
 {
 	proto_meta m;
@@ -98,7 +100,8 @@ static void apply_meta(fs_inode *n, const char *ver, const s3_meta *meta,
 	free(xattrs);
 	proto_meta_free(&m);
 	free(n->meta_etag);
-	n->meta_etag = strdup(ver);
+	n->meta_etag = strdup(etag);
+	n->meta_mtime = lm;
 }
 
 /*
@@ -158,7 +161,7 @@ static bool recall_meta(fs_ctx *fs, fs_inode *n)
 		return false;
 	s3_meta v[64];
 	size_t nv = fs_meta_unpack(body, len, v, 64);
-	apply_meta(n, ver, v, nv);
+	apply_meta(n, n->etag, n->obj_mtime, v, nv);
 	free(body);
 	return true;
 }
@@ -174,6 +177,7 @@ static void batch_add(fs_ctx *fs, meta_batch *b, fs_inode *n)
 	it->key = fs_object_key(fs, n);
 	it->etag = strdup(n->etag);
 	it->ver = strdup(ver);
+	it->lm = n->obj_mtime;
 	it->rc = -1;
 	n->meta_busy = true;
 	fs_inode_ref(n);
@@ -243,7 +247,8 @@ void fs_check_meta(fs_ctx *fs, fs_inode *n)
 		if (ok) /* else failed, or another version: read it next time */
 			remember_meta(fs, it);
 		if (ok && it->n->etag && !strcmp(it->n->etag, it->etag))
-			apply_meta(it->n, it->ver, it->hr.meta, it->hr.n_meta);
+			apply_meta(it->n, it->etag, it->lm, it->hr.meta,
+				   it->hr.n_meta);
 		it->n->meta_busy = false;
 		if (it->rc == 0)
 			s3_head_ext_result_free(&it->hr);

@@ -143,11 +143,9 @@ void fs_meta_version(char out[FS_META_VER_MAX], const char *etag,
 bool fs_meta_read_for(const fs_inode *n, const char *etag,
 		      struct timespec lm)
 {
-	char v[FS_META_VER_MAX];
-	if (!n->meta_etag || !etag)
-		return false;
-	fs_meta_version(v, etag, lm);
-	return !strcmp(n->meta_etag, v);
+	return n->meta_etag && etag && !strcmp(n->meta_etag, etag) &&
+	       n->meta_mtime.tv_sec == lm.tv_sec &&
+	       n->meta_mtime.tv_nsec == lm.tv_nsec;
 }
 
 void fs_set_version(fs_inode *n, const char *etag, struct timespec lm)

@@ -196,7 +196,7 @@ const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
  * nothing and is not there for readers.  Table locked. */
 bool fs_dir_uncommitted(const fs_inode *d);
 /* The string a version's object metadata is kept under (fs->metacache,
- * fs_inode.meta_etag): its ETag and LastModified. */
+ * with fs_inode.meta_etag and meta_mtime): its ETag and LastModified. */
 #define FS_META_VER_MAX 192 /* an ETag (64+ bytes), '@', a time */
 void fs_meta_version(char out[FS_META_VER_MAX], const char *etag,
 		     struct timespec lm);

@@ -55,9 +55,9 @@ Test(metaread, version_is_etag_and_last_modified)
 	const char *empty = "\"d41d8cd98f00b204e9800998ecf8427e\"";
 	cr_assert(!fs_meta_read_for(&n, empty, t1), "nothing read yet");
 	fs_set_version(&n, empty, t1);
-	char v[FS_META_VER_MAX];
-	fs_meta_version(v, empty, t1);
-	n.meta_etag = v;
+	char v[] = "\"d41d8cd98f00b204e9800998ecf8427e\"";
+	n.meta_etag = v; /* read for (empty, t1) */
+	n.meta_mtime = t1;
 	cr_assert(fs_meta_read_for(&n, empty, t1));
 	cr_assert(!fs_meta_read_for(&n, empty, t2), "same bytes, newer object");
 	cr_assert(!fs_meta_read_for(&n, "\"other\"", t1));
