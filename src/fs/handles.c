@@ -65,8 +65,8 @@ void fs_handle_drop(fs_ctx *fs, fs_handle *h, bool counted)
 		fs->released++;
 		fs_itable_broadcast(fs->it);
 	}
-	if (h->flushed && h->pt_write)
-		fs->pt_closing--;
+	if (h->flushed && h->writable)
+		fs->wr_closing--;
 	if (counted)
 		h->node->open_handles--;
 	fs_itable_unref(fs->it, h->node);

@@ -265,8 +265,30 @@ void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d)
 		log_debug("refresh of /%s ahead of its expiry failed", d->path);
 }
 
-/* Lists d (fs_dir_load without the freshness check).  Table locked. */
+static int dir_fetch_once(fs_ctx *fs, fs_inode *d);
+
+/*
+ * Lists d (fs_dir_load without the freshness check).  Table locked.  A
+ * commit of this mount that became visible while the LIST ran (the
+ * listing generation moved) may have dropped local nodes the listing was
+ * too early to show: merged with what is local now, the listing would
+ * miss a name this mount just wrote (a file closed in a committed
+ * directory, its addendum landing mid-LIST).  So d is listed again, a
+ * few times at most.
+ */
 static int dir_fetch(fs_ctx *fs, fs_inode *d)
+{
+	for (int i = 0;; i++) {
+		uint64_t gen = fs->listing_gen;
+		int rc = dir_fetch_once(fs, d);
+		if (rc < 0 || gen == fs->listing_gen || i == 3)
+			return rc;
+		while (d->listing_busy)
+			fs_itable_wait(fs->it);
+	}
+}
+
+static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 {
 	d->listing_busy = true;
 	uint64_t gen = fs->listing_gen;

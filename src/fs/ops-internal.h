@@ -66,9 +66,11 @@ struct fs_ctx {
 	 * the kernel sends no flush, so any of them may be closing */
 	unsigned noflush_open; /* [table lock] */
 	uint64_t released; /* [table lock] releases of those so far */
-	/* those of them that write through passthrough: their bytes are
-	 * handed to the commit engine at release (fs/write.c) */
-	unsigned pt_closing; /* [table lock] */
+	/* those of them that were writable: release ends their part in a
+	 * transaction (it stays open until then, and a sync leaves an open
+	 * transaction unsealed) and, with passthrough, hands their bytes to
+	 * the commit engine (fs/write.c) */
+	unsigned wr_closing; /* [table lock] */
 	/* the upload hold (eng_hold_uploads): writable handles open, when
 	 * the last one closed, what the engine was last told */
 	unsigned writers;      /* [table lock] */

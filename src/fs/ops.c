@@ -52,8 +52,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 	if (own && !h->flushed) {
 		h->flushed = true;
 		fs->closing++;
-		if (h->pt_write)
-			fs->pt_closing++;
+		if (h->writable)
+			fs->wr_closing++;
 	}
 	fs_itable_unlock(fs->it);
 	if (h->ov)

@@ -102,6 +102,19 @@ static void grow(ov_table *t)
 	t->nb = nb;
 }
 
+void ov_node_set_txn(ov_node *n, ov_txn *x)
+{
+	if (n->txn) {
+		n->txn->nodes--;
+		n->txn->open -= n->opens;
+	}
+	n->txn = x;
+	if (x) {
+		x->nodes++;
+		x->open += n->opens;
+	}
+}
+
 ov_node *ov_add(ov_table *t, const char *path, ov_kind kind, ov_txn *txn)
 {
 	ov_node *n = calloc(1, sizeof *n);

@@ -103,6 +103,9 @@ void ov_destroy(ov_table *t);
 ov_node *ov_get(ov_table *t, const char *path);
 /* New node at path (replacing nothing: the caller removed any old one). */
 ov_node *ov_add(ov_table *t, const char *path, ov_kind kind, ov_txn *txn);
+/* Moves n to transaction x, with the handles open on it: they count in
+ * the transaction of the node at their release. */
+void ov_node_set_txn(ov_node *n, ov_txn *x);
 /* Unlinks n from the table; freed when no handle refers to it. */
 void ov_remove(ov_table *t, ov_node *n);
 void ov_node_ref(ov_node *n);

@@ -115,8 +115,11 @@ int wr_make_local_file(fs_ctx *fs, fs_inode *n, bool truncate,
 bool wr_pt_compatible(const fs_inode *n, const ov_node *o);
 void wr_pt_choose(fs_ctx *fs, fs_inode *n, ov_node *o, fs_handle *h);
 void wr_pt_unbind(fs_ctx *fs, fs_inode *n); /* n's last handle went */
-void wr_pt_wait_releases(fs_ctx *fs); /* before a commit trigger */
 int wr_pt_put_copy(fs_ctx *fs, ov_node *o);
+
+/* ---- fs/write-sync.c: commit triggers ---------------------------------- */
+
+void wr_wait_releases(fs_ctx *fs); /* before a commit trigger */
 
 /* ---- fs/write.c: handles of local files -------------------------------- */
 

@@ -617,9 +617,7 @@ static void retxn_one(void *arg, ov_node *o)
 	if (strcmp(o->path, r->from) &&
 	    !(!strncmp(o->path, r->from, r->fl) && o->path[r->fl] == '/'))
 		return;
-	o->txn->nodes--;
-	o->txn = r->to_txn;
-	r->to_txn->nodes++;
+	ov_node_set_txn(o, r->to_txn);
 }
 
 /*
@@ -714,7 +712,7 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fs_ctx *fs = fs_req_ctx(req);
 	int err;
 	fs_itable_lock(fs->it);
-	wr_pt_wait_releases(fs); /* a rename may commit what they wrote */
+	wr_wait_releases(fs); /* a rename may commit what they wrote */
 	wr_reap(fs); /* committed meanwhile: the names are remote now */
 	fs_inode *p = wr_parent_dir(fs, parent, &err);
 	fs_inode *np = p ? wr_parent_dir(fs, newparent, &err) : NULL;

@@ -22,11 +22,12 @@
  * commit engine as before; a dup'd descriptor or a shared mapping can still
  * write after that close, which release finds and answers by storing a
  * copy; the commit triggers first wait for releases still in flight
- * (wr_pt_wait_releases); fsync hands a copy, since the kernel may write on.  While any passthrough handle of an
- * inode is open the kernel binds the inode to that one backing file, so
- * every handle opened meanwhile passes through to the same staging file;
- * the binding ends with the inode's last handle (wr_pt_unbind).  Writes go
- * through ckptfs instead when it must be able to hold or retry them: with
+ * (wr_wait_releases, fs/write-sync.c); fsync hands a copy, since the
+ * kernel may write on.  While any passthrough handle of an inode is open
+ * the kernel binds the inode to that one backing file, so every handle
+ * opened meanwhile passes through to the same staging file; the binding
+ * ends with the inode's last handle (wr_pt_unbind).  Writes go through
+ * ckptfs instead when it must be able to hold or retry them: with
  * max_staged set, and when the staging disk is nearly full.
  */
 
@@ -97,16 +98,6 @@ void wr_pt_unbind(fs_ctx *fs, fs_inode *n)
 	n->pt_backing_id = 0;
 	n->pt_stage = false;
 	n->pt_sid = 0;
-}
-
-void wr_pt_wait_releases(fs_ctx *fs)
-{
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 2;
-	while (fs->pt_closing > 0 &&
-	       fs_itable_timedwait(fs->it, &until) == 0)
-		;
 }
 
 /*

@@ -7,8 +7,26 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fs/write-internal.h"
+
+/*
+ * Waits (at most 2 s) for the releases of writable handles the application
+ * has closed: release ends a handle's part in its transaction, which stays
+ * open and unsealed until then, and hands passthrough writes over.  close()
+ * returns at flush; the release comes asynchronously, so a `ckptfs sync`
+ * run right after close() can arrive first.  Table locked.
+ */
+void wr_wait_releases(fs_ctx *fs)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	while (fs->wr_closing > 0 &&
+	       fs_itable_timedwait(fs->it, &until) == 0)
+		;
+}
 
 int fs_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
 {
@@ -21,7 +39,7 @@ int fs_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
 	size_t n = 0;
 	bool temp = false;
 	fs_itable_lock(fs->it);
-	wr_pt_wait_releases(fs);
+	wr_wait_releases(fs);
 	wr_ordered(fs);
 	for (ov_txn *x = fs->ov.txns; x && n < 256; x = x->next) {
 		if (x->done)
@@ -67,7 +85,7 @@ int fs_sync(fs_ctx *fs,
 	if (!fs->eng)
 		return 0;
 	fs_itable_lock(fs->it);
-	wr_pt_wait_releases(fs);
+	wr_wait_releases(fs);
 	wr_flush_deletes(fs);
 	for (ov_txn *x = fs->ov.txns; x; x = x->next)
 		if (!x->done && x->open == 0)

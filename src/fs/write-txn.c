@@ -173,9 +173,7 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 			ov_stage_unref(s);
 			return -ENOMEM;
 		}
-		o->txn->nodes--;
-		o->txn = nx;
-		nx->nodes++;
+		ov_node_set_txn(o, nx);
 	}
 	wr_ordered_for(fs, o->path);
 	eng_meta m;

@@ -125,7 +125,7 @@ bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * usually closed already, their release in flight */
 	if (rc == 0 && !wr_pt_compatible(n, o)) {
 		ov_node_ref(o);
-		wr_pt_wait_releases(fs);
+		wr_wait_releases(fs);
 		bool gone = !o->linked;
 		ov_node_unref(o);
 		if (gone)
@@ -415,7 +415,7 @@ void wr_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		return;
 	}
 	fs_itable_lock(fs->it);
-	wr_pt_wait_releases(fs);
+	wr_wait_releases(fs);
 	fs_inode *n = fs_itable_get(fs->it, ino);
 	ov_node *o = n ? wr_local_of(fs, n) : NULL;
 	ov_txn *x = o ? o->txn : NULL;

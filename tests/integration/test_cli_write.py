@@ -168,6 +168,52 @@ def test_sync_returns_when_everything_is_in_the_bucket(s3server, bucket, mounts)
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.parametrize("committed_first", [False, True],
+                         ids=["new", "committed_first"])
+@pytest.mark.parametrize("passthrough", [True, False],
+                         ids=["passthrough", "no_passthrough"])
+def test_sync_includes_a_file_whose_release_comes_after_close(
+        s3server, bucket, mount, tmp_path, passthrough, committed_first):
+    """close() returns at FUSE's flush; the release that ends the handle
+    comes asynchronously, and a `ckptfs sync` run right after close() can
+    arrive first.  It must still commit what was closed.  The release is
+    held back here by a child that inherited the descriptor and closes it
+    0.5 s after the parent's close: before, a sync without passthrough
+    sealed nothing (the file's transaction still counted the handle as
+    open) and returned 0 with the file on no other host."""
+    opts = ["commit_delay=600"] + ([] if passthrough else ["no_passthrough"])
+    w = mount(bucket, PFX, options=opts)
+    data = det_bytes(41, 3 * MiB + 5)
+    (w / "ckpt-9").mkdir()
+    fd = os.open(w / "ckpt-9" / "model.pt", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, data[:MiB])
+    if committed_first:  # then written on, and changed: a new transaction
+        ckptfs("commit", w / "ckpt-9", check=True)
+        os.chmod(w / "ckpt-9" / "model.pt", 0o604)
+    os.write(fd, data[MiB:])
+    r, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # holds its copy of fd until told, then closes it
+        os.close(wr)
+        os.read(r, 1)
+        time.sleep(0.5)
+        os.close(fd)
+        os._exit(0)
+    os.close(r)
+    os.close(fd)  # flush: the parent's close returns
+    os.close(wr)  # the child closes 0.5 s from now: the release
+    p = ckptfs("sync", w)
+    os.waitpid(pid, 0)
+    assert p.returncode == 0, p.stderr
+    got = s3_objects(s3server, bucket, f"{PFX}/ckpt-9/")
+    assert got == {f"{PFX}/ckpt-9/model.pt": data}
+    assert markers(s3server, bucket) == []
+    mode = s3server.client().head_object(
+        Bucket=bucket, Key=f"{PFX}/ckpt-9/model.pt")["Metadata"].get("mode")
+    if committed_first:
+        assert mode is None or int(mode, 8) & 0o7777 == 0o604, mode
+
+
 def test_sync_draws_a_progress_bar_on_a_terminal(s3server, bucket, mounts):
     w, o = mounts
     write(w.path / "ckpt-8" / "big.pt", det_bytes(30, 256 * MiB))

@@ -40,6 +40,26 @@ Test(overlay, add_get_remove)
 	cr_assert_eq(x->nodes, 1);
 }
 
+/* A node moving to another transaction (a file written on after its
+ * directory committed, a rename) takes its open handles along: release
+ * counts them off the node's transaction of the moment.  Before, the old
+ * transaction kept them for good and the new one's count wrapped below 0. */
+Test(overlay, node_moves_to_another_transaction_with_its_handles)
+{
+	ov_txn *x = ov_txn_add(&t, 7, "ckpt", true);
+	ov_txn *y = ov_txn_add(&t, 8, "ckpt/open.log", false);
+	ov_node *f = ov_add(&t, "ckpt/open.log", OV_FILE, x);
+	cr_assert(x && y && f);
+	f->opens = 2;
+	x->open = 2;
+	ov_node_set_txn(f, y);
+	cr_assert_eq(f->txn, y);
+	cr_assert_eq(x->nodes, 0);
+	cr_assert_eq(x->open, 0);
+	cr_assert_eq(y->nodes, 1);
+	cr_assert_eq(y->open, 2);
+}
+
 Test(overlay, many_nodes_survive_growth)
 {
 	char p[64];
