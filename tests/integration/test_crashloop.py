@@ -202,8 +202,11 @@ def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tm
     hist = {}
     obs = Observer(o / "run", history=lambda n: hist.get(n, []), interval=0.02)
     # a sanitizer build's daemon is slower: the link's answers slow down
-    # with it (its rate stays: slower, a PUT outlasts the stall timeout)
-    with UploadThrottleProxy(s3server.endpoint, ttfb=0.6 * helpers.SLOWDOWN,
+    # with it, by half its factor (by all of it, 2.4 s an answer, the ~40
+    # requests of the commit and the deletes outlasted the test's 150 s);
+    # the rate stays (slower, a PUT outlasts the stall timeout)
+    with UploadThrottleProxy(s3server.endpoint,
+                             ttfb=0.6 * max(1, helpers.SLOWDOWN / 2),
                              up_rate=4 * MiB) as proxy:
         w = _writer_behind(mount, s3server, bucket, tmp_path, proxy)
         t0 = time.monotonic()
