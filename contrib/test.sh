@@ -10,7 +10,8 @@
 #      implementation (doc/portability.md), about a minute
 #   5. ASan+UBSan: the core integration suites and the fault, crash-loop
 #      and multi-host suites again
-# Ends with one line "ckptfs tests: N passed, M failed".
+# Ends with one line "ckptfs tests: N passed, M failed (in S s)"; each step
+# says when it began, and each integration run lists its slowest tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -18,7 +19,7 @@ JOBS=$(nproc)
 passed=0
 failed=0
 
-step() { printf '\n=== %s ===\n' "$*"; }
+step() { printf '\n=== %s (at %d s) ===\n' "$*" "$SECONDS"; }
 
 # count_make_check LOGFILE: add the automake test-suite counts
 count_make_check() {
@@ -74,7 +75,9 @@ run_integration() { # run_integration BINARY LABEL [TEST FILES...]
 	local what=("$@") par=()
 	[ ${#what[@]} -gt 0 ] || what=("$top/tests/integration")
 	[ "$WORKERS" -gt 0 ] && par=(-n "$WORKERS" --dist loadfile)
+	# the slowest tests, printed above the summary: where CI time goes
 	CKPTFS_BIN="$bin" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+		--durations=25 --durations-min=10 \
 		"${par[@]}" "${what[@]}" 2>&1 | tee "$log"
 	count_pytest "$log"
 }
@@ -189,5 +192,5 @@ if [ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ]; then
 fi
 
 echo
-echo "ckptfs tests: $passed passed, $failed failed"
+echo "ckptfs tests: $passed passed, $failed failed (in $SECONDS s)"
 [ "$failed" -eq 0 ]
