@@ -335,8 +335,9 @@ typedef struct eng_txn_status {
 char *eng_failed_text(eng *e);
 
 /* Operator: tries failed step id (0: every failed step) again now (a step
- * set aside for transient errors: its next retry is now).  Returns how
- * many, or -ENOENT. */
+ * set aside for transient errors: its next retry is now).  A poisoned step
+ * (a failed write: eng_file_poison) is not lifted by a retry.  Returns how
+ * many, -EBUSY when the only ones are poisoned, or -ENOENT. */
 int eng_step_retry(eng *e, uint64_t id);
 
 /* Operator: gives up step id (a commit is aborted: it never becomes

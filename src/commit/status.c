@@ -134,7 +134,7 @@ char *eng_failed_text(eng *e)
 {
 	pthread_mutex_lock(&e->mu);
 	buf b = BUF_INIT;
-	size_t n = 0;
+	size_t n = 0, retriable = 0;
 	etxn **blk = eng_blockers(e);
 	double now = eng_now();
 	for (etxn *t = e->txns; t; t = t->next) {
@@ -144,6 +144,8 @@ char *eng_failed_text(eng *e)
 		for (etxn *y = e->txns; blk && y; y = y->next, k++)
 			if (y != t && blk[k] == t)
 				held++;
+		if (!t->poison)
+			retriable++;
 		char *why = error_text(e, t, now);
 		buf_printf(&b, "%sstep %" PRId64 ", %s of %s%s%s, failed: %s",
 			   n++ ? "; " : "", t->id, step_what(t), t->root,
@@ -160,8 +162,11 @@ char *eng_failed_text(eng *e)
 		buf_free(&b);
 		return NULL;
 	}
-	buf_puts(&b, "; `ckptfs retry MOUNT` tries again, `ckptfs drop MOUNT "
-		     "STEP` gives a step up");
+	/* a poisoned step's own text says what lifts it (its file written
+	 * again or removed, or a drop); `ckptfs retry` does not */
+	if (retriable)
+		buf_puts(&b, "; `ckptfs retry MOUNT` tries again, `ckptfs drop "
+			     "MOUNT STEP` gives a step up");
 	return buf_steal(&b);
 }
 
@@ -182,10 +187,15 @@ int eng_step_retry(eng *e, uint64_t id)
 	pthread_mutex_lock(&e->mu);
 	int n = 0;
 	double now = eng_now();
+	bool poisoned = false;
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (t->done || !eng_set_aside(e, t, now) ||
 		    (id && (uint64_t)t->id != id))
 			continue;
+		if (t->poison) { /* only a rewrite, a removal or a drop */
+			poisoned = true;
+			continue;
+		}
 		n++;
 		if (!t->failed) {
 			retry_now(e, t);
@@ -202,7 +212,7 @@ int eng_step_retry(eng *e, uint64_t id)
 	if (n)
 		eng_sched_all(e);
 	pthread_mutex_unlock(&e->mu);
-	return n ? n : -ENOENT;
+	return n ? n : poisoned ? -EBUSY : -ENOENT;
 }
 
 int eng_step_drop(eng *e, uint64_t id, char **what)

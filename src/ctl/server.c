@@ -591,7 +591,13 @@ static void do_retry(ctl_server *s, int fd, uint64_t id)
 {
 	eng *e = target_eng(s);
 	int n = e ? eng_step_retry(e, id) : -ENOENT;
-	if (n < 0)
+	if (n == -EBUSY)
+		ctl_send_error(fd, "poisoned by a failed write (`ckptfs "
+				   "status` names the file): a retry cannot "
+				   "lift that; write the file again or remove "
+				   "it, or `ckptfs drop MOUNT STEP` gives the "
+				   "step up");
+	else if (n < 0)
 		ctl_send_error(fd, id ? "no failed step with that id"
 				  : "no step has failed");
 	else

@@ -517,6 +517,7 @@ static int run(mount_args *a, int ready_fd)
 		report(ready_fd, 'n');
 	}
 	mounted_free(&m);
+	log_flush(); /* the counts of messages repeated at the end */
 	return rc;
 }
 

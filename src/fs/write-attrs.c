@@ -189,6 +189,10 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			if (rc == 0 && o->pt_writers)
 				wr_pt_snap(o); /* seen: ours */
 			if (rc == 0) {
+				/* emptied: written again, as by O_TRUNC;
+				 * its next put clears the poison */
+				if (attr->st_size == 0)
+					o->failed = 0;
 				o->size = (uint64_t)attr->st_size;
 				o->dirty = true;
 				clock_gettime(CLOCK_REALTIME, &o->mtime);

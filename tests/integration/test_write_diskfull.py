@@ -3,9 +3,12 @@ the writer gets ENOSPC, what was staged before stays intact and gets
 committed, and once space is freed writes work again.  The cache directory
 lives on a 32 MiB tmpfs (as in test_cache_diskfull.py).  Also: a mount
 with a small max_staged over a slow link still stores every byte."""
+import collections
 import errno
 import os
+import re
 import subprocess
+import time
 
 import pytest
 
@@ -176,30 +179,44 @@ def fill(small_disk, n):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("how", ["rewrite", "remove"])
+@pytest.mark.parametrize("how", ["rewrite", "truncate", "remove"])
 def test_failed_write_poisons_its_checkpoint_until_rewritten_or_removed(
         s3server, bucket, mount, tmp_path, small_disk, how):
     """ENOSPC while writing big.bin: once space returns the checkpoint is
     still never published with the short file (ckptfs commit fails, status
-    says "poisoned" and why); rewriting big.bin (O_TRUNC) or removing it
-    lets it commit."""
+    says "poisoned" and why; sync names the step and what lifts it, not
+    `ckptfs retry`, which refuses it); rewriting big.bin (O_TRUNC, or a
+    truncate to 0 and new bytes) or removing it lets it commit."""
     s3server.put(bucket, "run/")
     fill(small_disk, 12 * MiB)
     w = writer_on(mount, bucket, small_disk)
     o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
     d, a = poison_checkpoint(w, small_disk)
     assert_poisoned(w, d, o)
+    p = run([CKPTFS_BIN, "sync", str(w)], check=False, timeout=60)
+    assert p.returncode != 0, p.stdout
+    for want in ("step", "run/ckpt-1", "big.bin", "No space left",
+                 "written again or removed", "ckptfs drop"):
+        assert want in p.stderr, (want, p.stderr)
+    assert "ckptfs retry" not in p.stderr, p.stderr
+    p = run([CKPTFS_BIN, "retry", str(w)], check=False, timeout=60)
+    assert p.returncode != 0 and "poisoned" in p.stderr, (p.returncode, p.stdout, p.stderr)
     want = {"a.bin": len(a)}
     big = det_bytes(7, 4 * MiB)
     if how == "rewrite":
         (d / "big.bin").write_bytes(big)
+        want["big.bin"] = len(big)
+    elif how == "truncate":
+        os.truncate(d / "big.bin", 0)
+        with open(d / "big.bin", "r+b") as f:
+            f.write(big)
         want["big.bin"] = len(big)
     else:
         os.unlink(d / "big.bin")
     ckptfs_commit(d)
     observer_settle()
     assert tree_view(o / "run/ckpt-1") == want
-    if how == "rewrite":
+    if how != "remove":
         assert (o / "run/ckpt-1/big.bin").read_bytes() == big
 
 
@@ -230,3 +247,36 @@ def test_poisoned_checkpoint_stays_unpublished_after_sigkill(
     observer_settle()
     assert tree_view(o / "run/ckpt-1") == {"a.bin": len(a), "big.bin": len(big)}
     assert (o / "run/ckpt-1/big.bin").read_bytes() == big
+
+
+
+@pytest.mark.timeout(120)
+def test_a_persistent_error_is_logged_with_a_rate_limit(
+        s3server, bucket, mount, tmp_path, small_disk):
+    """The cache disk stays full for 5 s after a write failed in a
+    checkpoint the idle trigger keeps trying to seal: each journal write
+    fails (before the rate limit about 4 lines a second of the same error,
+    20 in 5 s); the log now holds its first copy and, once it stops, one
+    line with its count ("(repeated N times in the last S s)")."""
+    s3server.put(bucket, "run/")
+    fill(small_disk, 12 * MiB)
+    w = writer_on(mount, bucket, small_disk, "commit_delay=1")
+    d = w / "run/ckpt-1"
+    os.mkdir(d)
+    written, err = write_until_full(d / "big.bin")
+    assert err is not None and err.errno in (errno.ENOSPC, errno.EDQUOT), (written, err)
+    time.sleep(5)
+    os.unlink(small_disk / "filler")  # the space comes back
+    assert not w.unmount(), "unmount did not go cleanly"
+    lines = [ln.split("] ", 1)[-1] for ln in w.log_text().splitlines() if "] " in ln]
+    errors = [ln for ln in lines if ln.startswith("error: ")]
+    base = collections.Counter(re.sub(r" \(repeated \d+ times? in the last \d+ s\)$", "", ln)
+                               for ln in errors)
+    assert base, f"no error logged while the disk was full:\n{w.log_tail()}"
+    worst, n = base.most_common(1)[0]
+    assert "disk is full" in worst, base
+    assert n <= 4, f"{n} copies of {worst!r} in 5 s:\n{w.log_tail()}"
+    summary = [ln for ln in errors if ln.startswith(worst + " (repeated ")]
+    assert summary, f"no count of {worst!r}:\n{w.log_tail()}"
+    assert int(re.search(r"repeated (\d+) time", summary[0]).group(1)) >= 5, summary
+    assert errors.index(worst) < errors.index(summary[0]), "the first copy comes first"

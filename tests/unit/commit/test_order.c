@@ -195,3 +195,45 @@ Test(aside, holds_back_only_what_depends_on_it_and_is_retried, .init = setup,
 	cr_assert_null(eng_failed_text(e));
 	eng_close(e, false);
 }
+
+/*
+ * A poisoned step (a failed write, commit/poison.c) is reported with what
+ * lifts it (the file written again or removed, or `ckptfs drop`), never
+ * with `ckptfs retry`, which does not lift it; a retry of it says so
+ * (-EBUSY) and tries nothing.  With a step failing for other reasons
+ * beside it, the hint names retry again, for that one.
+ */
+Test(aside, a_poisoned_step_is_not_offered_to_retry, .init = setup,
+     .fini = teardown)
+{
+	eng *e;
+	char *err = NULL;
+	eng_opts o = {.transient_limit_s = 5};
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "", &o, &e, &err), 0);
+	uint64_t id1, id2;
+	/* a single file: a directory's marker would need a server */
+	cr_assert_eq(eng_txn_begin(e, "run/big.bin", false, NULL, &id1), 0);
+	cr_assert_eq(eng_file_poison(e, id1, "run/big.bin", ENOSPC), 0);
+	char *why = eng_failed_text(e);
+	cr_assert_not_null(why);
+	cr_assert_not_null(strstr(why, "step"), "%s", why);
+	cr_assert_not_null(strstr(why, "run/big.bin"), "%s", why);
+	cr_assert_not_null(strstr(why, "No space left on device"), "%s", why);
+	cr_assert_not_null(strstr(why, "written again or removed"), "%s", why);
+	cr_assert_not_null(strstr(why, "`ckptfs drop"), "%s", why);
+	cr_assert_null(strstr(why, "ckptfs retry"), "%s", why);
+	free(why);
+	cr_assert_eq(eng_step_retry(e, id1), -EBUSY);
+	cr_assert_eq(eng_step_retry(e, 0), -EBUSY);
+
+	cr_assert_eq(eng_txn_begin(e, "other/ckpt-2.pt", false, NULL, &id2), 0);
+	pthread_mutex_lock(&e->mu);
+	failing(eng_find_txn(e, id2), 6);
+	pthread_mutex_unlock(&e->mu);
+	why = eng_failed_text(e);
+	cr_assert_not_null(strstr(why, "`ckptfs retry MOUNT` tries again"), "%s", why);
+	free(why);
+	cr_assert_eq(eng_step_retry(e, 0), 1, "the transient one only");
+	cr_assert_eq(eng_step_retry(e, id1), -EBUSY);
+	eng_close(e, false);
+}
