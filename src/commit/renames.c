@@ -117,6 +117,64 @@ static int load_src_manifests(eng *e, keylist *l, size_t plen,
 
 static void object_attrs(const s3_head_ext_result *h, proto_meta *m);
 
+/* The manifests of transaction root mroot into *vm (a directory renamed
+ * inside it has none of its own: these record its files and its
+ * directories, paths relative to mroot). */
+static int load_root_manifests(eng *e, const char *mroot, vis_manifest *vm,
+			       s3_err *x)
+{
+	buf p = BUF_INIT;
+	buf_printf(&p, "%s%s%s", e->prefix, mroot, mroot[0] ? "/" : "");
+	size_t plen = p.len;
+	buf_printf(&p, "%s/", PROTO_META_DIR);
+	keylist l = {0};
+	int rc = eng_list_under(e, buf_cstr(&p), &l, x);
+	if (!rc)
+		rc = load_src_manifests(e, &l, plen, vm, x);
+	eng_keylist_free(&l);
+	buf_free(&p);
+	return rc;
+}
+
+/* The entry of the source's file rel in vm, whose paths are relative to
+ * base (the source's own manifests: ""). */
+static const vis_file *src_file(const vis_manifest *vm, const char *base,
+				const char *rel)
+{
+	if (!base[0])
+		return vis_manifest_find(vm, rel);
+	char *p = eng_join(base, rel);
+	const vis_file *v = p ? vis_manifest_find(vm, p) : NULL;
+	free(p);
+	return v;
+}
+
+/* The directories of the source as vm (paths relative to base) recorded
+ * them, relative to the source (its own: ""), with their attributes,
+ * into md and dm (room for vm->n_dirs + 1); returns how many. */
+static size_t src_dirs(const vis_manifest *vm, const char *base,
+		       proto_mdir *md, proto_meta *dm)
+{
+	size_t n = 0, bl = strlen(base);
+	for (size_t i = 0; i < vm->n_dirs; i++) {
+		const char *d = vm->dirs[i];
+		if (bl && (strncmp(d, base, bl) || d[bl] != '/'))
+			continue; /* not under the source */
+		const vis_file *v = vis_manifest_dir(vm, d);
+		if (v)
+			vis_file_meta(v, &dm[n]);
+		md[n] = (proto_mdir){bl ? d + bl + 1 : d, v ? &dm[n] : NULL};
+		n++;
+	}
+	const vis_file *rv = vis_manifest_dir(vm, base);
+	if (rv) { /* and the source's own (the new name's "dir") */
+		vis_file_meta(rv, &dm[n]);
+		md[n] = (proto_mdir){"", &dm[n]};
+		n++;
+	}
+	return n;
+}
+
 /* Whether the sorted listing l holds key. */
 static bool listed(const keylist *l, const char *key)
 {
@@ -184,6 +242,17 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	}
 	if (!rc)
 		rc = load_src_manifests(e, &l, plen, &vm, x);
+	/* a directory inside its transaction root (not a root itself): the
+	 * root's manifests record its files and directories, under base */
+	const char *base = "";
+	const char *in_root;
+	if (!rc && vm.committed == 0 && sn->mroot &&
+	    proto_under(sn->root, sn->mroot, &in_root) && in_root[0]) {
+		vis_manifest_free(&vm);
+		vis_manifest_init(&vm);
+		rc = load_root_manifests(e, sn->mroot, &vm, x);
+		base = in_root;
+	}
 	bool governed = vm.committed > 0;
 	char *final_json = NULL; /* the new name's manifest, unconditional */
 	/* copy every object but the root's own manifests */
@@ -204,7 +273,7 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		size_t rl = strlen(rel);
 		if (rc || !rl || rel[rl - 1] == '/')
 			continue; /* directory objects are not files */
-		const vis_file *v = governed ? vis_manifest_find(&vm, rel) : NULL;
+		const vis_file *v = governed ? src_file(&vm, base, rel) : NULL;
 		if (governed && !v)
 			continue; /* invisible in the source: not listed */
 		eng_snap_file *s = &nf[n++];
@@ -231,31 +300,21 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 			s->m.mode = 0644;
 		}
 	}
+	/* the directories keep the attributes they recorded, in the new
+	 * name's manifest and, inside a root, in the root's addendum */
+	proto_mdir *md = calloc(vm.n_dirs + 2, sizeof *md);
+	proto_meta *dm = calloc(vm.n_dirs + 2, sizeof *dm);
+	size_t nd = md && dm ? src_dirs(&vm, base, md, dm) : 0;
 	if (!rc) {
 		proto_mfile *mf = calloc(n + 1, sizeof *mf);
-		proto_mdir *md = calloc(vm.n_dirs + 2, sizeof *md);
-		proto_meta *dm = calloc(vm.n_dirs + 2, sizeof *dm);
 		for (size_t i = 0; mf && i < n; i++) {
-			const vis_file *v = governed ? vis_manifest_find(&vm, nf[i].path)
+			const vis_file *v = governed ? src_file(&vm, base,
+								nf[i].path)
 						     : NULL;
 			mf[i] = (proto_mfile){nf[i].path, nf[i].size,
 					      nf[i].etag, nf[i].crc,
 					      v && v->has_crc, &nf[i].m,
 					      PROTO_BLOCK, nf[i].blocks};
-		}
-		/* directories keep the attributes they recorded */
-		for (size_t i = 0; md && dm && i < vm.n_dirs; i++) {
-			const vis_file *v = vis_manifest_dir(&vm, vm.dirs[i]);
-			if (v)
-				vis_file_meta(v, &dm[i]);
-			md[i] = (proto_mdir){vm.dirs[i], v ? &dm[i] : NULL};
-		}
-		size_t nd = vm.n_dirs;
-		const vis_file *rv = vis_manifest_dir(&vm, "");
-		if (md && dm && rv) { /* and the root's own ("dir") */
-			vis_file_meta(rv, &dm[nd]);
-			md[nd] = (proto_mdir){"", &dm[nd]};
-			nd++;
 		}
 		char *json = mf && md && dm ? proto_manifest_json(
 						e->writer, (uint64_t)sn->id,
@@ -279,10 +338,6 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		free(rel);
 		free(key);
 		free(mf);
-		free(md);
-		for (size_t i = 0; dm && i < vm.n_dirs + 1; i++)
-			proto_meta_free(&dm[i]);
-		free(dm);
 	}
 	if (!rc) {
 		/* the addendum lists the new name's files */
@@ -291,6 +346,25 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		tmp.nf = n;
 		tmp.nd = 0;
 		tmp.is_dir = true;
+		/* moved inside its root: the root's readers find the moved
+		 * directories' attributes there */
+		char **dpath = base[0] ? calloc(nd + 1, sizeof *dpath) : NULL;
+		proto_meta *adm = dpath ? calloc(nd + 1, sizeof *adm) : NULL;
+		size_t k = 0;
+		bool ok = adm != NULL;
+		for (size_t i = 0; ok && i < nd; i++) {
+			if (!md[i].m)
+				continue; /* recorded no attributes */
+			dpath[k] = eng_join(sn->dest, md[i].path);
+			ok = dpath[k] != NULL;
+			if (ok)
+				adm[k++] = *md[i].m; /* borrowed from dm */
+		}
+		if (ok) {
+			tmp.nd = k;
+			tmp.dpath = dpath;
+			tmp.dm = adm;
+		}
 		eng_snap_file *saved = nf;
 		for (size_t i = 0; i < n; i++) {
 			char *full = eng_join(sn->dest, nf[i].path);
@@ -299,6 +373,10 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		}
 		rc = eng_put_addendum(e, &tmp, sn->dest, x);
 		nf = saved;
+		for (size_t i = 0; dpath && i < k; i++)
+			free(dpath[i]);
+		free(dpath);
+		free(adm);
 	}
 	/* the old name's delete record is the commit point: from here on
 	 * the rename is finished, not undone (gone_exists above) */
@@ -314,6 +392,10 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	if (!rc)
 		rc = eng_finish_delete(e, sn->root, x); /* hints included */
 	free(final_json);
+	free(md);
+	for (size_t i = 0; dm && i < vm.n_dirs + 1; i++)
+		proto_meta_free(&dm[i]);
+	free(dm);
 	for (size_t i = 0; nf && i < n; i++) {
 		free(nf[i].path);
 		free(nf[i].etag);

@@ -60,6 +60,10 @@ struct fs_inode {
 	char *meta_etag;
 	struct timespec meta_mtime;
 	struct timespec obj_mtime; /* LastModified of version etag */
+	/* a directory: when this mount last added or removed a name in it
+	 * (wr_dir_changed); a listing fetched before that change landed
+	 * never moves the mtime back before it (fs/nodes.c) */
+	struct timespec name_change;
 	/* the size the kernel was last given in attributes it may cache
 	 * (lookup, readdirplus, getattr): an open of a version of another
 	 * size drops them (fs/read.c rd_open) */

@@ -279,7 +279,7 @@ void wr_dir_changed(fs_ctx *fs, fs_inode *d)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	d->mtime = now;
+	d->mtime = d->name_change = now;
 	ov_node *o = wr_local_of(fs, d);
 	if (o) {
 		o->mtime = o->ctime = now;

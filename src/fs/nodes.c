@@ -454,7 +454,21 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
  * a later commit): then the newest LastModified shows, as for
  * directories other tools made (doc/posix.md, "Directory attributes").
  * Table locked. */
+static void recorded_dir_attrs(fs_inode *parent, fs_inode *c);
+
 static void remote_dir_attrs(fs_inode *parent, fs_inode *c)
+{
+	recorded_dir_attrs(parent, c);
+	/* a name this mount added or removed since moved it, although the
+	 * listing may predate that change's commit (doc/posix.md,
+	 * "Times") */
+	const struct timespec *t = &c->name_change;
+	if (t->tv_sec > c->mtime.tv_sec ||
+	    (t->tv_sec == c->mtime.tv_sec && t->tv_nsec > c->mtime.tv_nsec))
+		c->mtime = *t;
+}
+
+static void recorded_dir_attrs(fs_inode *parent, fs_inode *c)
 {
 	const char *rel;
 	const vis_manifest *m = parent ? root_manifest(parent, c->path, &rel)
@@ -560,6 +574,12 @@ static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 {
 	/* a directory whose mtime is not known yet: make stat ask again */
 	if (n->is_dir && !n->listing)
+		return 0.0;
+	/* nor one where this mount added or removed a name, listed before
+	 * its latest change to the bucket landed: the mtime that change
+	 * stored shows at the next stat (as on another mount) */
+	if (n->is_dir && n->name_change.tv_sec &&
+	    n->listing_gen != fs->listing_gen)
 		return 0.0;
 	/* a file whose object metadata was not read yet (fs_check_meta) */
 	if (!n->is_dir && !n->has_attrs && n->etag && fs_meta_wanted(fs, n) &&

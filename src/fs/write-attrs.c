@@ -221,6 +221,9 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			o->mtime = attr->st_mtim;
 		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
 			o->mtime = now;
+		/* a time set after the last name came stands */
+		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
+			n->name_change = (struct timespec){0, 0};
 		if (to_set & FUSE_SET_ATTR_ATIME)
 			o->atime = attr->st_atim;
 		if (to_set & FUSE_SET_ATTR_ATIME_NOW)

@@ -24,12 +24,22 @@ void wr_dels_clear(struct wr_deletes *d)
 		d->n = 0;
 }
 
-/* Sends the held remote deletes to the engine, in order.  Table locked. */
+/* Whether the delete held right after d->v[i] stores the same directory
+ * object again: v[i]'s store of it is then not needed. */
+static bool kept_next(const struct wr_deletes *d, size_t i)
+{
+	return i + 1 < d->n && d->v[i + 1].keep &&
+	       !strcmp(d->v[i + 1].keep, d->v[i].keep);
+}
+
+/* Sends the held remote deletes to the engine, in order; of removals in
+ * a row in one directory only the last stores the directory's object
+ * again (one PUT for `rm a b c`).  Table locked. */
 void wr_flush_deletes(fs_ctx *fs)
 {
 	struct wr_deletes *d = fs->dels;
 	for (size_t i = 0; d && i < d->n; i++) {
-		int rc = d->v[i].keep
+		int rc = d->v[i].keep && !kept_next(d, i)
 			     ? eng_remote_delete_keep(fs->eng, d->v[i].path,
 						      d->v[i].is_dir,
 						      d->v[i].keep)

@@ -469,30 +469,21 @@ static int wr_remote_dir_empty(fs_ctx *fs, fs_inode *d, bool *empty)
 }
 
 /*
- * Whether removing remote name `name` leaves directory p, written through
- * ckptfs (its attributes are in a manifest) and not a transaction root
- * (whose .ckptfs/ keeps its prefix), with nothing under its prefix: its
- * delete then keeps it (eng_remote_delete_keep), as rmdir of a leaf or
- * unlink of the last file leaves the directory on a local disk.  Before,
- * `rmdir nested/a/b/c` of a committed tree removed b, a and nested too.
- * Directories other tools made keep the old rule (a prefix with nothing
- * under it is gone).  Table locked.
+ * Whether removing a remote name of directory p stores p's empty
+ * directory object again after the delete (eng_remote_delete_keep): p
+ * was written through ckptfs (its attributes are in a manifest) and is
+ * not the mount root.  That object keeps p when the removal leaves
+ * nothing else under its prefix, as rmdir of a leaf or unlink of the
+ * last file leaves the directory on a local disk (before, `rmdir
+ * nested/a/b/c` of a committed tree removed b, a and nested too), and
+ * its LastModified moves p's mtime on every mount, as a removal does on a
+ * local disk (doc/posix.md, "Directory attributes").  Directories other
+ * tools made keep the old rules (a prefix with nothing under it is gone,
+ * the mtime is the newest object's).  Table locked.
  */
-static bool keeps_parent(fs_ctx *fs, fs_inode *p, const char *name)
+static bool keeps_parent(const fs_inode *p)
 {
-	if (!p->has_attrs || p->manifest || !p->path[0] || !p->listing ||
-	    ov_has_children(&fs->ov, p->path))
-		return false;
-	for (size_t i = 0; i < p->listing->n; i++) {
-		if (!strcmp(p->listing->v[i].name, name))
-			continue;
-		char *cp = wr_child_path(p, p->listing->v[i].name);
-		ov_node *o = cp ? ov_get(&fs->ov, cp) : NULL;
-		free(cp);
-		if (!o || o->kind != OV_WHITEOUT)
-			return false;
-	}
-	return true;
+	return p->has_attrs && p->path[0];
 }
 
 static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -559,7 +550,7 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 		if (rc == 0)
 			rc = wr_hold_delete(fs, path, dir,
-					    keeps_parent(fs, p, name) ? p->path
+					    keeps_parent(p) ? p->path
 								      : NULL);
 		/* a checkpoint directory's own rmdir ends what its delete
 		 * needs: journal it now, so a SIGKILL right after `rm -r`

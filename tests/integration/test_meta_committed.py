@@ -349,3 +349,129 @@ def test_rmdir_of_a_leaf_keeps_its_parents(bucket, mount, tmp_path, kill):
     assert oct(os.lstat(other / "nested" / "y").st_mode) == oct(0o40710)
     assert _nested_view(_remounted(m, bucket, mount, opts) /
                         "nested") == WANT_NESTED
+
+
+# --------------------------------------------------------------------------
+# A committed directory renamed inside its transaction root keeps what it
+# recorded (issue 22 point 1: "after remount and rename")
+
+def _files_view(top):
+    out = {}
+    for dirpath, _d, filenames in os.walk(top):
+        for n in filenames:
+            p = os.path.join(dirpath, n)
+            out[os.path.relpath(p, top)] = _seen(p)
+    return out
+
+
+def _moved(view, old, new):
+    """view with the keys under old (relative paths) under new instead."""
+    out = {}
+    for k, v in view.items():
+        if k == old or k.startswith(old + "/"):
+            k = new + k[len(old):]
+        out[k] = v
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_rename_inside_a_transaction_root_keeps_directory_metadata(
+        bucket, mount, tmp_path):
+    """ckpt-1/sub (with sub/deeper and sub/empty) renamed to ckpt-1/moved
+    once committed: every directory moved keeps its mode, owner, user
+    xattrs and mtime, and every file its attributes, on another mount and
+    after a remount.  Before, the moved directories showed mode 0755,
+    owned by the mounting user, without xattrs."""
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = mount(bucket, mountpoint=mp, options=opts)
+    top = m / "ckpt-1"
+    _dir_tree(top)
+    os.chmod(top / "sub" / "f", 0o604)
+    os.setxattr(top / "sub" / "f", "user.f", b"file")
+    os.utime(top / "sub" / "f", ns=(T_OLD, T_EXPLICIT))
+    ckptfs_sync(m)
+    dirs = _dirs_view(top)
+    files = _files_view(top)
+    os.rename(top / "sub", top / "moved")
+    ckptfs_sync(m)
+    want_dirs = _moved(dirs, "sub", "moved")
+    want_files = _moved(files, "sub", "moved")
+    # the root itself: a name went and one came, its mtime may move
+    del want_dirs["."]["mtime"]
+
+    def seen(t):
+        d = _dirs_view(t)
+        del d["."]["mtime"]
+        return d, _files_view(t)
+    def check(t, where):
+        d, f = seen(t)
+        bad = {k: (d.get(k), want_dirs.get(k))
+               for k in set(d) | set(want_dirs)
+               if d.get(k) != want_dirs.get(k)}
+        bad.update({k: (f.get(k), want_files.get(k))
+                    for k in set(f) | set(want_files)
+                    if f.get(k) != want_files.get(k)})
+        assert not bad, f"{where}: {bad}"
+    check(top, "writer")
+    check(_elsewhere(bucket, mount, tmp_path, "cache-b") / "ckpt-1",
+          "another mount")
+    check(_remounted(m, bucket, mount, opts) / "ckpt-1", "remount")
+
+
+# --------------------------------------------------------------------------
+# A removal moves its directory's mtime on every mount (issue 22 point 1)
+
+@pytest.mark.timeout(120)
+def test_removal_moves_the_directory_mtime(bucket, mount, tmp_path):
+    """unlink and rmdir of a name move the directory's mtime, as on a
+    local disk: in a directory this mount still holds (the commit records
+    the time), and in committed directories, a transaction root and one
+    below it (the delete stores the directory's object again), on the
+    writer, another mount and after a remount.  Before, a committed
+    directory kept its recorded mtime on every mount."""
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = mount(bucket, mountpoint=mp, options=opts)
+    for top in ("local", "ckpt"):
+        (m / top / "sub" / "gone").mkdir(parents=True)
+        for d in (m / top, m / top / "sub"):
+            for n in ("a", "b"):
+                (d / n).write_bytes(n.encode())
+            os.utime(d, ns=(T_OLD, T_OLD))
+    ckptfs_sync(m)
+    m = _remounted(m, bucket, mount, opts)
+    (m / "local2" / "sub").mkdir(parents=True)
+    for d in (m / "local2", m / "local2" / "sub"):
+        for n in ("a", "b"):
+            (d / n).write_bytes(n.encode())
+        os.utime(d, ns=(T_OLD, T_OLD))
+    before = time.time_ns()
+    for top in ("local2", "ckpt"):
+        os.unlink(m / top / "b")
+        os.unlink(m / top / "sub" / "b")
+        if top == "ckpt":
+            os.rmdir(m / top / "sub" / "gone")
+    dirs = ("ckpt", "ckpt/sub", "local2", "local2/sub")
+
+    def mtimes(root):
+        return {d: os.lstat(root / d).st_mtime_ns for d in dirs}
+
+    def moved(seen):
+        # second resolution at least: the bucket's LastModified
+        return all(t >= before - 1_000_000_000 for t in seen.values())
+    assert moved(mtimes(m)), mtimes(m)
+    ckptfs_sync(m)
+    time.sleep(1.5)  # the writer's local nodes go: it reads the bucket
+    assert moved(mtimes(m)), mtimes(m)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-b")
+    assert moved(mtimes(other)), mtimes(other)
+    try:
+        helpers.wait_for(lambda: mtimes(other) == mtimes(m), 10,
+                         "the writer and another mount agree")
+    except AssertionError:
+        raise AssertionError(f"{mtimes(m)} != {mtimes(other)}")
+    assert moved(mtimes(_remounted(m, bucket, mount, opts))), "remount"
+    assert sorted(os.listdir(other / "ckpt" / "sub")) == ["a"]

@@ -39,14 +39,53 @@ USERS = {"owner": "ckptpx-owner", "group": "ckptpx-group",
 GROUPS = {"g_owner": "ckptpx-gown", "g_other": "ckptpx-goth",
           "g_shared": "ckptpx-gshr"}
 
+# The committed pass's divergences, doc/posix.md "Names already committed"
+# (each: case name patterns, and the only fields that may differ)
+DIR_TIMES = (".mtime", ".ctime", ".atime")  # the case directory's
+COMMITTED = [
+    # hard links: EPERM (doc/posix.md "Hard links")
+    "link/*/root", "link/*/owner",
+    # chmod, chown, utimensat and setxattr of a committed directory:
+    # ENOTSUP (doc/posix.md "Changing a committed directory")
+    (["chmod*/dir*", "lchown*/dir/*", "chown*/dir", "utimensat*/dir/*",
+      "setxattr/dir/*"],
+     ["ret", "x.perm", "x.uid", "x.gid", "x.ctime", "x.mtime", "x.atime"]),
+    # the bucket keeps no atime: a committed name shows its mtime
+    (["utimensat-set/*", "utimensat-omit-now/*"], ["x.atime"]),
+]
+ELSEWHERE = [
+    # a directory's mtime is the newest LastModified of the objects in it
+    # once newer than the manifest that recorded it: storing a file again
+    # (a change of its mode, owner, times, xattrs or bytes) moves it
+    (["chmod*", "lchown*", "chown*", "utimensat*", "setxattr/*",
+      "truncate*", "write-setid-*", "open-trunc-setid/*"], DIR_TIMES),
+    # a directory made, or one renamed, in a committed directory stores
+    # no object directly in it: the parent's mtime stays
+    (["mkdir*", "rename*/dir/*"], DIR_TIMES),
+]
 # Divergences doc/posix.md explains (fnmatch patterns over case names),
 # per pass.
 KNOWN = {
     # hard links: EPERM (doc/posix.md "Hard links")
     "local": ["link/*/root", "link/*/owner"],
-    # the committed pass is measured, not held to a list (doc/posix.md
-    # "Names already committed"): CKPTFS_POSIX_COMMITTED=1 runs it
-    "committed": None,
+    # names already committed (doc/posix.md "Names already committed"),
+    # on the writer and on a second mount after a sync
+    "committed": COMMITTED,
+    "committed-elsewhere": COMMITTED + ELSEWHERE,
+}
+# the committed pass: agreement per family of calls (_family) at least,
+# per view (measured 2026-11-29 on the representative subset: writer
+# attrs 59/72, data 39/39, link 4/7, make 110/110, paths 14/14, remove
+# 28/28, rename 43/43, xattr 13/14; second mount attrs 23/72, data 20/39,
+# link 4/7, make 103/110, paths 14/14, remove 28/28, rename 40/43, xattr
+# 12/14)
+FLOORS = {
+    "committed": {"attrs": 0.8, "data": 0.95, "link": 0.5, "make": 0.95,
+                  "paths": 0.95, "remove": 0.95, "rename": 0.95,
+                  "xattr": 0.9},
+    "committed-elsewhere": {"attrs": 0.3, "data": 0.5, "link": 0.5,
+                            "make": 0.9, "paths": 0.95, "remove": 0.95,
+                            "rename": 0.9, "xattr": 0.85},
 }
 
 
@@ -93,22 +132,23 @@ def public_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _observe(root, ids, phase="all", timeout=300):
-    p = subprocess.run([sys.executable, str(HERE / "posix_cases.py"), phase,
-                        str(root), json.dumps(ids)],
-                       capture_output=True, text=True, timeout=timeout)
+def _observe(root, ids, phase="all", timeout=300, subset="all",
+             state=None):
+    args = [sys.executable, str(HERE / "posix_cases.py"), phase, str(root),
+            json.dumps(ids), subset] + ([str(state)] if state else [])
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr[-3000:]
     print(p.stderr.strip())
     return json.loads(p.stdout) if phase != "setup" else None
 
 
-def _reference(public_dir, ids):
+def _reference(public_dir, ids, subset="all"):
     ref = public_dir / "ref"
     ref.mkdir()
     # FUSE mounts are nosuid,nodev: the local filesystem gets the same
     run(["mount", "-t", "tmpfs", "-o", "nosuid,nodev,mode=0755", "tmpfs",
          ref])
-    return _observe(ref, ids)
+    return _observe(ref, ids, subset=subset)
 
 
 def _compare(mine, ref):
@@ -130,7 +170,7 @@ def _compare(mine, ref):
     return diffs
 
 
-def _check(label, mine, ref, known, target):
+def _check(label, mine, ref, known, target, min_cases=500):
     diffs = _compare(mine, ref)
     n = len(ref)
     agree = n - len(diffs)
@@ -139,11 +179,39 @@ def _check(label, mine, ref, known, target):
           f"\n{report}")
     if known is None:
         return
-    unknown = [k for k in diffs
-               if not any(fnmatch.fnmatchcase(k, p) for p in known)]
-    stale = [p for p in known
-             if not any(fnmatch.fnmatchcase(k, p) for k in diffs)]
-    assert n >= 500
+    # an entry: a pattern over case names (any field may differ), or
+    # (patterns, fields): only those fields ("ret", "WATCH.FIELD", e.g.
+    # ".mtime" for the case directory's) may differ
+    entries = [((e,), None) if isinstance(e, str) else
+               ((e[0],) if isinstance(e[0], str) else tuple(e[0]),
+                set(e[1])) for e in known]
+
+    def fields(d):
+        out = set()
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out |= {(k if k != "." else "") + "." + f for f in v}
+            else:
+                out.add(k)  # "ret", or a name seen on one side only
+        return out
+
+    def covers(entry, k):
+        return any(fnmatch.fnmatchcase(k, p) for p in entry[0])
+
+    def explained(k):
+        allowed = set()
+        for e in entries:
+            if covers(e, k):
+                if e[1] is None:
+                    return True
+                allowed |= e[1]
+        return fields(diffs[k]) <= allowed
+
+    unknown = [k for k in diffs if not explained(k)]
+    stale = [e[0] for e in entries
+             if any(covers(e, k) for k in ref)
+             and not any(covers(e, k) for k in diffs)]
+    assert n >= min_cases
     assert agree >= target * n, f"{agree}/{n}\n{report}"
     assert not unknown, "divergences not in doc/posix.md:\n" + "\n".join(
         f"  {k}: {diffs[k]}" for k in sorted(unknown))
@@ -164,37 +232,98 @@ def test_posix_differential(public_dir, ids, s3server, bucket, mount):
     _check("local", mine, ref, KNOWN["local"], 0.95)
 
 
-@pytest.mark.skipif(not os.environ.get("CKPTFS_POSIX_COMMITTED"),
-                    reason="several minutes: CKPTFS_POSIX_COMMITTED=1")
-@pytest.mark.timeout(1800)
+# families of calls (the first component of a case's name, or its start)
+FAMILY_OF = (("symlink-target-kept", "paths"), ("link-to", "make"),
+             ("link", "link"), ("rename", "rename"),
+             ("einval-rename-into-self", "rename"), ("chmod", "attrs"),
+             ("lchown", "attrs"), ("chown", "attrs"), ("utimensat", "attrs"),
+             ("truncate", "data"), ("write", "data"), ("open", "data"),
+             ("unlink", "remove"), ("rmdir", "remove"),
+             ("setxattr", "xattr"), ("getxattr", "xattr"),
+             ("mkdir", "make"), ("mkfifo", "make"), ("mknod", "make"),
+             ("symlink", "make"), ("create-excl", "make"), ("bind", "make"))
+
+
+def _family(case):
+    """The family of calls a case belongs to (FLOORS); "paths" for the
+    errors of path walks."""
+    f = case.split("/")[0]
+    for head, fam in FAMILY_OF:
+        if f == head or f.startswith(head + "-"):
+            return fam
+    return "paths"
+
+
+def _floors(label, mine, ref, floors):
+    """Agreement per family of calls must reach its floor."""
+    diffs = _compare(mine, ref)
+    per = {}
+    for k in ref:
+        n, a = per.get(_family(k), (0, 0))
+        per[_family(k)] = (n + 1, a + (k not in diffs))
+    print(f"{label} by family: " + ", ".join(
+        f"{f} {a}/{n}" for f, (n, a) in sorted(per.items())))
+    low = {f: f"{a}/{n} < {floors[f]:.0%}" for f, (n, a) in per.items()
+           if a < floors[f] * n}
+    assert not low, f"{label}: families under their floor: {low}"
+
+
+@pytest.mark.timeout(600)
 def test_posix_differential_committed(public_dir, ids, s3server, bucket,
                                       mount):
-    """The same table after the fixtures were committed (`ckptfs sync`),
-    so every call meets a remote name: what another host, or this one
-    after a remount, sees.  It prints the agreement and every difference;
-    it asserts nothing more (doc/posix.md lists the classes of difference).
-    Several minutes: each call that commits adds a manifest addendum to the
-    one transaction root all 800 fixture directories share, and every
-    listing under it reads them."""
-    ref = _reference(public_dir, ids)
+    """The same table after the fixtures were committed, so every call
+    meets a remote name: what another host, or this one after a remount,
+    sees.  The fixtures are one transaction (every case directory under
+    one checkpoint directory, committed by one sync), the writer is
+    mounted again so nothing is held locally, the calls run, and the
+    result is observed on the writer and, after a sync, on a second mount.
+    Each view must reach the floor of every family of calls, and every
+    difference must be listed in KNOWN (doc/posix.md, "Names already
+    committed").  By default a representative third of the table
+    (posix_cases.representative); CKPTFS_POSIX_COMMITTED=1 runs all of it
+    (several minutes)."""
+    subset = "all" if os.environ.get("CKPTFS_POSIX_COMMITTED") else "ci"
+    ref = _reference(public_dir, ids, subset)
     mp = public_dir / "mnt"
     mp.mkdir()
-    # listings kept for the whole run: the mount root lists 809 names
-    m = mount(bucket, mountpoint=mp,
-              options=("allow_other", "dir_timeout=3600"))
-    # every case directory at the top: a transaction root of its own, so
-    # each has its own manifest (one shared root would gather an addendum
-    # per call that commits, read again by every listing under it)
-    root = Path(m.path)
+    opts = ("allow_other", f"cache_dir={public_dir / 'cache-w'}")
+    m = mount(bucket, mountpoint=mp, options=opts)
+    root = m / "t"
+    root.mkdir()
     t0 = time.monotonic()
-    _observe(root, ids, "setup")
+    _observe(root, ids, "setup", subset=subset)
     t1 = time.monotonic()
     ckptfs_sync(m)
     t2 = time.monotonic()
-    committed = _observe(root, ids, "run", timeout=1500)
-    print(f"committed pass: set-up {t1 - t0:.1f}s, sync {t2 - t1:.1f}s, "
-          f"run {time.monotonic() - t2:.1f}s")
-    _check("committed", committed, ref, KNOWN["committed"], 0.0)
+    # nothing held locally: every name is the bucket's
+    assert m.unmount() == []
+    m = mount(bucket, mountpoint=mp, options=opts)
+    root = m / "t"
+    state = public_dir / "state.json"
+    t3 = time.monotonic()
+    committed = _observe(root, ids, "run", timeout=900, subset=subset,
+                         state=state)
+    t4 = time.monotonic()
+    ckptfs_sync(m)
+    # another host: its own cache; one listing per directory suffices
+    other = mount(bucket, options=("ro", f"cache_dir={public_dir / 'cache-o'}",
+                                   "dir_timeout=600"))
+    elsewhere = _observe(other / "t", ids, "look", subset=subset,
+                         state=state)
+    print(f"committed pass ({len(ref)} cases): set-up {t1 - t0:.1f}s, "
+          f"sync {t2 - t1:.1f}s, run {t4 - t3:.1f}s, second mount "
+          f"{time.monotonic() - t4:.1f}s")
+    failures = []
+    for label, mine in (("committed", committed),
+                        ("committed-elsewhere", elsewhere)):
+        for check in (lambda: _floors(label, mine, ref, FLOORS[label]),
+                      lambda: _check(label, mine, ref, KNOWN[label], 0.0,
+                                     min_cases=300)):
+            try:
+                check()
+            except AssertionError as e:
+                failures.append(str(e))
+    assert not failures, "\n".join(failures)
 
 
 # --------------------------------------------------------------------------
