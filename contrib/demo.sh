@@ -4,6 +4,9 @@
 # mount it with ckptfs and read it back with ordinary tools; then save a new
 # checkpoint through the mount the way training code does (write to a temp
 # directory, rename it) and watch it reach the bucket as one commit.
+# CKPTFS_BIN=PATH runs that ckptfs instead of building one, e.g. the
+# installed package's: CKPTFS_BIN=ckptfs bash contrib/demo.sh (a bare name
+# is looked up on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -20,11 +23,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== installing packages and building"
-bash contrib/install-deps.sh
-[ -x configure ] || autoreconf -fi >/dev/null 2>&1
-mkdir -p build
-(cd build && { [ -f Makefile ] || ../configure -q; } && make -j"$(nproc)" >/dev/null)
+if [ -n "${CKPTFS_BIN:-}" ]; then
+	echo "== installing packages"
+	bash contrib/install-deps.sh
+	ckptfs=$(command -v "$CKPTFS_BIN") || { echo "demo: CKPTFS_BIN=$CKPTFS_BIN not found" >&2; exit 1; }
+	echo "using $ckptfs: $("$ckptfs" --version)"
+else
+	echo "== installing packages and building"
+	bash contrib/install-deps.sh
+	[ -x configure ] || autoreconf -fi >/dev/null 2>&1
+	mkdir -p build
+	(cd build && { [ -f Makefile ] || ../configure -q; } && make -j"$(nproc)" >/dev/null)
+	ckptfs=$top/build/ckptfs
+fi
 
 echo "== starting a local S3 server (Ceph RADOS Gateway)"
 bash tests/s3server/rgw.sh start "$work/rgw" >/dev/null
@@ -47,7 +58,7 @@ aws s3 cp --recursive --quiet "$work/src" s3://demo/run1/
 
 echo "== mounting s3://demo/run1 on $mnt"
 mkdir -p "$mnt"
-build/ckptfs mount s3://demo/run1 "$mnt" --endpoint "$S3_ENDPOINT" --region us-east-1 \
+"$ckptfs" mount s3://demo/run1 "$mnt" --endpoint "$S3_ENDPOINT" --region us-east-1 \
 	-o cache_dir="$work/cache"
 ls -la "$mnt"
 ls -la "$mnt/checkpoint-200"
@@ -59,20 +70,20 @@ echo "== comparing checksums (mount vs. source)"
 cat "$work/mnt.sum"
 diff "$work/src.sum" "$work/mnt.sum" && echo "OK: the mounted checkpoint is byte-identical"
 echo "== the cache after reading it"
-build/ckptfs status "$mnt"
+"$ckptfs" status "$mnt"
 echo "== saving checkpoint-300 through the mount (tmp dir, then rename)"
 mkdir "$mnt/tmp-checkpoint-300"
 head -c $((64 << 20)) /dev/urandom >"$mnt/tmp-checkpoint-300/model.safetensors"
 head -c $((8 << 20)) /dev/urandom >"$mnt/tmp-checkpoint-300/optimizer.pt"
 echo '{"global_step": 300}' >"$mnt/tmp-checkpoint-300/trainer_state.json"
 mv "$mnt/tmp-checkpoint-300" "$mnt/checkpoint-300"
-build/ckptfs status "$mnt" | sed -n '/pending/,$p'
+"$ckptfs" status "$mnt" | sed -n '/pending/,$p'
 echo "== ckptfs sync: waits until every write is visible in the bucket"
-build/ckptfs sync "$mnt"
+"$ckptfs" sync "$mnt"
 aws s3 ls --recursive s3://demo/run1/checkpoint-300/
 echo "== another host (a second mount with its own cache) sees it whole"
 mkdir -p "$work/mnt2"
-build/ckptfs mount s3://demo/run1 "$work/mnt2" --endpoint "$S3_ENDPOINT" --region us-east-1 \
+"$ckptfs" mount s3://demo/run1 "$work/mnt2" --endpoint "$S3_ENDPOINT" --region us-east-1 \
 	-o ro,cache_dir="$work/cache2"
 (cd "$mnt" && sha256sum checkpoint-300/*) >"$work/w.sum"
 (cd "$work/mnt2" && sha256sum checkpoint-300/*) >"$work/r.sum"

@@ -17,6 +17,7 @@ S3RVER_DIR=${CKPTFS_S3RVER_DIR:-/var/cache/ckptfs-test/s3rver}
 
 PKGS="
   build-essential autoconf automake libtool pkg-config clang
+  debhelper dpkg-dev
   libfuse3-dev fuse3
   libcurl4-openssl-dev libsqlite3-dev sqlite3 libssl-dev libexpat1-dev
   libjansson-dev libisal-dev libsystemd-dev libmicrohttpd-dev

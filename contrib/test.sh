@@ -1,11 +1,14 @@
 #!/bin/bash
 # The whole ckptfs test suite on a fresh Debian 12 machine (run as root):
 #   1. install every needed Debian package (contrib/install-deps.sh)
-#   2. build with gcc (-Werror) and run the criterion unit tests (make check)
+#   2. build with gcc (-Werror) and run the criterion unit tests (make check);
+#      make install into a scratch DESTDIR puts the binary, the man page and
+#      the systemd unit where they belong, make uninstall removes them
 #   3. integration tests: real FUSE mounts against a real Ceph RADOS Gateway;
 #      meanwhile, in the background: the clang build (-Werror: warning-free),
 #      make distcheck (the release tarball builds and passes its unit
-#      tests), the ASan+UBSan build and its unit tests
+#      tests), the Debian package (make deb: its files, dependencies,
+#      version), the ASan+UBSan build and its unit tests
 #   4. portability: the core suites against s3rver, a second S3
 #      implementation (doc/portability.md), about a minute
 #   5. ASan+UBSan: the core integration suites and the fault, crash-loop
@@ -117,6 +120,9 @@ autoreconf -fi >/dev/null 2>&1 || { echo "autoreconf failed"; exit 1; }
 step "gcc build + unit tests"
 if build build CC=gcc; then run_unit build; else echo "gcc build failed"; failed=$((failed + 1)); fi
 
+step "make install / uninstall (DESTDIR)"
+if (cd build && make -s check-install); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
 # The other builds run while the gcc build's integration tests do (those
 # mostly wait on the server and on timers): the clang build, distcheck,
 # and the ASan+UBSan build with its unit tests.  Each writes its verdict
@@ -125,6 +131,9 @@ background_builds() {
 	if build build-clang CC=clang; then echo 0; else echo 1; fi >build/bg-clang.rc
 	if (cd build && make -j"$JOBS" distcheck >distcheck.out 2>&1); then echo 0; else echo 1; fi \
 		>build/bg-distcheck.rc
+	# unit tests: run above, not again in the package build
+	if (cd build && DEB_BUILD_OPTIONS=nocheck make -s check-deb >check-deb.out 2>&1); then
+		echo 0; else echo 1; fi >build/bg-deb.rc
 	if build build-asan CC=gcc --enable-sanitizers; then
 		(export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 		 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -163,7 +172,7 @@ else
 	failed=$((failed + 1))
 fi
 
-step "clang build (warning-free), distcheck, ASan+UBSan build (run meanwhile)"
+step "clang build (warning-free), distcheck, Debian package, ASan+UBSan build (run meanwhile)"
 wait "$bg_pid"
 verdict() { # verdict NAME FILE: 0 in FILE is a pass
 	if [ "$(cat "$2" 2>/dev/null)" = 0 ]; then
@@ -175,6 +184,9 @@ verdict() { # verdict NAME FILE: 0 in FILE is a pass
 verdict "clang build" build/bg-clang.rc
 verdict "distcheck" build/bg-distcheck.rc
 [ "$(cat build/bg-distcheck.rc 2>/dev/null)" = 0 ] || tail -n 40 build/distcheck.out
+verdict "Debian package" build/bg-deb.rc
+grep -E '^(ok|FAIL|check-install)' build/check-deb.out 2>/dev/null
+[ "$(cat build/bg-deb.rc 2>/dev/null)" = 0 ] || tail -n 40 build/check-deb.out
 verdict "sanitizer build" build/bg-asan.rc
 
 step "ASan+UBSan: unit + integration tests"
