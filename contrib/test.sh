@@ -124,16 +124,11 @@ step "make install / uninstall (DESTDIR)"
 if (cd build && make -s check-install); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
 # The other builds run while the gcc build's integration tests do (those
-# mostly wait on the server and on timers): the clang build, distcheck,
-# and the ASan+UBSan build with its unit tests.  Each writes its verdict
+# mostly wait on the server and on timers): the ASan+UBSan build with its
+# unit tests, the clang build, distcheck and the Debian package.  Each writes its verdict
 # to build/bg-*.rc, read after the integration tests.
 background_builds() {
-	if build build-clang CC=clang; then echo 0; else echo 1; fi >build/bg-clang.rc
-	if (cd build && make -j"$JOBS" distcheck >distcheck.out 2>&1); then echo 0; else echo 1; fi \
-		>build/bg-distcheck.rc
-	# unit tests: run above, not again in the package build
-	if (cd build && DEB_BUILD_OPTIONS=nocheck make -s check-deb >check-deb.out 2>&1); then
-		echo 0; else echo 1; fi >build/bg-deb.rc
+	# the sanitizer build first: its integration run comes next
 	if build build-asan CC=gcc --enable-sanitizers; then
 		(export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 		 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -143,6 +138,12 @@ background_builds() {
 	else
 		echo 1 >build/bg-asan.rc
 	fi
+	if build build-clang CC=clang; then echo 0; else echo 1; fi >build/bg-clang.rc
+	if (cd build && make -j"$JOBS" distcheck >distcheck.out 2>&1); then echo 0; else echo 1; fi \
+		>build/bg-distcheck.rc
+	# unit tests: run above, not again in the package build
+	if (cd build && DEB_BUILD_OPTIONS=nocheck make -s check-deb >check-deb.out 2>&1); then
+		echo 0; else echo 1; fi >build/bg-deb.rc
 }
 rm -f build/bg-*.rc
 # at the lowest priority: the tests' timers and the links they emulate
