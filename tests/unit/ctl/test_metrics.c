@@ -11,6 +11,7 @@
 
 #include "ctl/ctl.h"
 #include "util/metrics.h"
+#include "../support/doc.h"
 
 static ctl_target target(metrics *m)
 {
@@ -99,21 +100,6 @@ Test(ctl_metrics, json_same_numbers)
 
 /* ---- the table and doc/metrics.md ---------------------------------------- */
 
-static char *read_doc(void)
-{
-	const char *data = getenv("CKPTFS_TESTDATA");
-	char path[4096];
-	snprintf(path, sizeof path, "%s/../../doc/metrics.md",
-		 data ? data : "tests/data");
-	FILE *f = fopen(path, "r");
-	cr_assert(f, "cannot open %s", path);
-	char *text = calloc(1, 1 << 20);
-	size_t n = fread(text, 1, (1 << 20) - 1, f);
-	fclose(f);
-	text[n] = '\0';
-	return text;
-}
-
 /* The line of doc's table of metrics that documents name, or NULL. */
 static char *doc_row(char *doc, const char *name, char *line, size_t n)
 {
@@ -150,7 +136,7 @@ Test(ctl_metrics, table_rows)
 
 Test(ctl_metrics, doc_describes_the_table)
 {
-	char *doc = read_doc();
+	char *doc = read_doc("metrics.md");
 	static const char *const types[] = {
 		[CTL_COUNTER] = "counter", [CTL_GAUGE] = "gauge",
 		[CTL_HISTOGRAM] = "histogram", [CTL_INFO] = "gauge"};
