@@ -17,11 +17,59 @@ static uint64_t num(json_t *o, const char *k)
 	return (uint64_t)json_integer_value(json_object_get(o, k));
 }
 
-static void row_bytes(const char *label, uint64_t v)
+/* The value at a dotted path of the reply (ctl_metric.json). */
+static json_t *at_path(json_t *o, const char *path)
+{
+	char key[64];
+	while (o && *path) {
+		size_t n = strcspn(path, ".");
+		snprintf(key, sizeof key, "%.*s", (int)n, path);
+		o = json_object_get(o, key);
+		path += n + (path[n] == '.');
+	}
+	return o;
+}
+
+/* One row of ctl_metrics[] under its section. */
+static void print_row(const ctl_metric *d, json_t *v)
 {
 	char b[32];
-	cli_fmt_bytes(v, b);
-	printf("  %-18s %s\n", label, b);
+	uint64_t n = (uint64_t)json_number_value(v);
+	if (!n && (d->flags & CTL_M_NONE_IF_0))
+		snprintf(b, sizeof b, "none");
+	else if (d->unit == CTL_BYTES || d->unit == CTL_BYTES_PER_S)
+		cli_fmt_bytes(n, b);
+	else
+		snprintf(b, sizeof b, "%llu", (unsigned long long)n);
+	printf("  %-18s %s%s\n", d->text, b,
+	       d->unit == CTL_BYTES_PER_S ? "/s" : "");
+}
+
+/* The rows of ctl_metrics[] that `ckptfs status` prints, a section per
+ * first key of their json path ("cache   DIR", "downloads"). */
+static void print_metrics(json_t *r)
+{
+	size_t seclen = 0;
+	const char *sec = NULL;
+	for (size_t i = 0; i < ctl_metrics_count; i++) {
+		const ctl_metric *d = &ctl_metrics[i];
+		if (!d->text || !d->json)
+			continue;
+		size_t n = strcspn(d->json, ".");
+		if (!sec || n != seclen || strncmp(sec, d->json, n)) {
+			sec = d->json;
+			seclen = n;
+			char name[32];
+			snprintf(name, sizeof name, "%.*s", (int)n, sec);
+			const char *dir = json_string_value(
+			    json_object_get(json_object_get(r, name), "dir"));
+			if (dir)
+				printf("%-7s %s\n", name, dir);
+			else
+				printf("%s\n", name);
+		}
+		print_row(d, at_path(r, d->json));
+	}
 }
 
 static void print_pending(json_t *r)
@@ -103,8 +151,6 @@ static void print_credentials(json_t *c)
 
 static void print_table(json_t *r)
 {
-	json_t *c = json_object_get(r, "cache");
-	json_t *d = json_object_get(r, "downloads");
 	printf("mount   %s\nsource  s3://%s/%s\npid     %lld\n",
 	       json_string_value(json_object_get(r, "mountpoint")),
 	       json_string_value(json_object_get(r, "bucket")),
@@ -113,31 +159,7 @@ static void print_table(json_t *r)
 	const char *murl = json_string_value(json_object_get(r, "metrics_endpoint"));
 	if (murl)
 		printf("metrics %s\n", murl);
-	printf("cache   %s\n", json_string_value(json_object_get(c, "dir")));
-	row_bytes("used", num(c, "bytes"));
-	row_bytes("pinned", num(c, "pinned_bytes"));
-	if (num(c, "cap"))
-		row_bytes("cap", num(c, "cap"));
-	else
-		printf("  %-18s %s\n", "cap", "none");
-	row_bytes("min free disk", num(c, "min_free"));
-	printf("  %-18s %llu\n", "entries", (unsigned long long)num(c, "entries"));
-	printf("  %-18s %llu\n", "hits", (unsigned long long)num(c, "hits"));
-	printf("  %-18s %llu\n", "misses", (unsigned long long)num(c, "misses"));
-	printf("  %-18s %llu\n", "uncached opens",
-	       (unsigned long long)num(c, "uncached_opens"));
-	printf("  %-18s %llu\n", "evictions",
-	       (unsigned long long)num(c, "evictions"));
-	printf("  %-18s %llu\n", "corrupt chunks",
-	       (unsigned long long)num(c, "verify_failures"));
-	printf("downloads\n");
-	printf("  %-18s %llu\n", "active", (unsigned long long)num(d, "active"));
-	row_bytes("downloaded", num(d, "downloaded_bytes"));
-	char b[32];
-	cli_fmt_bytes((uint64_t)json_real_value(
-			      json_object_get(d, "rate_bytes_per_s")),
-		      b);
-	printf("  %-18s %s/s\n", "throughput", b);
+	print_metrics(r);
 	print_credentials(
 	    json_object_get(json_object_get(r, "metrics"), "credentials"));
 	print_pending(r);

@@ -71,13 +71,62 @@ typedef struct ctl_target {
 
 /*
  * The mount's numbers (ctl/metrics.c; doc/metrics.md): t->metrics'
- * counters (util/metrics.h), the cache's and the commit engine's state.
- * As the Prometheus text exposition (malloc'd), or as the "metrics"
- * object of `ckptfs status --json`: the same numbers under the same
- * names.
+ * counters (util/metrics.h), the cache's and the commit engine's state,
+ * the credentials'.  One table, ctl_metrics[], names each number once and
+ * drives every output: the Prometheus text exposition (ctl_metrics_text,
+ * malloc'd), the status reply (ctl_metrics_fill: "cache", "downloads" and
+ * "metrics" of `ckptfs status --json`; ctl_metrics_json: its "metrics"
+ * object alone) and the rows of `ckptfs status` (cli/cmd-status.c).
  */
+typedef enum ctl_metric_type {
+	CTL_COUNTER,
+	CTL_GAUGE,
+	CTL_HISTOGRAM,
+	CTL_INFO, /* always 1; the value is a label */
+} ctl_metric_type;
+
+typedef enum ctl_metric_unit {
+	CTL_COUNT,
+	CTL_BYTES,
+	CTL_SECONDS,
+	CTL_BYTES_PER_S,
+	CTL_TEXT, /* a string (CTL_INFO's label) */
+} ctl_metric_unit;
+
+/* ctl_metric.flags */
+enum {
+	CTL_M_NONE_IF_0 = 1, /* `ckptfs status` prints "none" for 0 */
+};
+
+typedef struct ctl_metric {
+	/* the Prometheus family; NULL: not exported */
+	const char *name;
+	ctl_metric_type type;
+	const char *help;
+	ctl_metric_unit unit;
+	/* where `status --json` shows it: a path of keys in the reply, OP
+	 * standing for each S3 operation used; NULL: not there */
+	const char *json;
+	/* its row in `ckptfs status`, in the section named by json's first
+	 * key; NULL: not printed */
+	const char *text;
+	unsigned flags;
+	/* how to read it: a kind and an offset into the numbers
+	 * ctl/metrics.c gathers (private to it) */
+	unsigned char val;
+	unsigned char when;
+	size_t off;
+} ctl_metric;
+
+extern const ctl_metric ctl_metrics[];
+extern const size_t ctl_metrics_count;
+
 char *ctl_metrics_text(const ctl_target *t);
 json_t *ctl_metrics_json(const ctl_target *t);
+/* Puts the numbers into a status reply at their json paths: objects on
+ * the way are made when missing, and kept where they are when present
+ * (the caller orders the reply's keys). */
+void ctl_metrics_fill(const ctl_target *t, json_t *reply);
 
 /* Seconds a client has to send its request; then it is closed. */
 #define CTL_REQUEST_TIMEOUT_S 5

@@ -1,7 +1,12 @@
 /*
  * ctl internal: the files of the control server, top to bottom:
- *   server.c   the socket, the connections, the requests' dispatch and the
- *              status, prefetch, commit, sync, retry and drop requests;
+ *   server.c   the socket and the connections: reads a request, hands it
+ *              to ctl_request_run;
+ *   requests.c the table of requests (name, handler, what it needs) and
+ *              the checks the table asks for;
+ *   req-*.c    one file per request or small family: req-status.c,
+ *              req-prefetch.c, req-commit.c (commit, sync), req-steps.c
+ *              (retry, drop);
  *   verify.c   the verify request (verify/verify.h over the mount's
  *              S3 client);
  *   metrics.c  the mount's numbers (ctl.h);
@@ -15,9 +20,75 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "ctl/ctl.h"
+#include "fs/ops.h"
+
+/* ---- requests (requests.c, req-*.c) --------------------------------------- */
+
+/* One request being served: what its handler gets. */
+typedef struct ctl_req {
+	const ctl_target *t;
+	int fd;           /* the client; the handler sends its lines there */
+	json_t *msg;      /* the request object */
+	const char *path; /* "path" (CTL_ARG_PATH), else NULL */
+	uint64_t id;      /* "id" when a positive integer, else 0 */
+	/* whether the server is stopping: long requests end early */
+	bool (*stopping)(void *arg);
+	void *arg;
+} ctl_req;
+
+/* What a request needs, checked before its handler runs (in this order). */
+enum {
+	/* "path" must be a string; without it: "unknown command" */
+	CTL_ARG_PATH = 1 << 0,
+	/* path without ".." and not absolute */
+	CTL_PATH_INSIDE = 1 << 1,
+	/* path of clean components: not absolute, no "", "." or ".." */
+	CTL_PATH_CLEAN = 1 << 2,
+	/* a writable mount (a commit engine); else the row's ro_error */
+	CTL_WRITABLE = 1 << 3,
+};
+
+typedef struct ctl_request_def {
+	const char *cmd;
+	void (*run)(const ctl_req *r);
+	unsigned needs;       /* CTL_* */
+	const char *ro_error; /* with CTL_WRITABLE */
+} ctl_request_def;
+
+/* The table (requests.c) and its length. */
+extern const ctl_request_def ctl_requests[];
+extern const size_t ctl_requests_count;
+/* The row of cmd, or NULL. */
+const ctl_request_def *ctl_request_find(const char *cmd);
+/* Serves msg (a parsed request line, or NULL when it did not parse) on
+ * r->fd: checks what its row needs, then runs it. */
+void ctl_request_run(ctl_req *r, json_t *msg);
+
+/* The mount's fs_ctx, or NULL (not up yet). */
+static inline fs_ctx *ctl_target_fs(const ctl_target *t)
+{
+	return t->fs ? __atomic_load_n(t->fs, __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* The mount's commit engine, or NULL (read-only, or not up yet). */
+static inline eng *ctl_target_eng(const ctl_target *t)
+{
+	fs_ctx *fs = ctl_target_fs(t);
+	return fs ? fs_ctx_engine(fs) : NULL;
+}
+
+void ctl_req_status(const ctl_req *r);
+void ctl_req_prefetch(const ctl_req *r);
+void ctl_req_commit(const ctl_req *r);
+void ctl_req_sync(const ctl_req *r);
+void ctl_req_retry(const ctl_req *r);
+void ctl_req_drop(const ctl_req *r);
+
+/* ---- reply.c ------------------------------------------------------------- */
 
 /* Sends j (taken) as one line.  0, or -1 when the client is gone. */
 int ctl_send_json(int fd, json_t *j);

@@ -15,6 +15,7 @@
 
 #include "cli/mount-options.h"
 #include "cli/options.h"
+#include "../support/doc.h"
 
 /* ---- the value parsers ----------------------------------------------- */
 
@@ -381,21 +382,6 @@ Test(table, help_lists_every_option)
 
 /* ---- doc/ckptfs.1 ---------------------------------------------------- */
 
-static char *read_man(void)
-{
-	const char *data = getenv("CKPTFS_TESTDATA");
-	char path[4096];
-	snprintf(path, sizeof path, "%s/../../doc/ckptfs.1",
-		 data ? data : "tests/data");
-	FILE *f = fopen(path, "r");
-	cr_assert(f, "cannot open %s", path);
-	char *text = calloc(1, 1 << 20);
-	size_t n = fread(text, 1, (1 << 20) - 1, f);
-	fclose(f);
-	text[n] = '\0';
-	return text;
-}
-
 /* The words of a .TP header that look like option names ("lease=",
  * "ro"), one per call into out; 0 at the end of the line. */
 static int next_name(const char **p, char *out, size_t n)
@@ -427,7 +413,7 @@ static int next_name(const char **p, char *out, size_t n)
 
 Test(man, documents_exactly_the_table)
 {
-	char *text = read_man();
+	char *text = read_doc("ckptfs.1");
 	char *sec = strstr(text, "\n.SH MOUNT OPTIONS\n");
 	cr_assert(sec, "no MOUNT OPTIONS section");
 	char *end = strstr(sec + 1, "\n.SH ");

@@ -5,11 +5,13 @@
  */
 #include <criterion/criterion.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl/ctl.h"
 #include "util/metrics.h"
+#include "../support/doc.h"
 
 static ctl_target target(metrics *m)
 {
@@ -94,4 +96,77 @@ Test(ctl_metrics, json_same_numbers)
 	cr_expect_eq(json_integer_value(json_object_get(c, "pending_transactions")), 0);
 	json_decref(j);
 	metrics_free(m);
+}
+
+/* ---- the table and doc/metrics.md ---------------------------------------- */
+
+/* The line of doc's table of metrics that documents name, or NULL. */
+static char *doc_row(char *doc, const char *name, char *line, size_t n)
+{
+	char pat[128];
+	snprintf(pat, sizeof pat, "\n| `%s", name);
+	for (char *p = strstr(doc, pat); p; p = strstr(p + 1, pat)) {
+		char after = p[strlen(pat)];
+		if (after != '`' && after != '{')
+			continue;
+		char *end = strchr(p + 1, '\n');
+		snprintf(line, n, "%.*s", (int)(end ? end - p - 1 : 0), p + 1);
+		return line;
+	}
+	return NULL;
+}
+
+Test(ctl_metrics, table_rows)
+{
+	for (size_t i = 0; i < ctl_metrics_count; i++) {
+		const ctl_metric *d = &ctl_metrics[i];
+		cr_expect(d->name || d->json, "row %zu is shown nowhere", i);
+		cr_expect(!d->text || d->json, "%s: a status row needs its json",
+			  d->text);
+		cr_expect(d->help && d->help[0]);
+		if (!d->name)
+			continue;
+		cr_expect(!strncmp(d->name, "ckptfs_", 7), "%s", d->name);
+		for (size_t k = 0; k < i; k++)
+			cr_expect(!ctl_metrics[k].name ||
+				      strcmp(ctl_metrics[k].name, d->name),
+				  "%s twice", d->name);
+	}
+}
+
+Test(ctl_metrics, doc_describes_the_table)
+{
+	char *doc = read_doc("metrics.md");
+	static const char *const types[] = {
+		[CTL_COUNTER] = "counter", [CTL_GAUGE] = "gauge",
+		[CTL_HISTOGRAM] = "histogram", [CTL_INFO] = "gauge"};
+	for (size_t i = 0; i < ctl_metrics_count; i++) {
+		const ctl_metric *d = &ctl_metrics[i];
+		if (!d->name)
+			continue;
+		char line[2048], want[256];
+		cr_assert(doc_row(doc, d->name, line, sizeof line),
+			  "doc/metrics.md has no row for %s", d->name);
+		snprintf(want, sizeof want, "| %s |", types[d->type]);
+		cr_expect(strstr(line, want), "%s: not a %s in the doc", d->name,
+			  types[d->type]);
+		snprintf(want, sizeof want, "`%s", d->json);
+		char *j = strstr(line, want);
+		cr_expect(j && (j[strlen(want)] == '`' || j[strlen(want)] == '.'),
+			  "%s: the doc does not give %s as its JSON", d->name,
+			  d->json);
+	}
+	/* and the doc names no metric the table lacks */
+	for (char *p = strstr(doc, "\n| `ckptfs_"); p;
+	     p = strstr(p + 1, "\n| `ckptfs_")) {
+		char name[128];
+		sscanf(p + 4, "%127[a-z0-9_]", name);
+		bool found = !strcmp(name, "ckptfs_mount_info"); /* its labels */
+		for (size_t i = 0; i < ctl_metrics_count && !found; i++)
+			found = ctl_metrics[i].name &&
+				!strcmp(ctl_metrics[i].name, name);
+		cr_expect(found, "doc/metrics.md documents %s, not in the table",
+			  name);
+	}
+	free(doc);
 }
