@@ -89,21 +89,16 @@ static int parse_args(gc_args *a, int argc, char **argv)
 		CLI_S3_LONG_OPTS,
 	};
 	int c;
+	const char *operand;
+	char **const slots[] = {&a->url};
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hno:", lo, NULL)) != -1 ||
-	       optind < argc) {
-		if (c == -1) {
-			if (a->url) {
-				fprintf(stderr, "ckptfs: gc: unexpected argument "
-						"'%s'\n",
-					argv[optind]);
-				return -1;
-			}
-			a->url = strdup(argv[optind++]);
-			continue;
-		}
+	while ((c = cli_getopt(argc, argv, "+hno:", lo, &operand)) != -1) {
 		switch (c) {
+		case CLI_OPERAND:
+			if (cli_take_operand("gc", slots, 1, operand) < 0)
+				return -1;
+			break;
 		case 'h':
 			gc_usage(stdout);
 			return 1;
@@ -520,40 +515,14 @@ static void run_uploads(gc_run *g, const gc_plan *p)
 
 /* ---- main ----------------------------------------------------------------- */
 
-static void explain_access_error(const s3_settings *s, const s3_err *e)
-{
-	const char *hint = s3_access_hint(e);
-	fprintf(stderr, "ckptfs: gc: cannot reach s3://%s/%s at %s: %s%s%s\n",
-		s->bucket, s->prefix, s->endpoint, hint, hint[0] ? ": " : "",
-		e->msg);
-}
-
 static int gc_main(gc_args *a)
 {
-	char *err = NULL;
 	s3_settings *s = &a->s;
-	if (s3_parse_url(a->url, &s->bucket, &s->prefix, &err) < 0 ||
-	    s3_settings_resolve(s, &err) < 0) {
-		fprintf(stderr, "ckptfs: gc: %s\n", err ? err : "out of memory");
-		free(err);
+	cli_bucket bk;
+	if (cli_bucket_open("gc", a->url, s, a->insecure, &bk) < 0)
 		return 1;
-	}
-	creds_chain *creds;
-	http_loop *loop;
-	s3_client *c;
-	s3_err e;
-	int rc = s3_connect(s, a->insecure, NULL, &creds, &loop, &c, &err, &e);
-	if (rc == -2) {
-		explain_access_error(s, &e);
-		return 1;
-	}
-	if (rc < 0) {
-		fprintf(stderr, "ckptfs: gc: %s\n", err ? err : "out of memory");
-		free(err);
-		return 1;
-	}
-	rc = 1;
-	gc_run g = {.a = a, .c = c};
+	int rc = 1;
+	gc_run g = {.a = a, .c = bk.c};
 	gc_plan plan = {0};
 	gc_doc *docs = NULL;
 	size_t n_docs = 0;
@@ -590,9 +559,7 @@ out:
 	for (size_t i = 0; i < g.n; i++)
 		free((char *)g.objs[i].key);
 	free(g.objs);
-	s3_client_free(c);
-	http_loop_free(loop);
-	creds_chain_free(creds);
+	cli_bucket_close(&bk);
 	return rc;
 }
 

@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -189,4 +190,30 @@ int cli_parse_size(const char *v, uint64_t *out)
 		return -1;
 	*out = (uint64_t)d;
 	return 0;
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts,
+	       const struct option *lo, const char **operand)
+{
+	int c = getopt_long(argc, argv, shortopts, lo, NULL);
+	if (c != -1)
+		return c;
+	if (optind >= argc)
+		return -1;
+	*operand = argv[optind++];
+	return CLI_OPERAND;
+}
+
+int cli_take_operand(const char *cmd, char **const *slots, size_t n,
+		     const char *operand)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (*slots[i])
+			continue;
+		*slots[i] = strdup(operand);
+		return 0;
+	}
+	fprintf(stderr, "ckptfs: %s%sunexpected argument '%s'\n",
+		cmd ? cmd : "", cmd ? ": " : "", operand);
+	return -1;
 }

@@ -39,6 +39,26 @@ enum { CLI_OPT_ENDPOINT = 256, CLI_OPT_REGION, CLI_OPT_PROFILE, CLI_OPT_OWN };
 	{"profile", required_argument, NULL, CLI_OPT_PROFILE},           \
 	{NULL, 0, NULL, 0}
 
+/*
+ * The next item of a subcommand's command line, options and operands in
+ * any order: shortopts starts with '+', so getopt_long stops at an
+ * operand; this takes it and goes on.  getopt_long's answer for an
+ * option, CLI_OPERAND with *operand for an operand, -1 at the end.  Set
+ * optind = 1 (and opterr) before the first call.
+ */
+enum { CLI_OPERAND = 1 };
+struct option;
+int cli_getopt(int argc, char **argv, const char *shortopts,
+	       const struct option *lo, const char **operand);
+
+/*
+ * Stores a copy of operand in the first NULL one of the n slots; -1 after
+ * "ckptfs: CMD: unexpected argument 'X'" on stderr ("ckptfs: unexpected
+ * argument 'X'" when cmd is NULL) when every slot is taken.
+ */
+int cli_take_operand(const char *cmd, char **const *slots, size_t n,
+		     const char *operand);
+
 /* When getopt_long's c is one of those, stores its argument v in
  * *endpoint, *region or *profile (cli_set_str) and returns true. */
 bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,
