@@ -1,8 +1,12 @@
 /*
- * cli: the ckptfs command line.  One file per subcommand (cmd-NAME.c),
- * each exporting one cli_cmd entry listed in main.c's table, so adding a
- * command touches one new file and one table line.  Below: the output
- * helpers of format.c; the -o list parser is cli/options.h.
+ * cli: the ckptfs command line.  One file per subcommand (cmd-NAME.c;
+ * cmd-steps.c holds retry and drop), each exporting a cli_cmd entry
+ * listed in main.c's table, so adding a command touches one new file and
+ * one table line.  Below: the output helpers of format.c (sizes, progress
+ * bars, upload progress lines), bucket.c (the S3 session of a subcommand
+ * that works on a bucket by itself: gc, verify s3://) and target.c (the
+ * mount a subcommand talks to, and the request to it).  The option
+ * parsers are cli/options.h and cli/mount-options.h.
  */
 #ifndef CKPTFS_CLI_CLI_H
 #define CKPTFS_CLI_CLI_H

@@ -1,11 +1,15 @@
 /*
- * cli options: the -o OPT[,OPT...] parser the subcommands share (mount,
- * gc).  A list is split at commas into "key" or "key=value" items (the
- * value runs to the next comma, '=' included) and each item goes to the
- * subcommand's own apply function, which knows its keys and prints its
- * own error for one it does not; the first failure ends the list.  The
- * helpers below are the small pieces both subcommands' apply functions
- * use, and the --endpoint/--region/--profile long options both take.
+ * cli options: the command-line pieces the subcommands share.  The -o
+ * OPT[,OPT...] parser (mount, gc, verify): a list is split at commas into
+ * "key" or "key=value" items (the value runs to the next comma, '='
+ * included) and each item goes to the subcommand's own apply function,
+ * which knows its keys and prints its own error for one it does not; the
+ * first failure ends the list.  Below it: the value parsers the apply
+ * functions use (numbers, sizes, addressing, object_meta), the -o items
+ * and --endpoint/--region/--profile long options of every subcommand that
+ * reaches a bucket by itself (cli_s3_opt, CLI_S3_LONG_OPTS), and the
+ * getopt loop with operands anywhere (cli_getopt, cli_take_operand).
+ * Mount's own option table is cli/mount-options.h.
  */
 #ifndef CKPTFS_CLI_OPTIONS_H
 #define CKPTFS_CLI_OPTIONS_H
