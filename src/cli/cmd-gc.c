@@ -70,13 +70,6 @@ static void gc_usage(FILE *f)
 		"                         addressing=auto|path|virtual insecure\n");
 }
 
-/* One -o item (cli_opt_fn over gc_args). */
-static int apply_opt(void *arg, const char *k, const char *v)
-{
-	gc_args *a = arg;
-	return cli_s3_opt("gc", &a->s, &a->insecure, k, v);
-}
-
 enum { OPT_OLDER = CLI_OPT_OWN };
 
 /* Returns 0, -1 (error, exit 2) or 1 (--help printed, exit 0). */
@@ -105,10 +98,6 @@ static int parse_args(gc_args *a, int argc, char **argv)
 		case 'n':
 			a->dry_run = true;
 			break;
-		case 'o':
-			if (cli_parse_opts(optarg, apply_opt, a) < 0)
-				return -1;
-			break;
 		case OPT_OLDER:
 			if (gc_parse_duration(optarg, &a->older_than) < 0) {
 				fprintf(stderr, "ckptfs: gc: invalid duration "
@@ -118,14 +107,10 @@ static int parse_args(gc_args *a, int argc, char **argv)
 				return -1;
 			}
 			break;
-		default:
-			if (cli_s3_long_opt(c, optarg, &a->s.endpoint,
-					    &a->s.region, &a->s.profile))
-				break;
-			fprintf(stderr, "ckptfs: gc: unknown or incomplete "
-					"option '%s'\n",
-				argv[optind - 1]);
-			return -1;
+		default: /* -o, --endpoint, --region, --profile */
+			if (cli_s3_arg("gc", &a->s, &a->insecure, c, optarg,
+				       argv[optind - 1]) < 0)
+				return -1;
 		}
 	}
 	if (!a->url) {

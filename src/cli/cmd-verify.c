@@ -64,12 +64,6 @@ static void usage(FILE *f)
 		"verification could not be done.\n");
 }
 
-static int apply_opt(void *arg, const char *k, const char *v)
-{
-	vargs *a = arg;
-	return cli_s3_opt("verify", &a->s, &a->insecure, k, v);
-}
-
 enum { OPT_JSON = CLI_OPT_OWN, OPT_THREADS };
 
 /* 0, -1 (usage error) or 1 (--help printed). */
@@ -108,17 +102,10 @@ static int parse_args(vargs *a, int argc, char **argv)
 				return -1;
 			}
 			break;
-		case 'o':
-			if (cli_parse_opts(optarg, apply_opt, a) < 0)
+		default: /* -o, --endpoint, --region, --profile */
+			if (cli_s3_arg("verify", &a->s, &a->insecure, c, optarg,
+				       argv[optind - 1]) < 0)
 				return -1;
-			break;
-		default:
-			if (cli_s3_long_opt(c, optarg, &a->s.endpoint,
-					    &a->s.region, &a->s.profile))
-				break;
-			fprintf(stderr, "ckptfs: verify: unknown option '%s'\n",
-				argv[optind - 1]);
-			return -1;
 		}
 	}
 	if (!a->target) {

@@ -84,6 +84,33 @@ int cli_s3_opt(const char *cmd, s3_settings *s, bool *insecure,
 	return -1;
 }
 
+struct s3_opt_ctx {
+	const char *cmd;
+	s3_settings *s;
+	bool *insecure;
+};
+
+/* One -o item (cli_opt_fn over s3_opt_ctx). */
+static int s3_opt_item(void *arg, const char *k, const char *v)
+{
+	struct s3_opt_ctx *x = arg;
+	return cli_s3_opt(x->cmd, x->s, x->insecure, k, v);
+}
+
+int cli_s3_arg(const char *cmd, s3_settings *s, bool *insecure, int c,
+	       const char *v, const char *word)
+{
+	if (c == 'o') {
+		struct s3_opt_ctx x = {cmd, s, insecure};
+		return cli_parse_opts(v, s3_opt_item, &x) < 0 ? -1 : 0;
+	}
+	if (cli_s3_long_opt(c, v, &s->endpoint, &s->region, &s->profile))
+		return 0;
+	fprintf(stderr, "ckptfs: %s: unknown or incomplete option '%s'\n", cmd,
+		word);
+	return -1;
+}
+
 bool cli_s3_long_opt(int c, const char *v, char **endpoint, char **region,
 		     char **profile)
 {

@@ -97,4 +97,13 @@ int cli_parse_object_meta(const char *v, fs_object_meta *out);
 int cli_s3_opt(const char *cmd, s3_settings *s, bool *insecure,
 	       const char *k, const char *v);
 
+/*
+ * The rest of such a subcommand's getopt_long answers c (argument v; word
+ * the argument it came from): -o's items (cli_s3_opt) and the
+ * CLI_S3_LONG_OPTS.  0 when taken; -1 after a message for a bad -o item,
+ * or "ckptfs: CMD: unknown or incomplete option 'WORD'" for anything else.
+ */
+int cli_s3_arg(const char *cmd, s3_settings *s, bool *insecure, int c,
+	       const char *v, const char *word);
+
 #endif

@@ -336,6 +336,30 @@ static int txn_row(void *arg, sqlite3_stmt *s)
 	return l->txn(l->arg, &r);
 }
 
+/*
+ * The attribute columns (mode, uid, gid, mtime_ns, xattrs) of a files or
+ * dirs row, in that order, one way both ways: ATTRS_FROM decodes them
+ * from column i on into r (a jr_file_row or a jr_dir_row: the fields have
+ * the same names; an empty xattrs blob reads as none), ATTRS_FMT and
+ * ATTRS_ARGS(r) bind them (jr_exec).
+ */
+#define ATTRS_FROM(r, s, i)                                                  \
+	do {                                                                 \
+		(r).mode = (uint32_t)sqlite3_column_int64(s, (i));           \
+		(r).uid = (uint32_t)sqlite3_column_int64(s, (i) + 1);        \
+		(r).gid = (uint32_t)sqlite3_column_int64(s, (i) + 2);        \
+		(r).mtime_ns = sqlite3_column_int64(s, (i) + 3);             \
+		(r).xattrs = sqlite3_column_blob(s, (i) + 4);                \
+		int xl_ = sqlite3_column_bytes(s, (i) + 4);                  \
+		(r).xattrs_len = xl_ > 0 ? (size_t)xl_ : 0;                  \
+		if (!(r).xattrs_len)                                         \
+			(r).xattrs = NULL;                                   \
+	} while (0)
+#define ATTRS_FMT "iiiib"
+#define ATTRS_ARGS(r)                                                        \
+	(int64_t)(r)->mode, (int64_t)(r)->uid, (int64_t)(r)->gid,             \
+	    (r)->mtime_ns, (r)->xattrs, (r)->xattrs_len
+
 static int file_row(void *arg, sqlite3_stmt *s)
 {
 	const jr_loader *l = arg;
@@ -345,11 +369,6 @@ static int file_row(void *arg, sqlite3_stmt *s)
 	    .path = col_text(s, 2),
 	    .sid = (uint64_t)sqlite3_column_int64(s, 3),
 	    .size = (uint64_t)sqlite3_column_int64(s, 4),
-	    .mode = (uint32_t)sqlite3_column_int64(s, 5),
-	    .uid = (uint32_t)sqlite3_column_int64(s, 6),
-	    .gid = (uint32_t)sqlite3_column_int64(s, 7),
-	    .mtime_ns = sqlite3_column_int64(s, 8),
-	    .xattrs = sqlite3_column_blob(s, 9),
 	    .symlink = col_text(s, 10),
 	    .state = sqlite3_column_int(s, 11),
 	    .key = col_text(s, 12),
@@ -360,10 +379,7 @@ static int file_row(void *arg, sqlite3_stmt *s)
 	    .blocks = col_text(s, 17),
 	    .rdev = (uint64_t)sqlite3_column_int64(s, 18),
 	};
-	int xl = sqlite3_column_bytes(s, 9);
-	r.xattrs_len = xl > 0 ? (size_t)xl : 0;
-	if (!r.xattrs_len)
-		r.xattrs = NULL;
+	ATTRS_FROM(r, s, 5);
 	return l->file(l->arg, &r);
 }
 
@@ -373,15 +389,8 @@ static int dir_row(void *arg, sqlite3_stmt *s)
 	jr_dir_row r = {
 	    .txn = sqlite3_column_int64(s, 0),
 	    .path = col_text(s, 1),
-	    .mode = (uint32_t)sqlite3_column_int64(s, 2),
-	    .uid = (uint32_t)sqlite3_column_int64(s, 3),
-	    .gid = (uint32_t)sqlite3_column_int64(s, 4),
-	    .mtime_ns = sqlite3_column_int64(s, 5),
-	    .xattrs = sqlite3_column_blob(s, 6),
-	    .xattrs_len = (size_t)sqlite3_column_bytes(s, 6),
 	};
-	if (!r.xattrs_len)
-		r.xattrs = NULL;
+	ATTRS_FROM(r, s, 2);
 	return l->dir(l->arg, &r);
 }
 
@@ -517,9 +526,8 @@ int jr_file_update(jr *j, const jr_file_row *r)
 		       "symlink = ?, state = ?, key = ?, upload_id = ?, "
 		       "part_size = ?, etag = ?, crc32c = ?, blocks = ?, "
 		       "rdev = ? WHERE id = ?",
-		       "itiiiiiibtittititii", r->txn, r->path, (int64_t)r->sid,
-		       (int64_t)r->size, (int64_t)r->mode, (int64_t)r->uid,
-		       (int64_t)r->gid, r->mtime_ns, r->xattrs, r->xattrs_len,
+		       "itii" ATTRS_FMT "tittititii", r->txn, r->path,
+		       (int64_t)r->sid, (int64_t)r->size, ATTRS_ARGS(r),
 		       r->symlink, (int64_t)r->state, r->key, r->upload_id,
 		       (int64_t)r->part_size, r->etag, (int64_t)r->crc,
 		       r->blocks, (int64_t)r->rdev, r->id);
@@ -589,9 +597,7 @@ int jr_dir_put(jr *j, const jr_dir_row *r)
 	return jr_exec(j, NULL, NULL,
 		       "INSERT OR REPLACE INTO dirs(txn, path, mode, uid, gid, "
 		       "mtime_ns, xattrs) VALUES(?, ?, ?, ?, ?, ?, ?)",
-		       "itiiiib", r->txn, r->path, (int64_t)r->mode,
-		       (int64_t)r->uid, (int64_t)r->gid, r->mtime_ns,
-		       r->xattrs, r->xattrs_len);
+		       "it" ATTRS_FMT, r->txn, r->path, ATTRS_ARGS(r));
 }
 
 int jr_dir_set_meta(jr *j, const jr_dir_row *r)
@@ -599,9 +605,7 @@ int jr_dir_set_meta(jr *j, const jr_dir_row *r)
 	return jr_exec(j, NULL, NULL,
 		       "UPDATE dirs SET mode = ?, uid = ?, gid = ?, "
 		       "mtime_ns = ?, xattrs = ? WHERE txn = ? AND path = ?",
-		       "iiiibit", (int64_t)r->mode, (int64_t)r->uid,
-		       (int64_t)r->gid, r->mtime_ns, r->xattrs, r->xattrs_len,
-		       r->txn, r->path);
+		       ATTRS_FMT "it", ATTRS_ARGS(r), r->txn, r->path);
 }
 
 int jr_dir_delete(jr *j, int64_t txn, const char *path)

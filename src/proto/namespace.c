@@ -102,6 +102,8 @@ ns_reserve(ns_dir *d, size_t extra)
 {
 	if (extra > SIZE_MAX / sizeof(ns_entry) - d->n)
 		return -1;
+	if (d->n + extra <= d->cap)
+		return 0; /* d->v may be NULL: nothing yet, nothing needed */
 	ns_entry *v = vec_reserve(d->v, &d->cap, sizeof *v, d->n + extra, 16);
 	if (v == NULL)
 		return -1;

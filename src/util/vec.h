@@ -25,8 +25,9 @@ static inline void *vec_grow(void *v, size_t *cap, size_t elem, size_t first)
 /*
  * The array v (of *cap elements of elem bytes) with room for at least
  * need elements: *cap doubled (from first when 0) until it fits.  Returns
- * v itself when it has the room already, the new array with *cap set, or
- * NULL (v and *cap unchanged) when out of memory or need * elem
+ * v itself when it has the room already (NULL for a NULL v and need 0:
+ * test need > *cap first where that can be), the new array with *cap set,
+ * or NULL (v and *cap unchanged) when out of memory or need * elem
  * overflows.
  */
 static inline void *vec_reserve(void *v, size_t *cap, size_t elem,
