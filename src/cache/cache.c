@@ -1,12 +1,20 @@
 /*
- * cache: entries, handles, verification and statistics.
+ * cache: the read cache's handles (cache/cache.h): opening and closing the
+ * cache (cache_open, cache_shutdown, cache_free), opening a handle on an
+ * object version (cache_file_open_expect: the entry found or acquired in
+ * the index, room made from idle entries when the cache is full, the
+ * manifest's block CRCs set as what downloads must match), following an
+ * entry another process fills, making a range ready for a read
+ * (cache_file_ready: waiting for its chunks, verifying them when reads
+ * are checked), adopting a file written through the mount as a complete
+ * entry (cache_adopt), and the cap, free-disk and statistics queries.
  *
- * A centry is this process's view of one cached object version: the open
- * cache file, the state of each chunk, and this process's pin in the index
- * (taken once by cidx_acquire when the centry is created, released when it
- * is freed).  Handles share the centry; it lives while handles, transfers
- * or unrecorded completions hold references, so a download continues after
- * the last close and the entry stays pinned until it is complete.
+ * A centry is this process's view of one cached object version; its life
+ * and its chunks' bookkeeping are entry.c's, the downloads fetch.c's, the
+ * complete entries no handle holds idle.c's (cache/internal.h).  Handles
+ * share the centry; it lives while handles, transfers or unrecorded
+ * completions hold references, so a download continues after the last
+ * close and the entry stays pinned until it is complete.
  */
 #include "cache/cache.h"
 

@@ -486,6 +486,20 @@ static struct done_rec *take_pending(cache *c)
 	return rev;
 }
 
+/* Records the completions pending so far, without mu while it writes
+ * (c->recording counts it, waiters hear the end on cv).  Called and
+ * returns with mu. */
+static void record_pending(cache *c)
+{
+	struct done_rec *rev = take_pending(c);
+	c->recording++;
+	pthread_mutex_unlock(&c->mu);
+	record_batch(c, rev);
+	pthread_mutex_lock(&c->mu);
+	c->recording--;
+	pthread_cond_broadcast(&c->cv);
+}
+
 static void *writer_main(void *arg)
 {
 	cache *c = arg;
@@ -501,13 +515,7 @@ static void *writer_main(void *arg)
 			cache_idle_tick(c); /* their pins go */
 			continue;
 		}
-		struct done_rec *rev = take_pending(c);
-		c->recording++;
-		pthread_mutex_unlock(&c->mu);
-		record_batch(c, rev);
-		pthread_mutex_lock(&c->mu);
-		c->recording--;
-		pthread_cond_broadcast(&c->cv);
+		record_pending(c);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -516,13 +524,7 @@ static void *writer_main(void *arg)
 void fetch_drain(cache *c)
 {
 	pthread_mutex_lock(&c->mu);
-	struct done_rec *rev = take_pending(c);
-	c->recording++;
-	pthread_mutex_unlock(&c->mu);
-	record_batch(c, rev);
-	pthread_mutex_lock(&c->mu);
-	c->recording--;
-	pthread_cond_broadcast(&c->cv);
+	record_pending(c);
 	pthread_mutex_unlock(&c->mu);
 }
 

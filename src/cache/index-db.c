@@ -2,12 +2,13 @@
  * index-db: the database under the cache index (index.h): the schema and
  * its migration, every prepared statement (enum cidx_sid in
  * index-internal.h), the plumbing that runs them (cidx_finish, cidx_run,
- * transactions, cidx_enter/leave), the small helpers of the module (owner
- * and name hex, paths, error messages), the private directories and cache
- * files (created sparse at full size, unlinked, dropped with their rows),
- * and opening the database (cidx_db_dirs, cidx_db_open: WAL, 0600 files,
- * schema check, statements prepared).  SQLite errors map to -errno through
- * util/sqlerr.h.
+ * transactions, cidx_enter/leave), the small helpers of the module (name
+ * check, paths, error messages), the private directories and cache files
+ * (created sparse at full size, unlinked, dropped with their rows), and
+ * opening the database (cidx_db_dirs, cidx_db_open: util/sqldb.h opens it
+ * in WAL mode and migrates the schema kept in PRAGMA user_version; 0600
+ * files, statements prepared; a damaged index.db's error says to remove
+ * it).  SQLite errors map to -errno through util/sqlerr.h.
  *
  * The lowest file of the index: index.c (entries, chunks, pins, eviction,
  * stats, stamps, open and close) and owner.c (owner ids, liveness,
@@ -27,7 +28,9 @@
 
 #include "cache/index-internal.h"
 #include "util/log.h"
+#include "util/sqldb.h"
 #include "util/sqlerr.h"
+#include "util/vec.h"
 
 #define CIDX_SCHEMA_VERSION 2
 #define CIDX_BUSY_MS 10000
@@ -126,23 +129,25 @@ static const char schema_sql[] =
     "CREATE INDEX pins_owner ON pins(owner);"
     "CREATE TABLE owners(owner TEXT PRIMARY KEY NOT NULL, pid INTEGER, "
     "since INTEGER);"
-    STAMPS_SQL
-    "PRAGMA user_version = 2;";
+    STAMPS_SQL;
 
 /* Version 1 lacked the stamps table; nothing else changed. */
-static const char migrate_v1_sql[] = STAMPS_SQL "PRAGMA user_version = 2;";
+static const sqldb_step schema_up[CIDX_SCHEMA_VERSION - 1] = {
+    {STAMPS_SQL, NULL},
+};
+static const sqldb_schema cidx_schema = {
+    .what = "schema", .version = CIDX_SCHEMA_VERSION, .create = schema_sql,
+    .up = schema_up, .meta_key = NULL};
 
 /* ---- small helpers -------------------------------------------------- */
 
 int cidx_strs_push(cidx_strs *l, const char *s)
 {
 	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 8;
-		char **v = realloc(l->v, cap * sizeof *v);
+		char **v = vec_grow(l->v, &l->cap, sizeof *v, 8);
 		if (!v)
 			return -ENOMEM;
 		l->v = v;
-		l->cap = cap;
 	}
 	if (!(l->v[l->n] = strdup(s)))
 		return -ENOMEM;
@@ -176,17 +181,6 @@ char *cidx_pathf(const char *fmt, ...)
 	return n < 0 ? NULL : p;
 }
 
-void cidx_set_err(char **err, const char *fmt, ...)
-{
-	va_list ap;
-	if (!err || *err)
-		return;
-	va_start(ap, fmt);
-	if (vasprintf(err, fmt, ap) < 0)
-		*err = NULL;
-	va_end(ap);
-}
-
 /* Exactly n lowercase hex digits: the only names we ever build paths from,
  * whatever the database holds. */
 bool cidx_is_hex(const char *s, size_t n)
@@ -196,16 +190,6 @@ bool cidx_is_hex(const char *s, size_t n)
 		      (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	return s[n] == '\0';
-}
-
-void cidx_to_hex(const unsigned char *p, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[p[i] >> 4];
-		out[2 * i + 1] = digits[p[i] & 15];
-	}
-	out[2 * n] = '\0';
 }
 
 int64_t cidx_now_ns(void)
@@ -434,14 +418,14 @@ static void unsafe_dir_err(const char *path, int rc, char **err)
 	struct stat st;
 	bool known = stat(path, &st) == 0;
 	if (rc == -EPERM && known)
-		cidx_set_err(err, "cache directory %s is owned by uid %u, not "
+		buf_set_err(err, "cache directory %s is owned by uid %u, not "
 				  "by this user (uid %u); ckptfs never changes "
 				  "the owner of a directory: give cache_dir= a "
 				  "directory of your own (a missing one is "
 				  "created, mode 0700)",
 			     path, (unsigned)st.st_uid, (unsigned)geteuid());
 	else if (rc == -EACCES && known)
-		cidx_set_err(err, "cache directory %s is writable by other "
+		buf_set_err(err, "cache directory %s is writable by other "
 				  "users (mode %04o); ckptfs never changes the "
 				  "mode of a directory it did not create: give "
 				  "cache_dir= a directory of your own, e.g. "
@@ -450,7 +434,7 @@ static void unsafe_dir_err(const char *path, int rc, char **err)
 			     path, (unsigned)(st.st_mode & 07777), path,
 			     (unsigned)geteuid());
 	else
-		cidx_set_err(err, "%s: %s", path, strerror(-rc));
+		buf_set_err(err, "%s: %s", path, strerror(-rc));
 }
 
 int cidx_db_dirs(cidx *x, char **err)
@@ -458,7 +442,7 @@ int cidx_db_dirs(cidx *x, char **err)
 	const char *subs[] = {"", "/objects", "/owners"};
 	int rc = mkdir_parents(x->dir);
 	if (rc)
-		cidx_set_err(err, "%s: cannot create: %s", x->dir,
+		buf_set_err(err, "%s: cannot create: %s", x->dir,
 			     strerror(-rc));
 	for (size_t i = 0; !rc && i < sizeof subs / sizeof *subs; i++) {
 		char *p = cidx_pathf("%s%s", x->dir, subs[i]);
@@ -467,56 +451,6 @@ int cidx_db_dirs(cidx *x, char **err)
 			unsafe_dir_err(p ? p : x->dir, rc, err);
 		free(p);
 	}
-	return rc;
-}
-
-static int exec_sql(cidx *x, const char *sql, char **err)
-{
-	char *msg = NULL;
-	int src = sqlite3_exec(x->db, sql, NULL, NULL, &msg);
-	if (src != SQLITE_OK)
-		cidx_set_err(err, "%s/index.db: %s", x->dir,
-			     msg ? msg : sqlite3_errstr(src));
-	sqlite3_free(msg);
-	return src == SQLITE_OK ? 0 : sqlerr_errno(src);
-}
-
-/* Reads column 0 of a one-row statement as text into buf. */
-static int pragma_text(cidx *x, const char *sql, char *buf, size_t len)
-{
-	sqlite3_stmt *s;
-	int src = sqlite3_prepare_v2(x->db, sql, -1, &s, NULL);
-	if (src != SQLITE_OK)
-		return sqlerr_errno(src);
-	src = sqlite3_step(s);
-	const char *v = (const char *)sqlite3_column_text(s, 0);
-	snprintf(buf, len, "%s", src == SQLITE_ROW && v ? v : "");
-	sqlite3_finalize(s);
-	return src == SQLITE_ROW || src == SQLITE_DONE ? 0 : sqlerr_errno(src);
-}
-
-/* Creates the schema (version 0 = empty file), or checks its version. */
-static int schema(cidx *x, char **err)
-{
-	char v[32];
-	int rc = exec_sql(x, "BEGIN IMMEDIATE", err);
-	if (!rc)
-		rc = pragma_text(x, "PRAGMA user_version", v, sizeof v);
-	if (!rc && atoi(v) == 0)
-		rc = exec_sql(x, schema_sql, err);
-	else if (!rc && atoi(v) == 1)
-		rc = exec_sql(x, migrate_v1_sql, err);
-	else if (!rc && atoi(v) != CIDX_SCHEMA_VERSION) {
-		cidx_set_err(err, "%s/index.db: schema version %s, expected %d",
-			     x->dir, v, CIDX_SCHEMA_VERSION);
-		rc = -EPROTO;
-	}
-	if (!rc)
-		rc = exec_sql(x, "COMMIT", err);
-	if (rc && !sqlite3_get_autocommit(x->db))
-		sqlite3_exec(x->db, "ROLLBACK", NULL, NULL, NULL);
-	if (rc)
-		cidx_set_err(err, "%s/index.db: %s", x->dir, strerror(-rc));
 	return rc;
 }
 
@@ -533,7 +467,7 @@ static int private_files(cidx *x, char **err)
 		else if (chmod(p, 0600) < 0 && (errno != ENOENT || !i))
 			rc = -errno;
 		if (rc)
-			cidx_set_err(err, "%s: chmod: %s", p ? p : x->dir,
+			buf_set_err(err, "%s: chmod: %s", p ? p : x->dir,
 				     strerror(-rc));
 		free(p);
 	}
@@ -547,7 +481,7 @@ static int prepare_all(cidx *x, char **err)
 					     SQLITE_PREPARE_PERSISTENT,
 					     &x->st[i], NULL);
 		if (src != SQLITE_OK) {
-			cidx_set_err(err, "%s/index.db: %s", x->dir,
+			buf_set_err(err, "%s/index.db: %s", x->dir,
 				     sqlite3_errmsg(x->db));
 			return sqlerr_errno(src);
 		}
@@ -555,40 +489,41 @@ static int prepare_all(cidx *x, char **err)
 	return 0;
 }
 
+/* What to do about an index.db that is not a database, or a damaged
+ * one: appended to the error. */
+static void damaged_hint(cidx *x, char **err)
+{
+	int ec = x->db ? sqlite3_errcode(x->db) & 0xff : SQLITE_OK;
+	if (ec != SQLITE_NOTADB && ec != SQLITE_CORRUPT)
+		return;
+	char *why = *err;
+	*err = NULL;
+	buf_set_err(err,
+		     "%s (the cache index is damaged: with no mount using "
+		     "the cache directory %s, remove %s/index.db, or the "
+		     "whole directory, and mount again: the cache starts "
+		     "empty)",
+		     why ? why : "damaged", x->dir, x->dir);
+	free(why);
+}
+
 int cidx_db_open(cidx *x, char **err)
 {
+	static const sqldb_opts o = {.flags = SQLITE_OPEN_NOFOLLOW,
+				     .busy_ms = CIDX_BUSY_MS,
+				     .synchronous = "NORMAL",
+				     .map = NULL};
 	char *p = cidx_pathf("%s/index.db", x->dir);
-	char mode[16] = "";
 	if (!p)
 		return -ENOMEM;
-	int src =
-	    sqlite3_open_v2(p, &x->db,
-			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-				SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
-			    NULL);
-	if (src == SQLITE_OK)
-		src = sqlite3_busy_timeout(x->db, CIDX_BUSY_MS);
-	int rc = src == SQLITE_OK ? 0 : sqlerr_errno(src);
-	if (rc)
-		cidx_set_err(err, "%s: %s", p,
-			     x->db ? sqlite3_errmsg(x->db)
-				   : sqlite3_errstr(src));
-	free(p);
+	int rc = sqldb_open(p, &o, &x->db, err);
 	if (!rc)
 		rc = private_files(x, err);
-	if (!rc) {
-		rc = pragma_text(x, "PRAGMA journal_mode = WAL", mode,
-				 sizeof mode);
-		if (!rc && strcmp(mode, "wal"))
-			rc = -EIO;
-		if (rc)
-			cidx_set_err(err, "%s/index.db: cannot enter WAL mode",
-				     x->dir);
-	}
 	if (!rc)
-		rc = exec_sql(x, "PRAGMA synchronous = NORMAL", err);
-	if (!rc)
-		rc = schema(x, err);
+		rc = sqldb_migrate(x->db, p, &cidx_schema, NULL, err);
+	free(p);
+	if (rc)
+		damaged_hint(x, err);
 	if (!rc)
 		rc = private_files(x, err);
 	return rc ? rc : prepare_all(x, err);

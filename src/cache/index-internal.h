@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "cache/index.h"
+#include "util/buf.h"
 
 #define CIDX_OWNER_HEX 32
 
@@ -108,14 +109,10 @@ void cidx_strs_free(cidx_strs *l);
 /* A malloc'd path (NULL when out of memory). */
 char *cidx_pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Sets *err to a malloc'd message unless it already holds one. */
-void cidx_set_err(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /* Exactly n lowercase hex digits: the only names we ever build paths from,
  * whatever the database holds. */
 bool cidx_is_hex(const char *s, size_t n);
-void cidx_to_hex(const unsigned char *p, size_t n, char *out);
 int64_t cidx_now_ns(void);
 
 /* Maps the result of the last step, then makes s reusable. */

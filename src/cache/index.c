@@ -66,6 +66,7 @@
 #include <unistd.h>
 
 #include "cache/index-internal.h"
+#include "util/hex.h"
 #include "util/log.h"
 #include "util/sqlerr.h"
 
@@ -710,7 +711,7 @@ int cidx_open(const char *dir, const cidx_limits *lim, cidx **out, char **err)
 		*err = NULL;
 	cidx *x = calloc(1, sizeof *x);
 	if (!x || !dir || !*dir || !(x->dir = strdup(dir))) {
-		cidx_set_err(err, "%s: %s", dir ? dir : "(null)",
+		buf_set_err(err, "%s: %s", dir ? dir : "(null)",
 			     x ? "invalid cache directory" : strerror(ENOMEM));
 		free(x);
 		return -1;
@@ -727,7 +728,7 @@ int cidx_open(const char *dir, const cidx_limits *lim, cidx **out, char **err)
 	if (!rc)
 		rc = cidx_register_owner(x, err);
 	if (rc) {
-		cidx_set_err(err, "%s: %s", dir, strerror(-rc));
+		buf_set_err(err, "%s: %s", dir, strerror(-rc));
 		cidx_close(x);
 		return -1;
 	}
@@ -790,7 +791,7 @@ void cidx_name(const char *bucket, const char *key, size_t key_len,
 		  EVP_DigestFinal_ex(c, md, &len) && len == 32;
 	EVP_MD_CTX_free(c);
 	if (ok)
-		cidx_to_hex(md, 32, name);
+		hex_encode(md, 32, name);
 	else
 		name[0] = '\0'; /* out of memory: no valid name */
 }

@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "cache/index-internal.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 /* ---- owners and liveness --------------------------------------------- */
@@ -88,7 +89,7 @@ static int new_owner_id(char id[CIDX_OWNER_HEX + 1])
 		if (n > 0)
 			got += (size_t)n;
 	}
-	cidx_to_hex(r, sizeof r, id);
+	hex_encode(r, sizeof r, id);
 	return 0;
 }
 
@@ -132,7 +133,7 @@ int cidx_owner_lock(cidx *x, char **err)
 		free(lock);
 	}
 	if (rc)
-		cidx_set_err(err, "%s/owners: cannot create a lock file: %s",
+		buf_set_err(err, "%s/owners: cannot create a lock file: %s",
 			     x->dir, strerror(-rc));
 	return rc;
 }
@@ -293,7 +294,7 @@ int cidx_register_owner(cidx *x, char **err)
 			rc = rc2;
 	}
 	if (rc)
-		cidx_set_err(err, "%s/index.db: %s", x->dir, strerror(-rc));
+		buf_set_err(err, "%s/index.db: %s", x->dir, strerror(-rc));
 	return rc;
 }
 

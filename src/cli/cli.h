@@ -1,8 +1,12 @@
 /*
- * cli: the ckptfs command line.  One file per subcommand (cmd-NAME.c),
- * each exporting one cli_cmd entry listed in main.c's table, so adding a
- * command touches one new file and one table line.  Below: the output
- * helpers of format.c; the -o list parser is cli/options.h.
+ * cli: the ckptfs command line.  One file per subcommand (cmd-NAME.c;
+ * cmd-steps.c holds retry and drop), each exporting a cli_cmd entry
+ * listed in main.c's table, so adding a command touches one new file and
+ * one table line.  Below: the output helpers of format.c (sizes, progress
+ * bars, upload progress lines), bucket.c (the S3 session of a subcommand
+ * that works on a bucket by itself: gc, verify s3://) and target.c (the
+ * mount a subcommand talks to, and the request to it).  The option
+ * parsers are cli/options.h and cli/mount-options.h.
  */
 #ifndef CKPTFS_CLI_CLI_H
 #define CKPTFS_CLI_CLI_H
@@ -62,6 +66,24 @@ typedef struct cli_upload_progress {
 } cli_upload_progress;
 void cli_upload_progress_line(json_t *line, void *arg);
 void cli_upload_progress_end(void *p); /* a cli_upload_progress */
+
+/* ---- cli/bucket.c: the bucket a subcommand works on by itself ------ */
+
+/* What cli_bucket_open connects (free with cli_bucket_close). */
+typedef struct cli_bucket {
+	struct creds_chain *creds;
+	struct http_loop *loop;
+	struct s3_client *c;
+} cli_bucket;
+/* Parses url (s3://BUCKET[/PREFIX]) into s, resolves s's settings and
+ * connects (s3_connect: credentials, the loop, a client whose access to
+ * the bucket was checked).  0 with *out; -1 after "ckptfs: CMD: why" on
+ * stderr for a bad URL or setting; -2 after "ckptfs: CMD: cannot reach
+ * s3://B/P at ENDPOINT: why" (or another reason) when it cannot connect. */
+struct s3_settings;
+int cli_bucket_open(const char *cmd, const char *url, struct s3_settings *s,
+		    bool insecure, cli_bucket *out);
+void cli_bucket_close(cli_bucket *b);
 
 /* ---- cli/target.c: the mount a subcommand talks to ---------------- */
 

@@ -70,13 +70,6 @@ static void gc_usage(FILE *f)
 		"                         addressing=auto|path|virtual insecure\n");
 }
 
-/* One -o item (cli_opt_fn over gc_args). */
-static int apply_opt(void *arg, const char *k, const char *v)
-{
-	gc_args *a = arg;
-	return cli_s3_opt("gc", &a->s, &a->insecure, k, v);
-}
-
 enum { OPT_OLDER = CLI_OPT_OWN };
 
 /* Returns 0, -1 (error, exit 2) or 1 (--help printed, exit 0). */
@@ -89,30 +82,21 @@ static int parse_args(gc_args *a, int argc, char **argv)
 		CLI_S3_LONG_OPTS,
 	};
 	int c;
+	const char *operand;
+	char **const slots[] = {&a->url};
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hno:", lo, NULL)) != -1 ||
-	       optind < argc) {
-		if (c == -1) {
-			if (a->url) {
-				fprintf(stderr, "ckptfs: gc: unexpected argument "
-						"'%s'\n",
-					argv[optind]);
-				return -1;
-			}
-			a->url = strdup(argv[optind++]);
-			continue;
-		}
+	while ((c = cli_getopt(argc, argv, "+hno:", lo, &operand)) != -1) {
 		switch (c) {
+		case CLI_OPERAND:
+			if (cli_take_operand("gc", slots, 1, operand) < 0)
+				return -1;
+			break;
 		case 'h':
 			gc_usage(stdout);
 			return 1;
 		case 'n':
 			a->dry_run = true;
-			break;
-		case 'o':
-			if (cli_parse_opts(optarg, apply_opt, a) < 0)
-				return -1;
 			break;
 		case OPT_OLDER:
 			if (gc_parse_duration(optarg, &a->older_than) < 0) {
@@ -123,14 +107,10 @@ static int parse_args(gc_args *a, int argc, char **argv)
 				return -1;
 			}
 			break;
-		default:
-			if (cli_s3_long_opt(c, optarg, &a->s.endpoint,
-					    &a->s.region, &a->s.profile))
-				break;
-			fprintf(stderr, "ckptfs: gc: unknown or incomplete "
-					"option '%s'\n",
-				argv[optind - 1]);
-			return -1;
+		default: /* -o, --endpoint, --region, --profile */
+			if (cli_s3_arg("gc", &a->s, &a->insecure, c, optarg,
+				       argv[optind - 1]) < 0)
+				return -1;
 		}
 	}
 	if (!a->url) {
@@ -520,40 +500,14 @@ static void run_uploads(gc_run *g, const gc_plan *p)
 
 /* ---- main ----------------------------------------------------------------- */
 
-static void explain_access_error(const s3_settings *s, const s3_err *e)
-{
-	const char *hint = s3_access_hint(e);
-	fprintf(stderr, "ckptfs: gc: cannot reach s3://%s/%s at %s: %s%s%s\n",
-		s->bucket, s->prefix, s->endpoint, hint, hint[0] ? ": " : "",
-		e->msg);
-}
-
 static int gc_main(gc_args *a)
 {
-	char *err = NULL;
 	s3_settings *s = &a->s;
-	if (s3_parse_url(a->url, &s->bucket, &s->prefix, &err) < 0 ||
-	    s3_settings_resolve(s, &err) < 0) {
-		fprintf(stderr, "ckptfs: gc: %s\n", err ? err : "out of memory");
-		free(err);
+	cli_bucket bk;
+	if (cli_bucket_open("gc", a->url, s, a->insecure, &bk) < 0)
 		return 1;
-	}
-	creds_chain *creds;
-	http_loop *loop;
-	s3_client *c;
-	s3_err e;
-	int rc = s3_connect(s, a->insecure, NULL, &creds, &loop, &c, &err, &e);
-	if (rc == -2) {
-		explain_access_error(s, &e);
-		return 1;
-	}
-	if (rc < 0) {
-		fprintf(stderr, "ckptfs: gc: %s\n", err ? err : "out of memory");
-		free(err);
-		return 1;
-	}
-	rc = 1;
-	gc_run g = {.a = a, .c = c};
+	int rc = 1;
+	gc_run g = {.a = a, .c = bk.c};
 	gc_plan plan = {0};
 	gc_doc *docs = NULL;
 	size_t n_docs = 0;
@@ -590,9 +544,7 @@ out:
 	for (size_t i = 0; i < g.n; i++)
 		free((char *)g.objs[i].key);
 	free(g.objs);
-	s3_client_free(c);
-	http_loop_free(loop);
-	creds_chain_free(creds);
+	cli_bucket_close(&bk);
 	return rc;
 }
 

@@ -43,23 +43,15 @@ static int parse_args(mount_args *a, int argc, char **argv)
 		CLI_S3_LONG_OPTS,
 	};
 	int c;
+	const char *operand;
+	char **const slots[] = {&a->url, &a->mountpoint};
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+fdho:", lo, NULL)) != -1 ||
-	       optind < argc) {
-		if (c == -1) { /* positional argument; options may follow */
-			char **slot = !a->url ? &a->url
-				      : !a->mountpoint ? &a->mountpoint
-						       : NULL;
-			if (!slot) {
-				fprintf(stderr,
-					"ckptfs: unexpected argument '%s'\n",
-					argv[optind]);
-				return -1;
-			}
-			*slot = strdup(argv[optind++]);
-			continue;
-		}
+	while ((c = cli_getopt(argc, argv, "+fdho:", lo, &operand)) != -1) {
 		switch (c) {
+		case CLI_OPERAND: /* options may follow */
+			if (cli_take_operand(NULL, slots, 2, operand) < 0)
+				return -1;
+			break;
 		case 'f':
 			a->foreground = true;
 			break;

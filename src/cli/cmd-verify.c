@@ -64,12 +64,6 @@ static void usage(FILE *f)
 		"verification could not be done.\n");
 }
 
-static int apply_opt(void *arg, const char *k, const char *v)
-{
-	vargs *a = arg;
-	return cli_s3_opt("verify", &a->s, &a->insecure, k, v);
-}
-
 enum { OPT_JSON = CLI_OPT_OWN, OPT_THREADS };
 
 /* 0, -1 (usage error) or 1 (--help printed). */
@@ -82,22 +76,17 @@ static int parse_args(vargs *a, int argc, char **argv)
 		CLI_S3_LONG_OPTS,
 	};
 	int c;
+	const char *operand;
+	char **const slots[] = {&a->target};
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+ho:", lo, NULL)) != -1 ||
-	       optind < argc) {
-		if (c == -1) {
-			if (a->target) {
-				fprintf(stderr, "ckptfs: verify: unexpected "
-						"argument '%s'\n",
-					argv[optind]);
-				return -1;
-			}
-			a->target = strdup(argv[optind++]);
-			continue;
-		}
+	while ((c = cli_getopt(argc, argv, "+ho:", lo, &operand)) != -1) {
 		char *end;
 		switch (c) {
+		case CLI_OPERAND:
+			if (cli_take_operand("verify", slots, 1, operand) < 0)
+				return -1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -113,17 +102,10 @@ static int parse_args(vargs *a, int argc, char **argv)
 				return -1;
 			}
 			break;
-		case 'o':
-			if (cli_parse_opts(optarg, apply_opt, a) < 0)
+		default: /* -o, --endpoint, --region, --profile */
+			if (cli_s3_arg("verify", &a->s, &a->insecure, c, optarg,
+				       argv[optind - 1]) < 0)
 				return -1;
-			break;
-		default:
-			if (cli_s3_long_opt(c, optarg, &a->s.endpoint,
-					    &a->s.region, &a->s.profile))
-				break;
-			fprintf(stderr, "ckptfs: verify: unknown option '%s'\n",
-				argv[optind - 1]);
-			return -1;
 		}
 	}
 	if (!a->target) {
@@ -250,19 +232,9 @@ static int verify_path(vargs *a, vout *o)
 
 /* ---- an s3:// URL: this process verifies ------------------------------- */
 
-static json_t *file_json(const verify_file *f)
-{
-	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:b}", "path", f->rel,
-			      "key", f->key, "size", (json_int_t)f->size,
-			      "check", verify_how_name(f->how), "ok", f->ok);
-	if (f->problem)
-		json_object_set_new(j, "problem", json_string(f->problem));
-	return j;
-}
-
 static void cb_file(void *arg, const verify_file *f)
 {
-	json_t *j = file_json(f);
+	json_t *j = verify_file_json(f);
 	out_file(arg, j);
 	json_decref(j);
 }
@@ -277,35 +249,15 @@ static void cb_progress(void *arg, uint64_t db, uint64_t tb, size_t df,
 
 static int verify_url(vargs *a, vout *o)
 {
-	char *err = NULL;
 	s3_settings *s = &a->s;
-	if (s3_parse_url(a->target, &s->bucket, &s->prefix, &err) < 0 ||
-	    s3_settings_resolve(s, &err) < 0) {
-		fprintf(stderr, "ckptfs: verify: %s\n", err ? err : "out of memory");
-		free(err);
-		return 2;
-	}
-	creds_chain *creds;
-	http_loop *loop;
-	s3_client *c;
-	s3_err e;
-	int rc = s3_connect(s, a->insecure, NULL, &creds, &loop, &c, &err, &e);
-	if (rc == -2) {
-		const char *hint = s3_access_hint(&e);
-		fprintf(stderr, "ckptfs: verify: cannot reach s3://%s/%s at %s: "
-				"%s%s%s\n",
-			s->bucket, s->prefix, s->endpoint, hint,
-			hint[0] ? ": " : "", e.msg);
-		return 3;
-	}
-	if (rc < 0) {
-		fprintf(stderr, "ckptfs: verify: %s\n", err ? err : "out of memory");
-		free(err);
-		return 3;
-	}
+	cli_bucket bk;
+	int rc = cli_bucket_open("verify", a->target, s, a->insecure, &bk);
+	if (rc < 0)
+		return rc == -1 ? 2 : 3;
+	char *err = NULL;
 	verify_cb cb = {cb_file, cb_progress, NULL, o};
 	verify_summary sum;
-	rc = verify_run(c, s->prefix, a->threads, &cb, &sum, &err);
+	rc = verify_run(bk.c, s->prefix, a->threads, &cb, &sum, &err);
 	buf t = BUF_INIT;
 	size_t pl = strlen(s->prefix);
 	buf_printf(&t, "s3://%s/%.*s", s->bucket,
@@ -318,21 +270,12 @@ static int verify_url(vargs *a, vout *o)
 		free(err);
 		rc = 3;
 	} else {
-		json_t *js = json_pack(
-		    "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "files",
-		    (json_int_t)sum.files, "ok", (json_int_t)sum.ok, "bad",
-		    (json_int_t)sum.bad, "by_manifest",
-		    (json_int_t)sum.by[VERIFY_MANIFEST], "by_md5",
-		    (json_int_t)sum.by[VERIFY_MD5], "by_size",
-		    (json_int_t)sum.by[VERIFY_SIZE], "skipped",
-		    (json_int_t)sum.skipped, "bytes", (json_int_t)sum.bytes);
+		json_t *js = verify_summary_json(&sum);
 		rc = out_end(o, buf_cstr(&t), js);
 		json_decref(js);
 	}
 	buf_free(&t);
-	s3_client_free(c);
-	http_loop_free(loop);
-	creds_chain_free(creds);
+	cli_bucket_close(&bk);
 	return rc;
 }
 

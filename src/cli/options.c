@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,6 +81,33 @@ int cli_s3_opt(const char *cmd, s3_settings *s, bool *insecure,
 		return 0;
 	fprintf(stderr, "ckptfs: %s: unknown option '%s%s%s'\n", cmd, k,
 		v ? "=" : "", v ? v : "");
+	return -1;
+}
+
+struct s3_opt_ctx {
+	const char *cmd;
+	s3_settings *s;
+	bool *insecure;
+};
+
+/* One -o item (cli_opt_fn over s3_opt_ctx). */
+static int s3_opt_item(void *arg, const char *k, const char *v)
+{
+	struct s3_opt_ctx *x = arg;
+	return cli_s3_opt(x->cmd, x->s, x->insecure, k, v);
+}
+
+int cli_s3_arg(const char *cmd, s3_settings *s, bool *insecure, int c,
+	       const char *v, const char *word)
+{
+	if (c == 'o') {
+		struct s3_opt_ctx x = {cmd, s, insecure};
+		return cli_parse_opts(v, s3_opt_item, &x) < 0 ? -1 : 0;
+	}
+	if (cli_s3_long_opt(c, v, &s->endpoint, &s->region, &s->profile))
+		return 0;
+	fprintf(stderr, "ckptfs: %s: unknown or incomplete option '%s'\n", cmd,
+		word);
 	return -1;
 }
 
@@ -189,4 +217,30 @@ int cli_parse_size(const char *v, uint64_t *out)
 		return -1;
 	*out = (uint64_t)d;
 	return 0;
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts,
+	       const struct option *lo, const char **operand)
+{
+	int c = getopt_long(argc, argv, shortopts, lo, NULL);
+	if (c != -1)
+		return c;
+	if (optind >= argc)
+		return -1;
+	*operand = argv[optind++];
+	return CLI_OPERAND;
+}
+
+int cli_take_operand(const char *cmd, char **const *slots, size_t n,
+		     const char *operand)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (*slots[i])
+			continue;
+		*slots[i] = strdup(operand);
+		return 0;
+	}
+	fprintf(stderr, "ckptfs: %s%sunexpected argument '%s'\n",
+		cmd ? cmd : "", cmd ? ": " : "", operand);
+	return -1;
 }

@@ -1,11 +1,15 @@
 /*
- * cli options: the -o OPT[,OPT...] parser the subcommands share (mount,
- * gc).  A list is split at commas into "key" or "key=value" items (the
- * value runs to the next comma, '=' included) and each item goes to the
- * subcommand's own apply function, which knows its keys and prints its
- * own error for one it does not; the first failure ends the list.  The
- * helpers below are the small pieces both subcommands' apply functions
- * use, and the --endpoint/--region/--profile long options both take.
+ * cli options: the command-line pieces the subcommands share.  The -o
+ * OPT[,OPT...] parser (mount, gc, verify): a list is split at commas into
+ * "key" or "key=value" items (the value runs to the next comma, '='
+ * included) and each item goes to the subcommand's own apply function,
+ * which knows its keys and prints its own error for one it does not; the
+ * first failure ends the list.  Below it: the value parsers the apply
+ * functions use (numbers, sizes, addressing, object_meta), the -o items
+ * and --endpoint/--region/--profile long options of every subcommand that
+ * reaches a bucket by itself (cli_s3_opt, CLI_S3_LONG_OPTS), and the
+ * getopt loop with operands anywhere (cli_getopt, cli_take_operand).
+ * Mount's own option table is cli/mount-options.h.
  */
 #ifndef CKPTFS_CLI_OPTIONS_H
 #define CKPTFS_CLI_OPTIONS_H
@@ -38,6 +42,26 @@ enum { CLI_OPT_ENDPOINT = 256, CLI_OPT_REGION, CLI_OPT_PROFILE, CLI_OPT_OWN };
 	{"region", required_argument, NULL, CLI_OPT_REGION},             \
 	{"profile", required_argument, NULL, CLI_OPT_PROFILE},           \
 	{NULL, 0, NULL, 0}
+
+/*
+ * The next item of a subcommand's command line, options and operands in
+ * any order: shortopts starts with '+', so getopt_long stops at an
+ * operand; this takes it and goes on.  getopt_long's answer for an
+ * option, CLI_OPERAND with *operand for an operand, -1 at the end.  Set
+ * optind = 1 (and opterr) before the first call.
+ */
+enum { CLI_OPERAND = 1 };
+struct option;
+int cli_getopt(int argc, char **argv, const char *shortopts,
+	       const struct option *lo, const char **operand);
+
+/*
+ * Stores a copy of operand in the first NULL one of the n slots; -1 after
+ * "ckptfs: CMD: unexpected argument 'X'" on stderr ("ckptfs: unexpected
+ * argument 'X'" when cmd is NULL) when every slot is taken.
+ */
+int cli_take_operand(const char *cmd, char **const *slots, size_t n,
+		     const char *operand);
 
 /* When getopt_long's c is one of those, stores its argument v in
  * *endpoint, *region or *profile (cli_set_str) and returns true. */
@@ -72,5 +96,14 @@ int cli_parse_object_meta(const char *v, fs_object_meta *out);
  */
 int cli_s3_opt(const char *cmd, s3_settings *s, bool *insecure,
 	       const char *k, const char *v);
+
+/*
+ * The rest of such a subcommand's getopt_long answers c (argument v; word
+ * the argument it came from): -o's items (cli_s3_opt) and the
+ * CLI_S3_LONG_OPTS.  0 when taken; -1 after a message for a bad -o item,
+ * or "ckptfs: CMD: unknown or incomplete option 'WORD'" for anything else.
+ */
+int cli_s3_arg(const char *cmd, s3_settings *s, bool *insecure, int c,
+	       const char *v, const char *word);
 
 #endif

@@ -362,13 +362,12 @@ void eng_foreach_pending_file(eng *e,
  * order, for the overlay after a restart: txn_fn for each (sealed: a
  * commit trigger fired before the restart), then dir_fn for each of its
  * empty directories (eng_dir_put).  Either may be NULL. */
-void eng_foreach_pending_txn(eng *e,
-			     void (*txn_fn)(void *arg, uint64_t txn,
-					    const char *root, bool is_dir,
-					    bool sealed),
-			     void (*dir_fn)(void *arg, uint64_t txn,
-					    const char *path, const eng_meta *m),
-			     void *arg);
+typedef void (*eng_pending_txn_fn)(void *arg, uint64_t txn, const char *root,
+				   bool is_dir, bool sealed);
+typedef void (*eng_pending_dir_fn)(void *arg, uint64_t txn, const char *path,
+				   const eng_meta *m);
+void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
+			     eng_pending_dir_fn dir_fn, void *arg);
 
 /* The names that pending remote deletes and renames take away (the
  * source of a rename), for the overlay after a restart: they must not

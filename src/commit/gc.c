@@ -11,6 +11,7 @@
 #include "proto/manifest.h"
 #include "proto/visibility.h"
 #include "util/buf.h"
+#include "util/vec.h"
 
 #define PENDING_COMP PROTO_PENDING_DIR "/"
 #define META_COMP PROTO_META_DIR "/"
@@ -116,14 +117,12 @@ static int strv_push(strv *s, char *x)
 	if (!x)
 		return -1;
 	if (s->n == s->cap) {
-		size_t nc = s->cap ? s->cap * 2 : 16;
-		char **nv = realloc(s->v, nc * sizeof *nv);
+		char **nv = vec_grow(s->v, &s->cap, sizeof *nv, 16);
 		if (!nv) {
 			free(x);
 			return -1;
 		}
 		s->v = nv;
-		s->cap = nc;
 	}
 	s->v[s->n++] = x;
 	return 0;
@@ -200,8 +199,7 @@ static int collect_markers(const gc_object *objs, size_t n, time_t now,
 		if (gc_parse_marker_key(objs[i].key, &root, &writer, &lease) < 0)
 			continue;
 		if (k == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			marker *nv = realloc(v, nc * sizeof *nv);
+			marker *nv = vec_grow(v, &cap, sizeof *nv, 16);
 			if (!nv) {
 				free(root);
 				free(writer);
@@ -209,7 +207,6 @@ static int collect_markers(const gc_object *objs, size_t n, time_t now,
 				return -1;
 			}
 			v = nv;
-			cap = nc;
 		}
 		bool gone = gc_is_gone_key(objs[i].key);
 		v[k++] = (marker){objs[i].key, root, writer,
@@ -257,7 +254,7 @@ int gc_manifests_needed(const gc_object *objs, size_t n, time_t now,
 	markers_free(m, nm);
 	strv_sort_unique(&roots);
 	size_t *v = NULL;
-	size_t k = 0;
+	size_t k = 0, vcap = 0;
 	for (size_t i = 0; i < n && rc == 0 && roots.n; i++) {
 		const char *name;
 		char *dir = manifest_dir(objs[i].key, &name);
@@ -269,12 +266,14 @@ int gc_manifests_needed(const gc_object *objs, size_t n, time_t now,
 		free(dir);
 		if (!want)
 			continue;
-		size_t *nv = realloc(v, (k + 1) * sizeof *nv);
-		if (!nv) {
-			rc = -1;
-			break;
+		if (k == vcap) {
+			size_t *nv = vec_grow(v, &vcap, sizeof *nv, 16);
+			if (!nv) {
+				rc = -1;
+				break;
+			}
+			v = nv;
 		}
-		v = nv;
 		v[k++] = i;
 	}
 	strv_free(&roots);
@@ -325,12 +324,10 @@ static int push_del(gc_plan *p, size_t *cap, const char *key, gc_kind kind,
 		    uint64_t size, size_t txn)
 {
 	if (p->n_del == *cap) {
-		size_t nc = *cap ? *cap * 2 : 32;
-		gc_delete *nv = realloc(p->del, nc * sizeof *nv);
+		gc_delete *nv = vec_grow(p->del, cap, sizeof *nv, 32);
 		if (!nv)
 			return -1;
 		p->del = nv;
-		*cap = nc;
 	}
 	char *k = strdup(key);
 	if (!k)
@@ -511,10 +508,12 @@ static bool v1_delete_left(const gc_object *objs, size_t n,
 
 static int add_txn(gc_plan *p, const marker *m, size_t first, size_t last)
 {
-	gc_txn *nv = realloc(p->txns, (p->n_txns + 1) * sizeof *nv);
-	if (!nv)
-		return -1;
-	p->txns = nv;
+	if (p->n_txns == p->cap_txns) {
+		gc_txn *nv = vec_grow(p->txns, &p->cap_txns, sizeof *nv, 16);
+		if (!nv)
+			return -1;
+		p->txns = nv;
+	}
 	gc_txn *t = &p->txns[p->n_txns++];
 	memset(t, 0, sizeof *t);
 	t->root = strdup(m[first].root);

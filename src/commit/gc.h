@@ -85,7 +85,7 @@ typedef struct gc_txn {
 
 typedef struct gc_plan {
 	gc_txn *txns; /* every root with an expired marker, by root */
-	size_t n_txns;
+	size_t n_txns, cap_txns;
 	gc_delete *del; /* what to delete, in order (root by root) */
 	size_t n_del;
 	char **live_roots; /* roots held by live markers, sorted */

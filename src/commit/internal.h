@@ -220,7 +220,7 @@ struct eng {
 	pthread_t ix_thr;
 	bool ix_started;
 	char **ix_q;
-	size_t ix_n;
+	size_t ix_n, ix_cap;
 	/* metadata hints this engine PUT, by key hash (hints.c) [mu] */
 	struct eng_hint {
 		uint64_t h; /* 0: empty */
@@ -440,7 +440,7 @@ typedef struct eng_snap {
 	char **dpath;
 	size_t nd;
 	char **garbage;
-	size_t ng;
+	size_t ng, gcap;
 } eng_snap;
 void eng_snap_take(eng *e, etxn *t, eng_snap *sn); /* mu */
 void eng_snap_free(eng_snap *sn);

@@ -20,6 +20,7 @@
 
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/sqldb.h"
 #include "util/sqlerr.h"
 
 /* 2: files.blocks and parts.segs (block checksums of manifests); a
@@ -29,8 +30,9 @@
  * root takes its place at its rename, doc/commit.md "Ordering"); NULL in
  * older rows, which keep their id as position.
  * 4: files.rdev, the device number of a device node (doc/posix.md); NULL
- * (0) in older rows. */
-#define JR_VERSION "5"
+ * (0) in older rows.
+ * 5: dirs.xattrs, a directory's extended attributes; NULL in older rows. */
+#define JR_VERSION 5
 
 struct jr {
 	sqlite3 *db;
@@ -75,20 +77,32 @@ static int sql_errno(int src)
 	}
 }
 
-static void set_err(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static const sqldb_column jr_v2_columns[] = {
+    {"files", "blocks", "TEXT"}, {"parts", "segs", "TEXT"}, {NULL, NULL, NULL}};
+static const sqldb_column jr_v3_columns[] = {
+    {"txns", "seq", "INTEGER"}, {NULL, NULL, NULL}};
+static const sqldb_column jr_v4_columns[] = {
+    {"files", "rdev", "INTEGER"}, {NULL, NULL, NULL}};
+static const sqldb_column jr_v5_columns[] = {
+    {"dirs", "xattrs", "BLOB"}, {NULL, NULL, NULL}};
 
-static void set_err(char **err, const char *fmt, ...)
-{
-	if (!err || *err)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	buf b = BUF_INIT;
-	buf_vprintf(&b, fmt, ap);
-	va_end(ap);
-	*err = buf_steal(&b);
-}
+/* In-place upgrades, one version at a time: up[v - 1] takes v to v + 1.
+ * The journal keeps its version in meta's row 'version' (as it always
+ * has; a new journal gets JR_VERSION). */
+static const sqldb_step jr_up[JR_VERSION - 1] = {
+    {NULL, jr_v2_columns},
+    {NULL, jr_v3_columns},
+    {NULL, jr_v4_columns},
+    {NULL, jr_v5_columns},
+};
+static const sqldb_schema jr_schema = {
+    .what = "journal", .version = JR_VERSION, .create = NULL, .up = jr_up,
+    .meta_key = "version"};
+
+
+static const sqldb_opts jr_db_opts = {.flags = 0, .busy_ms = 5000,
+				      .synchronous = "FULL",
+				      .map = sql_errno};
 
 static int lock_dir(jr *j, const char *dir, char **err)
 {
@@ -98,10 +112,10 @@ static int lock_dir(jr *j, const char *dir, char **err)
 	int rc = 0;
 	if (j->lock_fd < 0) {
 		rc = -errno;
-		set_err(err, "%s: %s", buf_cstr(&p), strerror(errno));
+		buf_set_err(err, "%s: %s", buf_cstr(&p), strerror(errno));
 	} else if (flock(j->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		set_err(err, "%s: in use by another mount (%s)", dir,
+		buf_set_err(err, "%s: in use by another mount (%s)", dir,
 			strerror(-rc));
 	}
 	buf_free(&p);
@@ -117,7 +131,7 @@ int jr_open(const char *dir, jr **out, char **err)
 	j->lock_fd = -1;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		int rc = -errno;
-		set_err(err, "%s: %s", dir, strerror(errno));
+		buf_set_err(err, "%s: %s", dir, strerror(errno));
 		free(j);
 		return rc;
 	}
@@ -125,110 +139,19 @@ int jr_open(const char *dir, jr **out, char **err)
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s/journal.db", dir);
 	j->path = buf_steal(&p);
+	if (!rc)
+		rc = sqldb_open(j->path, &jr_db_opts, &j->db, err);
 	if (!rc) {
-		/* private like the rest of the cache: SQLite gives the -wal
-		 * and -shm files the database file's permissions */
-		int fd = open(j->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			fchmod(fd, 0600);
-			close(fd);
-		}
-		int src = sqlite3_open_v2(j->path, &j->db,
-					  SQLITE_OPEN_READWRITE |
-					      SQLITE_OPEN_CREATE |
-					      SQLITE_OPEN_NOMUTEX,
-					  NULL);
-		if (src == SQLITE_OK)
-			sqlite3_busy_timeout(j->db, 5000);
-		if (src == SQLITE_OK)
-			src = sqlite3_exec(j->db,
-					   "PRAGMA journal_mode=WAL;"
-					   "PRAGMA synchronous=FULL;",
-					   NULL, NULL, NULL);
-		if (src == SQLITE_OK)
-			src = sqlite3_exec(j->db, schema_sql, NULL, NULL, NULL);
+		/* tables an older journal lacks come whole, new columns
+		 * included (the steps add only the columns missing) */
+		int src = sqlite3_exec(j->db, schema_sql, NULL, NULL, NULL);
 		if (src != SQLITE_OK) {
 			rc = sql_errno(src);
-			set_err(err, "%s: %s", j->path,
-				j->db ? sqlite3_errmsg(j->db)
-				      : sqlite3_errstr(src));
+			buf_set_err(err, "%s: %s", j->path, sqlite3_errmsg(j->db));
 		}
 	}
-	if (!rc) {
-		char *v = jr_meta_get(j, "version");
-		/* in-place upgrades, one version at a time */
-		static const char *const up[] = {
-		    /* 1 -> 2 */
-		    ("ALTER TABLE files ADD COLUMN blocks TEXT;"
-		     "ALTER TABLE parts ADD COLUMN segs TEXT;"),
-		    /* 2 -> 3 */
-		    "ALTER TABLE txns ADD COLUMN seq INTEGER;",
-		    /* 3 -> 4 */
-		    "ALTER TABLE files ADD COLUMN rdev INTEGER;",
-		    /* 4 -> 5 */
-		    "ALTER TABLE dirs ADD COLUMN xattrs BLOB;",
-		};
-		/* a journal older than its txns table gets the new one,
-		 * seq included, from schema_sql */
-		sqlite3_stmt *probe = NULL;
-		bool has_seq = sqlite3_prepare_v2(j->db,
-						  "SELECT seq FROM txns", -1,
-						  &probe, NULL) == SQLITE_OK;
-		sqlite3_finalize(probe);
-		probe = NULL;
-		bool has_rdev = sqlite3_prepare_v2(j->db,
-						   "SELECT rdev FROM files", -1,
-						   &probe, NULL) == SQLITE_OK;
-		sqlite3_finalize(probe);
-		probe = NULL;
-		bool has_dxattrs =
-		    sqlite3_prepare_v2(j->db, "SELECT xattrs FROM dirs", -1,
-				       &probe, NULL) == SQLITE_OK;
-		sqlite3_finalize(probe);
-		for (;;) {
-			int from = v ? atoi(v) : 0;
-			if (from < 1 || from >= (int)(sizeof up / sizeof *up) + 1)
-				break;
-			buf q = BUF_INIT;
-			buf_printf(&q,
-				   "BEGIN IMMEDIATE;%sUPDATE meta SET v = '%d' "
-				   "WHERE k = 'version';COMMIT;",
-				   (from == 2 && has_seq) ||
-					   (from == 3 && has_rdev) ||
-					   (from == 4 && has_dxattrs)
-				       ? ""
-				       : up[from - 1],
-				   from + 1);
-			int src = sqlite3_exec(j->db, buf_cstr(&q), NULL, NULL,
-					       NULL);
-			buf_free(&q);
-			if (src != SQLITE_OK) {
-				set_err(err, "%s: upgrading the journal: %s",
-					j->path, sqlite3_errmsg(j->db));
-				sqlite3_exec(j->db, "ROLLBACK;", NULL, NULL,
-					     NULL);
-				rc = sql_errno(src);
-				break;
-			}
-			log_info("journal %s upgraded to version %d", j->path,
-				 from + 1);
-			free(v);
-			v = malloc(16);
-			if (!v) {
-				rc = -ENOMEM;
-				break;
-			}
-			snprintf(v, 16, "%d", from + 1);
-		}
-		if (!rc && !v)
-			rc = jr_meta_set(j, "version", JR_VERSION);
-		else if (!rc && strcmp(v, JR_VERSION)) {
-			set_err(err, "%s: journal version %s, expected %s",
-				j->path, v, JR_VERSION);
-			rc = -EPROTO;
-		}
-		free(v);
-	}
+	if (!rc)
+		rc = sqldb_migrate(j->db, j->path, &jr_schema, sql_errno, err);
 	chmod(j->path, 0600);
 	if (rc) {
 		jr_close(j);
@@ -413,6 +336,30 @@ static int txn_row(void *arg, sqlite3_stmt *s)
 	return l->txn(l->arg, &r);
 }
 
+/*
+ * The attribute columns (mode, uid, gid, mtime_ns, xattrs) of a files or
+ * dirs row, in that order, one way both ways: ATTRS_FROM decodes them
+ * from column i on into r (a jr_file_row or a jr_dir_row: the fields have
+ * the same names; an empty xattrs blob reads as none), ATTRS_FMT and
+ * ATTRS_ARGS(r) bind them (jr_exec).
+ */
+#define ATTRS_FROM(r, s, i)                                                  \
+	do {                                                                 \
+		(r).mode = (uint32_t)sqlite3_column_int64(s, (i));           \
+		(r).uid = (uint32_t)sqlite3_column_int64(s, (i) + 1);        \
+		(r).gid = (uint32_t)sqlite3_column_int64(s, (i) + 2);        \
+		(r).mtime_ns = sqlite3_column_int64(s, (i) + 3);             \
+		(r).xattrs = sqlite3_column_blob(s, (i) + 4);                \
+		int xl_ = sqlite3_column_bytes(s, (i) + 4);                  \
+		(r).xattrs_len = xl_ > 0 ? (size_t)xl_ : 0;                  \
+		if (!(r).xattrs_len)                                         \
+			(r).xattrs = NULL;                                   \
+	} while (0)
+#define ATTRS_FMT "iiiib"
+#define ATTRS_ARGS(r)                                                        \
+	(int64_t)(r)->mode, (int64_t)(r)->uid, (int64_t)(r)->gid,             \
+	    (r)->mtime_ns, (r)->xattrs, (r)->xattrs_len
+
 static int file_row(void *arg, sqlite3_stmt *s)
 {
 	const jr_loader *l = arg;
@@ -422,11 +369,6 @@ static int file_row(void *arg, sqlite3_stmt *s)
 	    .path = col_text(s, 2),
 	    .sid = (uint64_t)sqlite3_column_int64(s, 3),
 	    .size = (uint64_t)sqlite3_column_int64(s, 4),
-	    .mode = (uint32_t)sqlite3_column_int64(s, 5),
-	    .uid = (uint32_t)sqlite3_column_int64(s, 6),
-	    .gid = (uint32_t)sqlite3_column_int64(s, 7),
-	    .mtime_ns = sqlite3_column_int64(s, 8),
-	    .xattrs = sqlite3_column_blob(s, 9),
 	    .symlink = col_text(s, 10),
 	    .state = sqlite3_column_int(s, 11),
 	    .key = col_text(s, 12),
@@ -437,10 +379,7 @@ static int file_row(void *arg, sqlite3_stmt *s)
 	    .blocks = col_text(s, 17),
 	    .rdev = (uint64_t)sqlite3_column_int64(s, 18),
 	};
-	int xl = sqlite3_column_bytes(s, 9);
-	r.xattrs_len = xl > 0 ? (size_t)xl : 0;
-	if (!r.xattrs_len)
-		r.xattrs = NULL;
+	ATTRS_FROM(r, s, 5);
 	return l->file(l->arg, &r);
 }
 
@@ -450,15 +389,8 @@ static int dir_row(void *arg, sqlite3_stmt *s)
 	jr_dir_row r = {
 	    .txn = sqlite3_column_int64(s, 0),
 	    .path = col_text(s, 1),
-	    .mode = (uint32_t)sqlite3_column_int64(s, 2),
-	    .uid = (uint32_t)sqlite3_column_int64(s, 3),
-	    .gid = (uint32_t)sqlite3_column_int64(s, 4),
-	    .mtime_ns = sqlite3_column_int64(s, 5),
-	    .xattrs = sqlite3_column_blob(s, 6),
-	    .xattrs_len = (size_t)sqlite3_column_bytes(s, 6),
 	};
-	if (!r.xattrs_len)
-		r.xattrs = NULL;
+	ATTRS_FROM(r, s, 2);
 	return l->dir(l->arg, &r);
 }
 
@@ -594,9 +526,8 @@ int jr_file_update(jr *j, const jr_file_row *r)
 		       "symlink = ?, state = ?, key = ?, upload_id = ?, "
 		       "part_size = ?, etag = ?, crc32c = ?, blocks = ?, "
 		       "rdev = ? WHERE id = ?",
-		       "itiiiiiibtittititii", r->txn, r->path, (int64_t)r->sid,
-		       (int64_t)r->size, (int64_t)r->mode, (int64_t)r->uid,
-		       (int64_t)r->gid, r->mtime_ns, r->xattrs, r->xattrs_len,
+		       "itii" ATTRS_FMT "tittititii", r->txn, r->path,
+		       (int64_t)r->sid, (int64_t)r->size, ATTRS_ARGS(r),
 		       r->symlink, (int64_t)r->state, r->key, r->upload_id,
 		       (int64_t)r->part_size, r->etag, (int64_t)r->crc,
 		       r->blocks, (int64_t)r->rdev, r->id);
@@ -666,9 +597,7 @@ int jr_dir_put(jr *j, const jr_dir_row *r)
 	return jr_exec(j, NULL, NULL,
 		       "INSERT OR REPLACE INTO dirs(txn, path, mode, uid, gid, "
 		       "mtime_ns, xattrs) VALUES(?, ?, ?, ?, ?, ?, ?)",
-		       "itiiiib", r->txn, r->path, (int64_t)r->mode,
-		       (int64_t)r->uid, (int64_t)r->gid, r->mtime_ns,
-		       r->xattrs, r->xattrs_len);
+		       "it" ATTRS_FMT, r->txn, r->path, ATTRS_ARGS(r));
 }
 
 int jr_dir_set_meta(jr *j, const jr_dir_row *r)
@@ -676,9 +605,7 @@ int jr_dir_set_meta(jr *j, const jr_dir_row *r)
 	return jr_exec(j, NULL, NULL,
 		       "UPDATE dirs SET mode = ?, uid = ?, gid = ?, "
 		       "mtime_ns = ?, xattrs = ? WHERE txn = ? AND path = ?",
-		       "iiiibit", (int64_t)r->mode, (int64_t)r->uid,
-		       (int64_t)r->gid, r->mtime_ns, r->xattrs, r->xattrs_len,
-		       r->txn, r->path);
+		       ATTRS_FMT "it", ATTRS_ARGS(r), r->txn, r->path);
 }
 
 int jr_dir_delete(jr *j, int64_t txn, const char *path)

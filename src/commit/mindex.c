@@ -20,6 +20,7 @@
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 #define INDEX_MAX (64u << 20)
 
@@ -49,7 +50,7 @@ static int page_live(void *arg, const char *prefix, const s3_list_result *p)
 typedef struct mlist {
 	char **key, **etag;
 	size_t *size;
-	size_t n;
+	size_t n, cap;
 	bool indexed; /* an index is there already */
 	char *first_claim; /* the claim name that sorts first */
 } mlist;
@@ -73,17 +74,22 @@ static int page_manifests(void *arg, const char *prefix,
 		}
 		if (!proto_is_manifest_name(name) || !o->etag)
 			continue;
-		char **k = realloc(l->key, (l->n + 1) * sizeof *k);
-		if (k)
-			l->key = k;
-		char **e = realloc(l->etag, (l->n + 1) * sizeof *e);
-		if (e)
-			l->etag = e;
-		size_t *s = realloc(l->size, (l->n + 1) * sizeof *s);
-		if (s)
-			l->size = s;
-		if (!k || !e || !s)
-			return -1;
+		if (l->n == l->cap) {
+			/* three arrays, one cap: it advances once all grew */
+			size_t ck = l->cap, ce = l->cap, cs = l->cap;
+			char **k = vec_grow(l->key, &ck, sizeof *k, 16);
+			if (k)
+				l->key = k;
+			char **e = vec_grow(l->etag, &ce, sizeof *e, 16);
+			if (e)
+				l->etag = e;
+			size_t *s = vec_grow(l->size, &cs, sizeof *s, 16);
+			if (s)
+				l->size = s;
+			if (!k || !e || !s)
+				return -1;
+			l->cap = ck;
+		}
 		l->key[l->n] = strdup(o->key);
 		l->etag[l->n] = strdup(o->etag);
 		l->size[l->n] = (size_t)o->size;
@@ -242,7 +248,10 @@ void eng_index_later(eng *e, const char *root)
 {
 	char *r = strdup(root);
 	pthread_mutex_lock(&e->mu);
-	char **q = r ? realloc(e->ix_q, (e->ix_n + 1) * sizeof *q) : NULL;
+	char **q = !r ? NULL
+		  : e->ix_n < e->ix_cap
+		      ? e->ix_q
+		      : vec_grow(e->ix_q, &e->ix_cap, sizeof *q, 8);
 	if (q) {
 		e->ix_q = q;
 		e->ix_q[e->ix_n++] = r;

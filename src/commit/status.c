@@ -286,13 +286,8 @@ void eng_foreach_pending_file(eng *e,
 	pthread_mutex_unlock(&e->mu);
 }
 
-void eng_foreach_pending_txn(eng *e,
-			     void (*txn_fn)(void *arg, uint64_t txn,
-					    const char *root, bool is_dir,
-					    bool sealed),
-			     void (*dir_fn)(void *arg, uint64_t txn,
-					    const char *path, const eng_meta *m),
-			     void *arg)
+void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
+			     eng_pending_dir_fn dir_fn, void *arg)
 {
 	pthread_mutex_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next) {

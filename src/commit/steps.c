@@ -25,17 +25,20 @@
 #include "commit/internal.h"
 #include "proto/visibility.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 /* ---- snapshots ---------------------------------------------------------- */
 
 static int garbage_key(void *arg, const char *key)
 {
 	eng_snap *sn = arg;
-	char **nv = realloc(sn->garbage, (sn->ng + 1) * sizeof *nv);
-	if (!nv)
-		return -ENOMEM;
-	sn->garbage = nv;
-	nv[sn->ng++] = strdup(key);
+	if (sn->ng == sn->gcap) {
+		char **nv = vec_grow(sn->garbage, &sn->gcap, sizeof *nv, 8);
+		if (!nv)
+			return -ENOMEM;
+		sn->garbage = nv;
+	}
+	sn->garbage[sn->ng++] = strdup(key);
 	return 0;
 }
 
@@ -166,10 +169,11 @@ int eng_list_under(eng *e, const char *prefix, keylist *out, s3_err *x)
 			if (r.objects[i].key_len != strlen(r.objects[i].key))
 				continue; /* keys with NUL: cannot be ours */
 			if (out->n == out->cap) {
-				size_t nc = out->cap ? out->cap * 2 : 64;
-				char **nv = realloc(out->v, nc * sizeof *nv);
+				size_t cv = out->cap, nc = out->cap;
+				char **nv = vec_grow(out->v, &cv, sizeof *nv, 64);
 				s3_object *no =
-				    nv ? realloc(out->o, nc * sizeof *no) : NULL;
+				    nv ? vec_grow(out->o, &nc, sizeof *no, 64)
+				       : NULL;
 				if (nv)
 					out->v = nv;
 				if (!no) {

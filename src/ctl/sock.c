@@ -35,6 +35,7 @@
 
 #include "util/buf.h"
 #include "util/clock.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 char *ctl_sock_dir(void)
@@ -61,8 +62,9 @@ char *ctl_socket_path(const char *mountpoint)
 	char *dir = ctl_sock_dir();
 	buf b = BUF_INIT;
 	buf_printf(&b, "%s/", dir);
-	for (int i = 0; i < 16; i++)
-		buf_printf(&b, "%02x", md[i]);
+	char h[2 * 16 + 1];
+	hex_encode(md, 16, h);
+	buf_puts(&b, h);
 	buf_puts(&b, ".sock");
 	free(dir);
 	return buf_steal(&b);

@@ -21,16 +21,6 @@ struct vctx {
 	pthread_mutex_t mu; /* one line at a time */
 };
 
-static json_t *file_json(const verify_file *f)
-{
-	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:b}", "path", f->rel,
-			      "key", f->key, "size", (json_int_t)f->size,
-			      "check", verify_how_name(f->how), "ok", f->ok);
-	if (j && f->problem)
-		json_object_set_new(j, "problem", json_string(f->problem));
-	return j;
-}
-
 static void send_line(struct vctx *v, json_t *j)
 {
 	pthread_mutex_lock(&v->mu);
@@ -46,7 +36,8 @@ static void on_file(void *arg, const verify_file *f)
 	struct vctx *v = arg;
 	if (f->ok && !v->all)
 		return;
-	send_line(v, json_pack("{s:b, s:o}", "done", 0, "file", file_json(f)));
+	send_line(v, json_pack("{s:b, s:o}", "done", 0, "file",
+			       verify_file_json(f)));
 }
 
 static void on_progress(void *arg, uint64_t db, uint64_t tb, size_t df,
@@ -93,14 +84,7 @@ void ctl_do_verify(const ctl_target *t, int fd, const char *rel,
 		ctl_send_error(fd, buf_cstr(&m));
 		buf_free(&m);
 	} else {
-		json_t *s = json_pack(
-		    "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "files",
-		    (json_int_t)sum.files, "ok", (json_int_t)sum.ok, "bad",
-		    (json_int_t)sum.bad, "by_manifest",
-		    (json_int_t)sum.by[VERIFY_MANIFEST], "by_md5",
-		    (json_int_t)sum.by[VERIFY_MD5], "by_size",
-		    (json_int_t)sum.by[VERIFY_SIZE], "skipped",
-		    (json_int_t)sum.skipped, "bytes", (json_int_t)sum.bytes);
+		json_t *s = verify_summary_json(&sum);
 		send_line(&v, json_pack("{s:b, s:s, s:o}", "done", 1, "target",
 					buf_cstr(&target), "summary", s));
 	}

@@ -36,6 +36,19 @@ typedef struct ghost {
 	struct ghost *lprev, *lnext;
 } ghost;
 
+/* Moves the listing of from (an fs_inode or a ghost: the fields have the
+ * same names) to to (the other), which takes it over. */
+#define LISTING_MOVE(to, from)                                           \
+	do {                                                             \
+		(to)->listing = (from)->listing;                         \
+		(to)->manifest = (from)->manifest;                       \
+		(to)->mtime = (from)->mtime;                             \
+		(to)->listing_time = (from)->listing_time;               \
+		(to)->listing_gen = (from)->listing_gen;                 \
+		(from)->listing = NULL;                                  \
+		(from)->manifest = NULL;                                 \
+	} while (0)
+
 #define GHOST_MAX 65536
 /* Listings kept by ghosts, oldest dropped first: a 10 000-entry listing
  * is about 1 MiB. */
@@ -204,13 +217,7 @@ static uint64_t ghost_take(fs_itable *t, fs_inode *n, bool is_dir)
 		g->ino = 0; /* used up; the FIFO frees it later */
 		if (ino && is_dir && g->listing) {
 			ghost_unlist(t, g);
-			n->listing = g->listing;
-			n->manifest = g->manifest;
-			n->mtime = g->mtime;
-			n->listing_time = g->listing_time;
-			n->listing_gen = g->listing_gen;
-			g->listing = NULL;
-			g->manifest = NULL;
+			LISTING_MOVE(n, g);
 		} else {
 			ghost_drop_listing(t, g);
 		}
@@ -245,13 +252,7 @@ static void ghost_add(fs_itable *t, fs_inode *n)
 	if (n->is_dir && n->listing) {
 		if (t->n_listings >= GHOST_LISTINGS_MAX)
 			ghost_drop_listing(t, t->l_head);
-		g->listing = n->listing;
-		g->manifest = n->manifest;
-		g->mtime = n->mtime;
-		g->listing_time = n->listing_time;
-		g->listing_gen = n->listing_gen;
-		n->listing = NULL;
-		n->manifest = NULL;
+		LISTING_MOVE(g, n);
 		g->lprev = t->l_tail;
 		if (t->l_tail)
 			t->l_tail->lnext = g;

@@ -177,8 +177,6 @@ void wr_pt_absorb(ov_node *o)
 	wr_touch(o->txn);
 }
 
-/* Whether writes may bypass ckptfs (see above). */
-
 void wr_touch(ov_txn *x)
 {
 	if (x)
@@ -189,8 +187,6 @@ bool wr_is_single_root(const ov_node *o)
 {
 	return o->txn && !o->txn->is_dir && !strcmp(o->txn->root, o->path);
 }
-
-/* Seals x (a commit trigger).  Table locked. */
 
 char *wr_child_path(const fs_inode *p, const char *name)
 {
@@ -219,6 +215,7 @@ void wr_meta_of(const ov_node *o, eng_meta *m, buf *xa)
 	m->symlink = o->kind == OV_LINK ? o->target : NULL;
 }
 
+/* What a change of a file's bytes or owner does to its set-id bits. */
 void wr_kill_suid(ov_node *o, bool in_group)
 {
 	if (o->kind != OV_FILE)

@@ -1,14 +1,21 @@
 /*
- * Reads of remote files: open pins the object version (the ETag listed or
- * HEADed within attr_timeout, else a fresh HEAD) and opens it in the read
- * cache (cache/cache.h); reads splice from the cache file, or the kernel
- * reads it itself by FUSE passthrough (fs/passthrough.h) when every byte
- * was cached at open.  When the cache cannot take the object (pinned data
- * fills it) the handle reads uncached through a window of ranged GETs that
- * carry If-Match, checked against the manifest's block CRCs when it has
- * them, so a handle never mixes two versions of an object.  An object
- * replaced before a handle's first read is switched to (switch_version).
- * The page cache mode (keep_cache) follows the version the inode holds.
+ * Reads of remote files (rd_open, rd_read; ops.c sends every handle of a
+ * file that is not local or writable here).  Open pins the object version
+ * (the ETag listed or HEADed within attr_timeout, else a fresh HEAD) and
+ * opens it in the read cache (cache/cache.h), downloads checked against
+ * the manifest's block CRCs when it has them; reads splice from the cache
+ * file, or the kernel reads it itself by FUSE passthrough
+ * (fs/passthrough.h) when every byte was cached at open.  When the cache
+ * cannot take the object (pinned data fills it, after waiting up to
+ * RELEASE_WAIT_S for handles just closed to let go), or its disk fails
+ * later (full, read-only: local_cache_error), the handle reads uncached
+ * through a window of ranged GETs that carry If-Match, checked against the
+ * block CRCs too, so a handle never mixes two versions of an object and
+ * losing the cache never fails a read by itself.  An object replaced
+ * before a handle returned any byte is switched to (switch_version, the
+ * version served recorded on the inode by mark_served); otherwise the
+ * read fails with EIO.  The page cache mode (keep_cache) follows the
+ * version the inode holds.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -100,6 +100,8 @@ int wr_fetch_remote(fs_ctx *fs, fs_inode *n, const char *key, int fd,
 	return rc;
 }
 
+/* A remote file becomes local (copy-on-write).  Table locked; dropped for
+ * the download. */
 int wr_make_local_file(fs_ctx *fs, fs_inode *n, bool truncate,
 			   ov_node **out)
 {

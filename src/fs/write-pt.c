@@ -33,6 +33,7 @@
 
 #define PT_WRITE_HEADROOM (1ull << 30)
 
+/* Whether writes may bypass ckptfs (see above). */
 static bool pt_room(fs_ctx *fs)
 {
 	struct statvfs sv;

@@ -82,6 +82,7 @@ static void dir_refresh_one(void *arg, ov_node *o)
 		o->meta_dirty = false;
 }
 
+/* Seals x (a commit trigger).  Table locked. */
 int wr_seal(fs_ctx *fs, ov_txn *x)
 {
 	if (x->sealed)

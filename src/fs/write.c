@@ -74,9 +74,6 @@ void wr_open_reply(fuse_req_t req, fs_handle *h, struct fuse_file_info *fi)
 		wr_handle_free(fs_req_ctx(req), h, true);
 }
 
-/* A remote file becomes local (copy-on-write).  Table locked; dropped for
- * the download. */
-
 bool wr_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fs_ctx *fs = fs_req_ctx(req);
@@ -264,8 +261,6 @@ void wr_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		fuse_reply_write(req, (size_t)n);
 	}
 }
-
-/* What a change of a file's bytes or owner does to its set-id bits. */
 
 void wr_flush(fs_ctx *fs, fs_handle *h, fuse_req_t req)
 {

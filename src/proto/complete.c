@@ -10,6 +10,7 @@
 
 #include "proto/visibility.h"
 #include "util/buf.h"
+#include "util/vec.h"
 
 void vis_rules_free(vis_rules *r)
 {
@@ -19,7 +20,7 @@ void vis_rules_free(vis_rules *r)
 	}
 	free(r->v);
 	r->v = NULL;
-	r->n = 0;
+	r->n = r->cap = 0;
 }
 
 static int bad_rule(vis_rules *r, const char *s, size_t len, char **err)
@@ -45,10 +46,12 @@ int vis_rules_parse(vis_rules *r, const char *spec, char **err)
 		if (!slash || slash == s || slash + 1 == s + len ||
 		    memchr(slash + 1, '/', len - (size_t)(slash + 1 - s)))
 			return bad_rule(r, s, len, err);
-		vis_rule *nv = realloc(r->v, (r->n + 1) * sizeof *nv);
-		if (!nv)
-			return bad_rule(r, s, len, err);
-		r->v = nv;
+		if (r->n == r->cap) {
+			vis_rule *nv = vec_grow(r->v, &r->cap, sizeof *nv, 4);
+			if (!nv)
+				return bad_rule(r, s, len, err);
+			r->v = nv;
+		}
 		vis_rule *x = &r->v[r->n];
 		x->trigger = strndup(s, (size_t)(slash - s));
 		x->required = strndup(slash + 1, len - (size_t)(slash + 1 - s));

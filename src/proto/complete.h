@@ -29,7 +29,7 @@ typedef struct vis_rule {
 
 typedef struct vis_rules {
 	vis_rule *v;
-	size_t n;
+	size_t n, cap;
 } vis_rules;
 
 /*

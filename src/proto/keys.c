@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "util/buf.h"
+#include "util/hex.h"
+#include "util/vec.h"
 
 /* ---- writer ids, temp names, paths ------------------------------------- */
 
@@ -36,8 +38,9 @@ void proto_writer_id(char out[PROTO_WRITER_MAX])
 		uint64_t t = (uint64_t)getpid() ^ (uint64_t)time(NULL);
 		memcpy(r, &t, sizeof r);
 	}
-	snprintf(out, PROTO_WRITER_MAX, "%s-%02x%02x%02x%02x",
-		 n ? clean : "host", r[0], r[1], r[2], r[3]);
+	char h[2 * sizeof r + 1];
+	hex_encode(r, sizeof r, h);
+	snprintf(out, PROTO_WRITER_MAX, "%s-%s", n ? clean : "host", h);
 }
 
 int proto_pats_parse(proto_pats *p, const char *spec)
@@ -54,7 +57,8 @@ int proto_pats_parse(proto_pats *p, const char *spec)
 			t[--l] = '\0';
 		if (!*t)
 			continue;
-		char **nv = realloc(p->v, (p->n + 1) * sizeof *nv);
+		char **nv = p->n < p->cap ? p->v
+					  : vec_grow(p->v, &p->cap, sizeof *nv, 4);
 		if (!nv || !(nv[p->n] = strdup(t))) {
 			p->v = nv ? nv : p->v;
 			free(s);

@@ -70,7 +70,7 @@ void proto_writer_id(char out[PROTO_WRITER_MAX]);
 /* Temp patterns: comma-separated fnmatch patterns, parsed once. */
 typedef struct proto_pats {
 	char **v;
-	size_t n;
+	size_t n, cap;
 } proto_pats;
 /* spec NULL: PROTO_DEFAULT_TEMP_PATTERNS. */
 int proto_pats_parse(proto_pats *p, const char *spec);

@@ -354,12 +354,10 @@ static int push_dir(vis_manifest *m, json_t *d, int64_t time)
 	if (root)
 		return 0;
 	if (m->n_dirs == m->cap_dirs) {
-		size_t nc = m->cap_dirs ? m->cap_dirs * 2 : 8;
-		char **nv = realloc(m->dirs, nc * sizeof *nv);
+		char **nv = vec_grow(m->dirs, &m->cap_dirs, sizeof *nv, 8);
 		if (!nv)
 			return -1;
 		m->dirs = nv;
-		m->cap_dirs = nc;
 	}
 	if (!(m->dirs[m->n_dirs] = strdup(path)))
 		return -1;

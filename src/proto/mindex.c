@@ -16,13 +16,20 @@ bool proto_is_index_name(const char *name)
 	       !strcmp(name + n - 4, ".txt");
 }
 
+/* The key of a file of root's PROTO_META_DIR: NAME WRITER SUFFIX. */
+static char *meta_key(const char *prefix, const char *root, const char *name,
+		      const char *writer, const char *suffix)
+{
+	buf b = BUF_INIT;
+	buf_printf(&b, "%s%s%s" PROTO_META_DIR "/%s%s%s", prefix, root,
+		   root[0] ? "/" : "", name, writer, suffix);
+	return buf_steal(&b);
+}
+
 char *proto_index_key(const char *prefix, const char *root,
 		      const char *writer)
 {
-	buf b = BUF_INIT;
-	buf_printf(&b, "%s%s%s" PROTO_META_DIR "/index.%s.txt", prefix, root,
-		   root[0] ? "/" : "", writer);
-	return buf_steal(&b);
+	return meta_key(prefix, root, "index.", writer, ".txt");
 }
 
 bool proto_is_claim_name(const char *name)
@@ -33,10 +40,7 @@ bool proto_is_claim_name(const char *name)
 char *proto_claim_key(const char *prefix, const char *root,
 		      const char *writer)
 {
-	buf b = BUF_INIT;
-	buf_printf(&b, "%s%s%s" PROTO_META_DIR "/claim.%s", prefix, root,
-		   root[0] ? "/" : "", writer);
-	return buf_steal(&b);
+	return meta_key(prefix, root, "claim.", writer, "");
 }
 
 static bool token_ok(const char *s)

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "proto/keys.h"
+#include "util/vec.h"
 
 #define NS_NAME_MAX 255
 #define NS_HIDDEN PROTO_RESERVED
@@ -101,17 +102,12 @@ ns_reserve(ns_dir *d, size_t extra)
 {
 	if (extra > SIZE_MAX / sizeof(ns_entry) - d->n)
 		return -1;
-	size_t need = d->n + extra;
-	if (need <= d->cap)
-		return 0;
-	size_t cap = d->cap < 16 ? 16 : d->cap;
-	while (cap < need)
-		cap = cap > SIZE_MAX / sizeof(ns_entry) / 2 ? need : cap * 2;
-	ns_entry *v = realloc(d->v, cap * sizeof(*v));
+	if (d->n + extra <= d->cap)
+		return 0; /* d->v may be NULL: nothing yet, nothing needed */
+	ns_entry *v = vec_reserve(d->v, &d->cap, sizeof *v, d->n + extra, 16);
 	if (v == NULL)
 		return -1;
 	d->v = v;
-	d->cap = cap;
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include "proto/keys.h"
 #include "util/buf.h"
+#include "util/vec.h"
 
 int vis_parse_marker(const char *rel, char **child, unsigned *lease)
 {
@@ -133,13 +134,10 @@ static void count_needed(const ns_dir *d, const vis_manifest *m,
 			continue;
 		prev = p;
 		prev_len = len;
-		if (len + 1 > cap) {
-			char *nn = realloc(name, len + 1);
-			if (!nn)
-				break;
-			name = nn;
-			cap = len + 1;
-		}
+		char *nn = vec_reserve(name, &cap, 1, len + 1, 64);
+		if (!nn)
+			break;
+		name = nn;
 		memcpy(name, p, len);
 		name[len] = 0;
 		(*names)++;

@@ -86,27 +86,14 @@ bool s3cfg_is_space(char c)
 
 /* ---- AWS INI files ------------------------------------------------------ */
 
+/* The keys of a profile: the config file knows them all, the credentials
+ * file those from CREDS_KEYS_FROM on. */
 static const key_slot config_keys[] = {
     {"region", offsetof(aws_profile, region)},
     {"endpoint_url", offsetof(aws_profile, endpoint_url)},
     {"ca_bundle", offsetof(aws_profile, ca_bundle)},
-    {"aws_access_key_id", offsetof(aws_profile, access_key)},
-    {"aws_secret_access_key", offsetof(aws_profile, secret_key)},
-    {"aws_session_token", offsetof(aws_profile, session_token)},
-    {"role_arn", offsetof(aws_profile, role_arn)},
-    {"source_profile", offsetof(aws_profile, source_profile)},
-    {"credential_source", offsetof(aws_profile, credential_source)},
-    {"role_session_name", offsetof(aws_profile, role_session_name)},
-    {"external_id", offsetof(aws_profile, external_id)},
-    {"duration_seconds", offsetof(aws_profile, duration_seconds)},
-    {"mfa_serial", offsetof(aws_profile, mfa_serial)},
-    {"web_identity_token_file", offsetof(aws_profile, web_identity_token_file)},
-    {"credential_process", offsetof(aws_profile, credential_process)},
     {"ec2_metadata_v1_disabled", offsetof(aws_profile, imds_v1_disabled)},
-    {NULL, 0},
-};
-
-static const key_slot creds_keys[] = {
+#define CREDS_KEYS_FROM 4
     {"aws_access_key_id", offsetof(aws_profile, access_key)},
     {"aws_secret_access_key", offsetof(aws_profile, secret_key)},
     {"aws_session_token", offsetof(aws_profile, session_token)},
@@ -202,7 +189,8 @@ static bool creds_section_match(const char *sec, const char *profile)
 }
 
 const file_kind aws_config_kind = {config_section_match, config_keys, true};
-const file_kind aws_creds_kind = {creds_section_match, creds_keys, false};
+const file_kind aws_creds_kind = {creds_section_match,
+				   config_keys + CREDS_KEYS_FROM, false};
 
 enum line_kind { LINE_OTHER, LINE_SECTION, LINE_CONT };
 

@@ -147,25 +147,39 @@ static time_t reply_date(const http_xfer *x)
 	return ts.tv_sec;
 }
 
-int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
-		 const char *token, unsigned max_keys, s3_list_result *out,
-		 s3_err *e)
+/* The query of one ListObjectsV2 page, its parameters in sorted order so
+ * the wire query is canonical (the one LIST query builder of the tree):
+ * token and delimiter NULL for none, prefix NULL for "". */
+static void list_query(buf *q, const char *prefix, const char *delimiter,
+		       const char *token, const char *max_keys)
 {
-	/* parameters in sorted order so the wire query is canonical */
+	if (token)
+		query_param(q, "continuation-token", token);
+	if (delimiter)
+		query_param(q, "delimiter", delimiter);
+	query_param(q, "encoding-type", "url");
+	query_param(q, "list-type", "2");
+	query_param(q, "max-keys", max_keys);
+	query_param(q, "prefix", prefix ? prefix : "");
+}
+
+int s3_list_page_bounded(s3_client *c, const s3_request *lim,
+			 const char *prefix, const char *delimiter,
+			 const char *token, unsigned max_keys,
+			 s3_list_result *out, s3_err *e)
+{
 	buf q = BUF_INIT;
 	char mk[16];
 	snprintf(mk, sizeof mk, "%u", max_keys ? max_keys : 1000);
-	if (token)
-		query_param(&q, "continuation-token", token);
-	if (delimiter)
-		query_param(&q, "delimiter", delimiter);
-	query_param(&q, "encoding-type", "url");
-	query_param(&q, "list-type", "2");
-	query_param(&q, "max-keys", mk);
-	query_param(&q, "prefix", prefix ? prefix : "");
+	list_query(&q, prefix, delimiter, token, mk);
 	s3_request r = {.op = "LIST", .method = "GET", .key = NULL,
 			   .what = prefix, .query = buf_cstr(&q),
 			   .timeout_ms = c->o.meta_timeout_ms};
+	if (lim) {
+		r.timeout_ms = lim->timeout_ms;
+		r.max_attempts = lim->max_attempts;
+		r.budget_ms = lim->budget_ms;
+	}
 	http_xfer x = {0};
 	int rc = s3_request_perform(c, &r, &x, NULL, e);
 	if (rc == 0) {
@@ -191,6 +205,14 @@ int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 	http_xfer_free(&x);
 	buf_free(&q);
 	return rc;
+}
+
+int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
+		 const char *token, unsigned max_keys, s3_list_result *out,
+		 s3_err *e)
+{
+	return s3_list_page_bounded(c, NULL, prefix, delimiter, token,
+				    max_keys, out, e);
 }
 
 void s3_client_listing(s3_client *c, bool defect)
@@ -457,10 +479,7 @@ int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 {
 	s3_list_result res = {0};
 	buf q = BUF_INIT;
-	query_param(&q, "encoding-type", "url");
-	query_param(&q, "list-type", "2");
-	query_param(&q, "max-keys", "1");
-	query_param(&q, "prefix", prefix ? prefix : "");
+	list_query(&q, prefix, NULL, NULL, "1");
 	/* a silent endpoint fails the mount within 15 s */
 	s3_request r = {.op = "LIST", .method = "GET", .key = NULL,
 			   .what = prefix, .query = buf_cstr(&q),

@@ -51,6 +51,14 @@ void s3_client_free(s3_client *c);
 int s3_list_page(s3_client *c, const char *prefix, const char *delimiter,
 		 const char *token, unsigned max_keys, s3_list_result *out,
 		 s3_err *e);
+/* s3_list_page within the bounds of lim (its timeout_ms, max_attempts
+ * and budget_ms; nothing else of it is used), for a caller whose
+ * requests must not hold it up long (the listing probe at mount). */
+struct s3_request;
+int s3_list_page_bounded(s3_client *c, const struct s3_request *lim,
+			 const char *prefix, const char *delimiter,
+			 const char *token, unsigned max_keys,
+			 s3_list_result *out, s3_err *e);
 
 /*
  * Every page of a listing, in order, through fn (the one paging loop of

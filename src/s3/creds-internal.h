@@ -125,13 +125,24 @@ int creds_profile_load(const char *profile, aws_profile *out, char **where,
 
 /*
  * The profile of cx->profile, as creds_profile_load gives it, read from
- * the files once per fetch of the chain: the providers that need it
- * (assume role, web identity, credential_process, IMDS's v1 switch)
- * share one reading, and a refresh reads the files again.  0 with *p and
- * *where (valid until creds_profile_memo_free), or -1 with *err.
+ * the files once per fetch of the chain: each file is read at most once
+ * (the shared-file and config-file providers take their file's keys from
+ * the same reading), and the providers that need the merged profile
+ * (assume role, web identity, credential_process, IMDS's v1 switch) share
+ * one merge; a refresh reads the files again.  0 with *p and *where
+ * (valid until creds_profile_memo_free), or -1 with *err.  A memo starts
+ * as {.profile = NAME}; creds_profile_memo_free keeps the name.
  */
+#define CREDS_PROFILE_FILES 2 /* the config file, the credentials file */
 typedef struct creds_profile_memo {
-	bool loaded;
+	const char *profile;
+	struct creds_file_read {
+		bool loaded;
+		int rc;
+		aws_profile p;
+		char *path, *err;
+	} file[CREDS_PROFILE_FILES];
+	bool loaded; /* the merge */
 	int rc;
 	aws_profile p;
 	char *where, *err;

@@ -69,85 +69,137 @@ int creds_from_profile(const aws_profile *p, const char *path,
 	return 1;
 }
 
-static int provider_file(const file_kind *kind, const char *env,
-			 const char *leaf, const char *profile, s3_creds *out,
+/* The two files of a profile, in the order a merged profile reads them
+ * (the credentials file's values win). */
+static const struct {
+	const file_kind *kind;
+	const char *env, *leaf;
+} profile_files[CREDS_PROFILE_FILES] = {
+	{&aws_config_kind, "AWS_CONFIG_FILE", "config"},
+	{&aws_creds_kind, "AWS_SHARED_CREDENTIALS_FILE", "credentials"},
+};
+
+/* Copies the values set in *from over those of *into.  0, or -1 when out
+ * of memory. */
+static int profile_overlay(aws_profile *into, const aws_profile *from)
+{
+	cfg_val *a = (cfg_val *)((char *)into + offsetof(aws_profile, region));
+	const cfg_val *b = (const cfg_val *)((const char *)from +
+					     offsetof(aws_profile, region));
+	size_t n = (sizeof(aws_profile) - offsetof(aws_profile, region)) /
+		   sizeof(cfg_val);
+	for (size_t i = 0; i < n; i++) {
+		if (!b[i].v)
+			continue;
+		char *v = strdup(b[i].v);
+		if (!v)
+			return -1;
+		if (a[i].v)
+			s3cfg_secret_free(a[i].v);
+		a[i] = (cfg_val){v, b[i].line};
+	}
+	into->found = into->found || from->found;
+	return 0;
+}
+
+/* File i of profile_files as m's profile says it, read on first use.  0
+ * with *p and *path (valid until creds_profile_memo_free), or -1 with
+ * *err. */
+static int memo_file(creds_profile_memo *m, size_t i, const aws_profile **p,
+		     const char **path, char **err)
+{
+	struct creds_file_read *f = &m->file[i];
+	if (!f->loaded) {
+		f->loaded = true;
+		f->path = aws_file_path(profile_files[i].env,
+					profile_files[i].leaf);
+		f->rc = f->path ? aws_file_parse(f->path, profile_files[i].kind,
+						 m->profile, &f->p, &f->err)
+				: s3cfg_fail_oom(&f->err);
+	}
+	if (f->rc < 0)
+		return f->err ? s3cfg_fail(err, "%s", f->err)
+			      : s3cfg_fail_oom(err);
+	*p = &f->p;
+	*path = f->path;
+	return 0;
+}
+
+/* Both files merged into m->p, once. */
+static int memo_profile(creds_profile_memo *m, char **err)
+{
+	if (!m->loaded) {
+		m->loaded = true;
+		const aws_profile *f[CREDS_PROFILE_FILES];
+		const char *path[CREDS_PROFILE_FILES];
+		m->rc = 0;
+		for (size_t i = 0; i < CREDS_PROFILE_FILES && m->rc == 0; i++)
+			m->rc = memo_file(m, i, &f[i], &path[i], &m->err);
+		for (size_t i = 0; i < CREDS_PROFILE_FILES && m->rc == 0; i++)
+			if (profile_overlay(&m->p, f[i]) < 0)
+				m->rc = s3cfg_fail_oom(&m->err);
+		buf w = BUF_INIT;
+		if (m->rc == 0 &&
+		    buf_printf(&w, "%s or %s", path[0], path[1]) < 0)
+			m->rc = s3cfg_fail_oom(&m->err);
+		if (m->rc == 0)
+			m->where = buf_steal(&w);
+		buf_free(&w);
+	}
+	if (m->rc < 0)
+		return m->err ? s3cfg_fail(err, "%s", m->err)
+			      : s3cfg_fail_oom(err);
+	return 0;
+}
+
+/* The static keys of file i (a provider of the chain). */
+static int provider_file(size_t i, const creds_ctx *cx, s3_creds *out,
 			 buf *tried, char **err)
 {
-	char *path = aws_file_path(env, leaf);
-	if (!path)
-		return s3cfg_fail_oom(err);
-	if (kind == &aws_creds_kind)
-		buf_printf(tried, "%s [profile %s]", path, profile);
-	else
-		buf_puts(tried, path);
-	aws_profile p;
-	int rc = aws_file_parse(path, kind, profile, &p, err);
+	creds_profile_memo own = {.profile = cx->profile};
+	creds_profile_memo *m = cx->memo ? cx->memo : &own;
+	const aws_profile *p;
+	const char *path;
+	int rc = memo_file(m, i, &p, &path, err);
+	if (m->file[i].path) {
+		if (profile_files[i].kind == &aws_creds_kind)
+			buf_printf(tried, "%s [profile %s]", m->file[i].path,
+				   cx->profile);
+		else
+			buf_puts(tried, m->file[i].path);
+	}
 	if (rc == 0)
-		rc = creds_from_profile(&p, path, profile, out, err);
-	aws_profile_free(&p);
-	free(path);
+		rc = creds_from_profile(p, path, cx->profile, out, err);
+	creds_profile_memo_free(&own);
 	return rc;
 }
 
 int credp_shared_file(const creds_provider *self, const creds_ctx *cx,
 		      s3_creds *out, buf *tried, char **err)
 {
-	return provider_file(&aws_creds_kind, "AWS_SHARED_CREDENTIALS_FILE",
-			     "credentials", cx->profile, out, tried, err);
+	return provider_file(1, cx, out, tried, err);
 }
 
 int credp_config_file(const creds_provider *self, const creds_ctx *cx,
 		      s3_creds *out, buf *tried, char **err)
 {
-	return provider_file(&aws_config_kind, "AWS_CONFIG_FILE", "config",
-			     cx->profile, out, tried, err);
-}
-
-/* Moves the values set in *from over those of *into. */
-static void profile_overlay(aws_profile *into, aws_profile *from)
-{
-	cfg_val *a = (cfg_val *)((char *)into + offsetof(aws_profile, region));
-	cfg_val *b = (cfg_val *)((char *)from + offsetof(aws_profile, region));
-	size_t n = (sizeof(aws_profile) - offsetof(aws_profile, region)) /
-		   sizeof(cfg_val);
-	for (size_t i = 0; i < n; i++) {
-		if (!b[i].v)
-			continue;
-		if (a[i].v)
-			s3cfg_secret_free(a[i].v);
-		a[i] = b[i];
-		b[i].v = NULL;
-	}
-	into->found = into->found || from->found;
+	return provider_file(0, cx, out, tried, err);
 }
 
 int creds_profile_load(const char *profile, aws_profile *out, char **where,
 		       char **err)
 {
-	memset(out, 0, sizeof(*out));
+	creds_profile_memo m = {.profile = profile};
+	int rc = memo_profile(&m, err);
+	memset(out, 0, sizeof *out);
 	*where = NULL;
-	char *cfg = aws_file_path("AWS_CONFIG_FILE", "config");
-	char *cred =
-	    aws_file_path("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-	aws_profile c;
-	int rc = -1;
-	if (!cfg || !cred)
-		rc = s3cfg_fail_oom(err);
-	else if (aws_file_parse(cfg, &aws_config_kind, profile, out, err) == 0)
-		rc = aws_file_parse(cred, &aws_creds_kind, profile, &c, err);
 	if (rc == 0) {
-		profile_overlay(out, &c);
-		aws_profile_free(&c);
-		buf w = BUF_INIT;
-		if (buf_printf(&w, "%s or %s", cfg, cred) < 0)
-			rc = s3cfg_fail_oom(err);
-		*where = rc == 0 ? buf_steal(&w) : NULL;
-		buf_free(&w);
+		*out = m.p;
+		*where = m.where;
+		memset(&m.p, 0, sizeof m.p);
+		m.where = NULL;
 	}
-	if (rc < 0)
-		aws_profile_free(out);
-	free(cfg);
-	free(cred);
+	creds_profile_memo_free(&m);
 	return rc;
 }
 
@@ -158,14 +210,8 @@ int creds_ctx_profile(const creds_ctx *cx, const aws_profile **p,
 	if (!m)
 		return s3cfg_fail(err, "no profile memo (a creds_ctx outside a "
 				       "chain fetch)");
-	if (!m->loaded) {
-		m->loaded = true;
-		m->rc = creds_profile_load(cx->profile, &m->p, &m->where,
-					   &m->err);
-	}
-	if (m->rc < 0)
-		return m->err ? s3cfg_fail(err, "%s", m->err)
-			      : s3cfg_fail_oom(err);
+	if (memo_profile(m, err) < 0)
+		return -1;
 	*p = &m->p;
 	*where = m->where;
 	return 0;
@@ -173,11 +219,17 @@ int creds_ctx_profile(const creds_ctx *cx, const aws_profile **p,
 
 void creds_profile_memo_free(creds_profile_memo *m)
 {
-	if (m->loaded && m->rc == 0)
-		aws_profile_free(&m->p);
+	for (size_t i = 0; i < CREDS_PROFILE_FILES; i++) {
+		aws_profile_free(&m->file[i].p);
+		free(m->file[i].path);
+		free(m->file[i].err);
+	}
+	aws_profile_free(&m->p);
 	free(m->where);
 	free(m->err);
+	const char *profile = m->profile;
 	memset(m, 0, sizeof *m);
+	m->profile = profile;
 }
 
 /* Reads a small token file whole, without trailing white space. */

@@ -26,6 +26,7 @@
 #include <strings.h>
 
 #include "s3/xml.h"
+#include "util/vec.h"
 
 /* ---- s3_creds ----------------------------------------------------------- */
 
@@ -349,11 +350,11 @@ void argv_free(char **argv)
 	free(argv);
 }
 
-/* Appends the word in w (if any) to *argv. */
-static int argv_push(char ***argv, size_t *n, buf *w)
+/* Appends the word in w (if any) to *argv (*n words, room for *cap). */
+static int argv_push(char ***argv, size_t *n, size_t *cap, buf *w)
 {
-	char **na = realloc(*argv, (*n + 2) * sizeof(char *));
-	if (!na)
+	char **na = *argv;
+	if (*n + 2 > *cap && !(na = vec_grow(*argv, cap, sizeof *na, 8)))
 		return -1;
 	*argv = na;
 	na[(*n)++] = buf_steal(w);
@@ -364,7 +365,7 @@ static int argv_push(char ***argv, size_t *n, buf *w)
 char **cmdline_split(const char *cmd, char **err)
 {
 	char **argv = calloc(1, sizeof(char *));
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	buf w = BUF_INIT;
 	bool in_word = false, oom = !argv;
 	char quote = 0;
@@ -394,7 +395,7 @@ char **cmdline_split(const char *cmd, char **err)
 			in_word = true;
 		} else if (c == ' ' || c == '\t' || c == '\n') {
 			if (in_word)
-				oom = argv_push(&argv, &n, &w) < 0;
+				oom = argv_push(&argv, &n, &cap, &w) < 0;
 			in_word = false;
 		} else {
 			oom = buf_putc(&w, c) < 0;
@@ -402,7 +403,7 @@ char **cmdline_split(const char *cmd, char **err)
 		}
 	}
 	if (!oom && in_word && !quote)
-		oom = argv_push(&argv, &n, &w) < 0;
+		oom = argv_push(&argv, &n, &cap, &w) < 0;
 	buf_free(&w);
 	if (oom) {
 		argv_free(argv);

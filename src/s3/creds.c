@@ -206,7 +206,7 @@ static int chain_fetch(creds_chain *ch, size_t from, bool one, s3_creds *out,
 		       size_t *source, char **err)
 {
 	buf tried = BUF_INIT;
-	creds_profile_memo memo = {0};
+	creds_profile_memo memo = {.profile = ch->profile};
 	creds_ctx cx = {ch->profile, ch->region, ch->ca_bundle, &memo};
 	size_t end = one ? from + 1 : ch->n;
 	for (size_t i = from; i < end; i++) {

@@ -2,6 +2,7 @@
  * s3/listfold: delimiter listings folded on the client (listfold.h).
  */
 #include "s3/listfold.h"
+#include "util/vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,16 +18,23 @@ static size_t child_prefix_len(const char *key, size_t len, const char *prefix,
 	return d ? (size_t)(d - key) + dlen : 0;
 }
 
-static int append_prefix(s3_list_result *p, const char *key, size_t n)
+/* Appends a prefix to p, whose two prefix arrays have room for *cap. */
+static int append_prefix(s3_list_result *p, size_t *cap, const char *key,
+			 size_t n)
 {
-	char **v = realloc(p->prefixes, (p->n_prefixes + 1) * sizeof *v);
-	if (!v)
-		return -1;
-	p->prefixes = v;
-	size_t *l = realloc(p->prefix_lens, (p->n_prefixes + 1) * sizeof *l);
-	if (!l)
-		return -1;
-	p->prefix_lens = l;
+	char **v = p->prefixes;
+	size_t *l = p->prefix_lens;
+	if (p->n_prefixes == *cap) {
+		/* both arrays, one cap: it advances once both grew */
+		size_t c2 = *cap, c1 = *cap;
+		if (!(v = vec_grow(p->prefixes, &c1, sizeof *v, 16)))
+			return -1;
+		p->prefixes = v;
+		if (!(l = vec_grow(p->prefix_lens, &c2, sizeof *l, 16)))
+			return -1;
+		p->prefix_lens = l;
+		*cap = c1;
+	}
 	char *s = malloc(n + 1);
 	if (!s)
 		return -1;
@@ -68,7 +76,7 @@ int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 		 s3_list_result *page)
 {
 	size_t plen = strlen(prefix), dlen = strlen(delim);
-	size_t keep = 0;
+	size_t keep = 0, pcap = page->n_prefixes;
 	int rc = 0;
 	for (size_t i = 0; i < page->n_objects; i++) {
 		s3_object *o = &page->objects[i];
@@ -82,7 +90,7 @@ int s3_fold_page(s3_fold *st, const char *prefix, const char *delim,
 		bool deep = two_down(o->key, o->key_len, cp, delim, dlen);
 		if (!st->last || !same(st->last, st->last_len, o->key, cp)) {
 			char *last = malloc(cp);
-			if (!last || append_prefix(page, o->key, cp) < 0) {
+			if (!last || append_prefix(page, &pcap, o->key, cp) < 0) {
 				free(last);
 				rc = -1;
 				page->objects[keep++] = *o;

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "s3/listfold.h"
-#include "s3/uri.h"
 #include "s3/xml.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -42,47 +41,15 @@ static int probe_request(s3_client *c, s3_request *r, http_xfer *x, s3_err *e)
 	return s3_request_perform(c, r, x, NULL, e);
 }
 
-static void query_param(buf *q, const char *name, const char *value)
-{
-	if (q->len)
-		buf_putc(q, '&');
-	buf_printf(q, "%s=", name);
-	uri_encode(q, value, strlen(value), false);
-}
-
 /* One page of ListObjectsV2 of prefix (delim NULL: none), bounded. */
 static int probe_list(s3_client *c, const char *prefix, const char *delim,
 		      unsigned max_keys, s3_list_result *out, s3_err *e)
 {
-	buf q = BUF_INIT;
-	char mk[16];
-	snprintf(mk, sizeof mk, "%u", max_keys);
-	if (delim)
-		query_param(&q, "delimiter", delim);
-	query_param(&q, "encoding-type", "url");
-	query_param(&q, "list-type", "2");
-	query_param(&q, "max-keys", mk);
-	query_param(&q, "prefix", prefix);
-	s3_request r = {.op = "LIST", .method = "GET", .what = prefix,
-			.query = buf_cstr(&q)};
-	http_xfer x = {0};
-	int rc = probe_request(c, &r, &x, e);
-	if (rc == 0) {
-		char *perr = NULL;
-		if (s3xml_parse_list(x.resp_body.data, x.resp_body.len, false,
-				     out, &perr) < 0) {
-			memset(e, 0, sizeof *e);
-			e->err = EIO;
-			snprintf(e->msg, sizeof e->msg,
-				 "LIST %s: malformed reply: %s", prefix,
-				 perr ? perr : "?");
-			free(perr);
-			rc = -1;
-		}
-	}
-	http_xfer_free(&x);
-	buf_free(&q);
-	return rc;
+	const s3_request lim = {.timeout_ms = PROBE_TIMEOUT_MS,
+				.max_attempts = PROBE_ATTEMPTS,
+				.budget_ms = PROBE_BUDGET_MS};
+	return s3_list_page_bounded(c, &lim, prefix, delim, NULL, max_keys,
+				    out, e);
 }
 
 static int probe_object(s3_client *c, const char *method, const char *key,

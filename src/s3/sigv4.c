@@ -51,6 +51,7 @@
 
 #include "s3/uri.h"
 #include "util/buf.h"
+#include "util/hex.h"
 #include "util/vec.h"
 
 #define SIGV4_ALGORITHM "AWS4-HMAC-SHA256"
@@ -416,16 +417,6 @@ static int sigv4_sha256(const void *data, size_t n,
 	return 0;
 }
 
-static void sigv4_hex(const unsigned char *md, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 0x0f];
-	}
-	out[2 * n] = '\0';
-}
-
 static int sigv4_hmac(const unsigned char *key, size_t klen, const char *msg,
 		      unsigned char out[SIGV4_HASH_LEN])
 {
@@ -513,7 +504,7 @@ static int sigv4_finish(const sigv4_input *in, const sigv4_creds *c,
 	char hex[2 * SIGV4_HASH_LEN + 1];
 	if (sigv4_sha256(cr->data, cr->len, md) < 0)
 		return -1;
-	sigv4_hex(md, sizeof md, hex);
+	hex_encode(md, sizeof md, hex);
 	if (buf_printf(&w->sts, SIGV4_ALGORITHM "\n%s\n%s\n%s", in->amz_date,
 		       buf_cstr(&w->scope), hex) < 0)
 		return -1;
@@ -523,7 +514,7 @@ static int sigv4_finish(const sigv4_input *in, const sigv4_creds *c,
 	int rc = sigv4_hmac(key, sizeof key, w->sts.data, md);
 	OPENSSL_cleanse(key, sizeof key);
 	if (rc == 0)
-		sigv4_hex(md, sizeof md, w->sig);
+		hex_encode(md, sizeof md, w->sig);
 	return rc;
 }
 
@@ -670,7 +661,7 @@ void sigv4_sha256_hex(const void *data, size_t n, char out[65])
 		out[0] = '\0';
 		return;
 	}
-	sigv4_hex(md, sizeof md, out);
+	hex_encode(md, sizeof md, out);
 }
 
 void sigv4_amz_date(time_t t, char out[17])

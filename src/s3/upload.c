@@ -307,8 +307,7 @@ int s3_multipart_etag(const s3_part *parts, size_t n, char out[S3_ETAG_MAX])
 	EVP_Digest(all, 16 * n, md, &len, EVP_md5(), NULL);
 	free(all);
 	char hex[33];
-	for (int i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hex_encode(md, 16, hex);
 	snprintf(out, S3_ETAG_MAX, "\"%s-%zu\"", hex, n);
 	return 0;
 }
@@ -519,10 +518,9 @@ int s3_put_object(s3_client *c, const char *key, const http_upload *body,
 		unsigned len = 0;
 		EVP_Digest(body->mem, (size_t)body->len, md, &len, EVP_md5(),
 			   NULL);
-		want[0] = '"';
-		for (unsigned i = 0; i < len; i++)
-			snprintf(want + 1 + 2 * i, 3, "%02x", md[i]);
-		strcat(want, "\"");
+		char hex[2 * 16 + 1]; /* an MD5 */
+		hex_encode(md, len < 16 ? len : 16, hex);
+		snprintf(want, sizeof want, "\"%s\"", hex);
 		if (wreq_landed(c, key, want, etag))
 			rc = 0;
 	}

@@ -50,6 +50,7 @@
 #include "s3/uri.h"
 #include "s3/xml-internal.h"
 #include "util/buf.h"
+#include "util/vec.h"
 
 /* Separates namespace URI and local name in names expat reports.  A newline
  * cannot occur in a local name, so the local part follows the last one. */
@@ -186,13 +187,9 @@ void *xml_grow_array(void *arr, size_t *cap, size_t n, size_t size)
 {
 	if (n < *cap)
 		return arr;
-	size_t ncap = *cap ? *cap * 2 : 16;
-	if (ncap < *cap || ncap > SIZE_MAX / size)
+	if (*cap > SIZE_MAX / 2 / size)
 		return NULL;
-	void *p = realloc(arr, ncap * size);
-	if (p)
-		*cap = ncap;
-	return p;
+	return vec_grow(arr, cap, size, 16);
 }
 
 bool xml_is_encoding_url(const char *text)

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/vec.h"
+
 void buf_init(buf *b)
 {
 	b->data = NULL;
@@ -29,17 +31,10 @@ void buf_reset(buf *b)
 
 int buf_reserve(buf *b, size_t extra)
 {
-	size_t need = b->len + extra + 1;
-	if (need <= b->cap)
-		return 0;
-	size_t ncap = b->cap ? b->cap : 64;
-	while (ncap < need)
-		ncap *= 2;
-	char *p = realloc(b->data, ncap);
+	char *p = vec_reserve(b->data, &b->cap, 1, b->len + extra + 1, 64);
 	if (!p)
 		return -1;
 	b->data = p;
-	b->cap = ncap;
 	return 0;
 }
 
@@ -98,4 +93,17 @@ char *buf_steal(buf *b)
 const char *buf_cstr(const buf *b)
 {
 	return b->data ? b->data : "";
+}
+
+void buf_set_err(char **err, const char *fmt, ...)
+{
+	if (!err || *err)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	buf b = BUF_INIT;
+	int r = buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	*err = r == 0 ? buf_steal(&b) : NULL;
+	buf_free(&b);
 }

@@ -31,6 +31,11 @@ int buf_printf(buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 int buf_vprintf(buf *b, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
+
+/* Sets *err (when err is not NULL and *err is still NULL: the first
+ * message wins) to a malloc'd message, NULL if even that fails. */
+void buf_set_err(char **err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Returns the malloc'd NUL-terminated contents ("" if empty) and resets b. */
 char *buf_steal(buf *b);
 /* Returns a C string view, "" when empty. */

@@ -25,6 +25,7 @@
 #include "proto/manifest.h"
 #include "util/buf.h"
 #include "util/clock.h"
+#include "util/hex.h"
 #include "util/vec.h"
 
 #define META_DIR ".ckptfs/"
@@ -53,6 +54,27 @@ const char *verify_how_name(verify_how h)
 	}
 }
 
+json_t *verify_file_json(const verify_file *f)
+{
+	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:b}", "path", f->rel,
+			      "key", f->key, "size", (json_int_t)f->size,
+			      "check", verify_how_name(f->how), "ok", f->ok);
+	if (j && f->problem)
+		json_object_set_new(j, "problem", json_string(f->problem));
+	return j;
+}
+
+json_t *verify_summary_json(const verify_summary *s)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "files",
+			 (json_int_t)s->files, "ok", (json_int_t)s->ok, "bad",
+			 (json_int_t)s->bad, "by_manifest",
+			 (json_int_t)s->by[VERIFY_MANIFEST], "by_md5",
+			 (json_int_t)s->by[VERIFY_MD5], "by_size",
+			 (json_int_t)s->by[VERIFY_SIZE], "skipped",
+			 (json_int_t)s->skipped, "bytes", (json_int_t)s->bytes);
+}
+
 bool verify_etag_is_md5(const char *etag)
 {
 	if (!etag)
@@ -65,7 +87,7 @@ bool verify_etag_is_md5(const char *etag)
 	if (n != 32)
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!strchr("0123456789abcdefABCDEF", etag[i]))
+		if (hex_val(etag[i]) < 0)
 			return false;
 	return true;
 }
@@ -419,8 +441,7 @@ static void read_whole(run *r, job *j, char *chunk)
 		EVP_DigestFinal_ex(md5, d, &dl);
 		EVP_MD_CTX_free(md5);
 		char hex[2 * EVP_MAX_MD_SIZE + 1], et[128];
-		for (unsigned i = 0; i < dl; i++)
-			snprintf(hex + 2 * i, 3, "%02x", d[i]);
+		hex_encode(d, dl, hex);
 		etag_bare(o->etag, et, sizeof et);
 		if (strcasecmp(hex, et))
 			bad(r, j, "MD5 %s differs from the ETag %s", hex, et);

@@ -26,6 +26,7 @@
 #ifndef CKPTFS_VERIFY_VERIFY_H
 #define CKPTFS_VERIFY_VERIFY_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,16 @@ typedef struct verify_summary {
 	size_t skipped; /* not part of the checkpoint (see above) */
 	uint64_t bytes; /* bytes read */
 } verify_summary;
+
+/*
+ * The JSON of a checked file ({"path","key","size","check","ok"} and
+ * "problem" when bad) and of a run's summary ({"files","ok","bad",
+ * "by_manifest","by_md5","by_size","skipped","bytes"}), as `ckptfs verify
+ * --json` prints them and the daemon sends them (doc/verify.md): the one
+ * encoder of both.  NULL when out of memory.
+ */
+json_t *verify_file_json(const verify_file *f);
+json_t *verify_summary_json(const verify_summary *s);
 
 /*
  * Verifies everything under key prefix `key` ("" for the bucket, "a/b"

@@ -370,6 +370,27 @@ def test_safe_existing_cache_dir_is_used_as_it_is(s3server, bucket, mount, tmp_p
         assert _mode(mine / sub) == 0o700, (sub, oct(_mode(mine / sub)))
 
 
+def test_damaged_cache_index_says_what_to_remove(s3server, bucket, mp, mount, tmp_path):
+    """An index.db that is not a database (issue 23 point 7): the mount
+    fails at once naming the file and saying what to do, and doing it
+    makes the next mount work."""
+    s3server.put(bucket, "f.txt", b"back")
+    mine = tmp_path / "cache"
+    mine.mkdir(mode=0o700)
+    (mine / "index.db").write_bytes(b"\x5a" * 8192)
+    f = expect_failure(_argv(f"s3://{bucket}", mp, s3server.endpoint, "foreground",
+                             "-o", f"cache_dir={mine}"),
+                       s3server.env_for_ckptfs(), mp, FAST)
+    msg = "\n".join(f.message_lines())
+    assert f"{mine}/index.db" in msg and "remove" in msg, f.stderr
+    assert (mine / "index.db").read_bytes() == b"\x5a" * 8192  # left as it was
+    for p in mine.glob("index.db*"):
+        p.unlink()
+    m = mount(bucket, options=(f"cache_dir={mine}",))
+    with open(os.path.join(m.path, "f.txt"), "rb") as fh:
+        assert fh.read() == b"back"
+
+
 def test_missing_cache_dir_is_created_private(s3server, bucket, mount, tmp_path):
     s3server.put(bucket, "f.txt", b"x")
     shared = tmp_path / "shared"

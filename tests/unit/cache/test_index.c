@@ -295,6 +295,40 @@ Test(cidx, newer_schema_is_refused)
 	free(dir);
 }
 
+/* A damaged index.db (here: not a database at all) fails the open with
+ * a message that names it and says what to do. */
+Test(cidx, garbage_index_says_what_to_remove)
+{
+	char *dir = cdir();
+	cidx_close(open_x(dir));
+	char *db = fmt("%s/index.db", dir);
+	char *wal = fmt("%s/index.db-wal", dir);
+	char *shm = fmt("%s/index.db-shm", dir);
+	unlink(wal);
+	unlink(shm);
+	int fd = open(db, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	char junk[8192];
+	memset(junk, 0x5a, sizeof junk);
+	cr_assert_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+	close(fd);
+	cidx *x = NULL;
+	char *err = NULL;
+	cr_assert_eq(cidx_open(dir, NULL, &x, &err), -1);
+	cr_assert_null(x);
+	cr_assert_not_null(err);
+	cr_assert_not_null(strstr(err, "remove"), "%s", err);
+	cr_assert_not_null(strstr(err, db), "%s", err);
+	/* doing what it says works */
+	cr_assert_eq(unlink(db), 0);
+	free(err);
+	cidx_close(open_x(dir));
+	free(db);
+	free(wal);
+	free(shm);
+	free(dir);
+}
+
 Test(cidx, version_1_gains_stamps)
 {
 	char *dir = cdir();

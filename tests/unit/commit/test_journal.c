@@ -337,6 +337,91 @@ Test(journal, version_3_upgraded_to_4)
 	jr_close(j);
 }
 
+/* Version 4 (no dirs.xattrs) gets the column; its rows read none. */
+Test(journal, version_4_upgraded_to_5)
+{
+	char path[300];
+	snprintf(path, sizeof path, "%s/journal.db", dir);
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	const char *v4 =
+	    "CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);"
+	    "INSERT INTO meta VALUES('version', '4');"
+	    "CREATE TABLE dirs(txn INTEGER NOT NULL, path TEXT NOT NULL, "
+	    " mode INTEGER, uid INTEGER, gid INTEGER, mtime_ns INTEGER, "
+	    " PRIMARY KEY(txn, path)) WITHOUT ROWID;"
+	    "INSERT INTO dirs VALUES(1, 'd', 493, 0, 0, 5);";
+	cr_assert_eq(sqlite3_exec(db, v4, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	jr *j;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
+	char *v = jr_meta_get(j, "version");
+	cr_assert_str_eq(v, "5");
+	free(v);
+	cr_assert_eq(count(j, "SELECT count(*) FROM dirs WHERE xattrs IS NULL "
+			      "AND path = 'd' AND mode = 493"),
+		     1);
+	jr_close(j);
+}
+
+/* The version stays where every journal has kept it (meta's row, not
+ * user_version), so a journal this code writes opens with the code
+ * before it; a version this code does not know is refused by name. */
+Test(journal, version_kept_in_meta_and_newer_refused)
+{
+	jr *j;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
+	cr_assert_eq(count(j, "SELECT count(*) FROM meta WHERE k = 'version' "
+			      "AND v = '5'"),
+		     1);
+	cr_assert_eq(count(j, "SELECT user_version FROM pragma_user_version"),
+		     0);
+	cr_assert_eq(jr_exec(j, NULL, NULL,
+			     "UPDATE meta SET v = '6' WHERE k = 'version'", ""),
+		     0);
+	jr_close(j);
+	j = (jr *)1;
+	cr_assert_eq(jr_open(dir, &j, &err), -EPROTO);
+	cr_assert_null(j);
+	cr_assert(err && strstr(err, "journal.db: journal version 6, "
+				     "expected 5"),
+		  "%s", err ? err : "(none)");
+	free(err);
+}
+
+/* A journal as the code before this one wrote it (version 5, every
+ * table) opens with its rows. */
+Test(journal, current_journal_of_the_previous_code_opens)
+{
+	char path[300];
+	snprintf(path, sizeof path, "%s/journal.db", dir);
+	sqlite3 *db;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	const char *v5 =
+	    "PRAGMA journal_mode=WAL;"
+	    "CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT);"
+	    "INSERT INTO meta VALUES('version', '5');"
+	    "CREATE TABLE txns(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+	    " kind INTEGER NOT NULL, root TEXT NOT NULL, dest TEXT, "
+	    " is_dir INTEGER NOT NULL, state INTEGER NOT NULL, manifest_root "
+	    " TEXT, error TEXT, seq INTEGER);"
+	    "CREATE TABLE dirs(txn INTEGER NOT NULL, path TEXT NOT NULL, "
+	    " mode INTEGER, uid INTEGER, gid INTEGER, mtime_ns INTEGER, "
+	    " xattrs BLOB, PRIMARY KEY(txn, path)) WITHOUT ROWID;"
+	    "INSERT INTO txns(kind, root, is_dir, state, seq) "
+	    " VALUES(1, 'r', 1, 0, 9);";
+	cr_assert_eq(sqlite3_exec(db, v5, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	jr *j;
+	char *err = NULL;
+	cr_assert_eq(jr_open(dir, &j, &err), 0, "%s", err ? err : "");
+	cr_assert_eq(count(j, "SELECT seq FROM txns WHERE root = 'r'"), 9);
+	cr_assert_eq(count(j, "SELECT count(*) FROM files"), 0);
+	jr_close(j);
+}
+
 struct txn_seen {
 	size_t n, nd;
 	uint64_t id[8];

@@ -167,6 +167,21 @@ Test(ns_dir, empty)
 	ns_dir_free(&d); /* idempotent */
 }
 
+/* An empty page (an empty directory's listing) adds nothing and is no
+ * error, first page or not. */
+Test(ns_dir, empty_page_is_no_error)
+{
+	ns_dir d;
+	s3_list_result page = {0};
+
+	ns_dir_init(&d, NULL, NULL);
+	cr_assert_eq(ns_dir_add_page(&d, "p/", &page), 0);
+	cr_assert_eq(ns_dir_add_page(&d, "p/", &page), 0);
+	ns_dir_finish(&d);
+	cr_assert_eq(d.n, 0);
+	ns_dir_free(&d);
+}
+
 Test(ns_dir, files_and_prefixes_keep_metadata)
 {
 	reports r = {0};

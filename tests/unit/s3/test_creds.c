@@ -406,6 +406,49 @@ static void chain_ok(const char *profile, const char *want_id)
 	"\"SecretAccessKey\": \"" SECRET "\", \"SessionToken\": \"" TOKEN \
 	"\", \"Expiration\": \"2999-01-01T00:00:00Z\"}'"
 
+/* Within one fetch of the chain each profile file is read once: the
+ * shared-file provider and the merged profile (assume role, web
+ * identity, credential_process) see the same reading, even when the file
+ * changes in between; the next fetch (a new memo) reads it again. */
+Test(providers, profile_files_read_once_per_fetch)
+{
+	static const char *c1 = "[p]\naws_access_key_id = AKIDFIRST\n"
+				"aws_secret_access_key = " SECRET "\n";
+	static const char *c2 = "[p]\naws_access_key_id = AKIDSECOND\n"
+				"aws_secret_access_key = " SECRET "\n";
+	config("[profile p]\nregion = eu-west-3\n");
+	const char *cred = write_file("credentials", c1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", cred, 1);
+	creds_profile_memo m = {.profile = "p"};
+	creds_ctx cx = {"p", "us-east-1", NULL, &m};
+	s3_creds out = {0};
+	buf tried = BUF_INIT;
+	char *err = NULL;
+	cr_assert_eq(credp_shared_file(NULL, &cx, &out, &tried, &err), 1,
+		     "%s", err);
+	cr_assert_str_eq(out.access_key, "AKIDFIRST");
+	s3_creds_free(&out);
+	write_file("credentials", c2); /* changed in the middle of the fetch */
+	const aws_profile *p;
+	const char *where;
+	cr_assert_eq(creds_ctx_profile(&cx, &p, &where, &err), 0, "%s", err);
+	cr_assert_str_eq(p->access_key.v, "AKIDFIRST");
+	cr_assert_str_eq(p->region.v, "eu-west-3"); /* both files merged */
+	assert_has(where, cred);
+	buf_reset(&tried);
+	cr_assert_eq(credp_shared_file(NULL, &cx, &out, &tried, &err), 1);
+	cr_assert_str_eq(out.access_key, "AKIDFIRST");
+	s3_creds_free(&out);
+	creds_profile_memo_free(&m);
+	/* the next fetch reads the files again */
+	cr_assert_str_eq(m.profile, "p");
+	cr_assert_eq(credp_shared_file(NULL, &cx, &out, &tried, &err), 1);
+	cr_assert_str_eq(out.access_key, "AKIDSECOND");
+	s3_creds_free(&out);
+	creds_profile_memo_free(&m);
+	buf_free(&tried);
+}
+
 Test(providers, credential_process_runs_a_command)
 {
 	config("[default]\ncredential_process = " PROC_JSON("ASIAPROC") "\n");

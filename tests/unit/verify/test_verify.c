@@ -5,6 +5,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <stdlib.h>
+
 #include "verify/verify.h"
 
 Test(verify, etag_md5)
@@ -44,4 +46,36 @@ Test(verify, how_names)
 	cr_expect_str_eq(verify_how_name(VERIFY_MANIFEST), "manifest");
 	cr_expect_str_eq(verify_how_name(VERIFY_MD5), "md5");
 	cr_expect_str_eq(verify_how_name(VERIFY_SIZE), "size");
+}
+
+/* The one encoder of a checked file and of a run's summary (what
+ * `ckptfs verify --json` prints and the daemon sends). */
+Test(verify, file_and_summary_json)
+{
+	verify_file ok = {.key = "p/c/a.bin", .rel = "c/a.bin", .size = 5,
+			  .how = VERIFY_MD5, .ok = true};
+	json_t *j = verify_file_json(&ok);
+	char *s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+	cr_expect_str_eq(s, "{\"check\":\"md5\",\"key\":\"p/c/a.bin\","
+			    "\"ok\":true,\"path\":\"c/a.bin\",\"size\":5}");
+	free(s);
+	json_decref(j);
+	verify_file bad = {.key = "k", .rel = "", .size = 0,
+			   .how = VERIFY_MANIFEST, .ok = false,
+			   .problem = "missing"};
+	j = verify_file_json(&bad);
+	cr_expect_str_eq(json_string_value(json_object_get(j, "problem")),
+			 "missing");
+	cr_expect(json_is_false(json_object_get(j, "ok")));
+	json_decref(j);
+
+	verify_summary sum = {.files = 7, .ok = 6, .bad = 1,
+			      .by = {4, 2, 1}, .skipped = 3, .bytes = 1ull << 40};
+	j = verify_summary_json(&sum);
+	s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+	cr_expect_str_eq(s, "{\"bad\":1,\"by_manifest\":4,\"by_md5\":2,"
+			    "\"by_size\":1,\"bytes\":1099511627776,"
+			    "\"files\":7,\"ok\":6,\"skipped\":3}");
+	free(s);
+	json_decref(j);
 }
