@@ -42,6 +42,7 @@ struct xml_ctx {
 	s3_error *err_doc; /* where an <Error> root goes; NULL: refused */
 	bool got_err_doc;
 	bool parsing;	/* inside XML_Parse: XML_StopParser applies */
+	bool carried;	/* the body was rewritten by carry_forbidden */
 	unsigned depth; /* open elements, root included */
 	size_t path_len[XML_MAX_DEPTH];
 	buf path;

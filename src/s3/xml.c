@@ -408,6 +408,11 @@ static void XMLCALL on_pi(void *ud, const XML_Char *target,
 	xml_ctx *x = ud;
 	if (x->err || strcmp(target, XML_BYTES_PI) != 0)
 		return;
+	if (!x->carried) {
+		xml_fail(x, "processing instruction <?%s> is not accepted",
+			 XML_BYTES_PI);
+		return;
+	}
 	if (x->depth == 0) {
 		xml_fail(x, "a character XML forbids outside any element");
 		return;
@@ -573,6 +578,7 @@ int xml_run(const xml_spec *spec, void *state, s3_error *err_doc,
 	if (rc == 0)
 		rc = carry_forbidden(&x, body, len, &carried);
 	if (rc == 1) {
+		x.carried = true;
 		body = carried.data;
 		len = carried.len;
 	}
