@@ -38,8 +38,8 @@
  *    in one <Contents> mean the body is not what we think it is.
  *  - Characters XML 1.0 forbids but S3 keys may hold (C0 controls other
  *    than NUL, U+FFFE, U+FFFF), which RGW writes as &#x01; or raw, reach
- *    the hooks as the bytes they stand for ("characters XML 1.0 forbids"
- *    below); everything else XML forbids is still refused.
+ *    the hooks as the bytes they stand for (xml-chars.c); everything
+ *    else XML forbids is still refused.
  */
 #include "s3/xml.h"
 
@@ -204,232 +204,6 @@ bool xml_is_encoding_url(const char *text)
 	return strcasecmp(text, "url") == 0;
 }
 
-/* ---- characters XML 1.0 forbids ------------------------------------------ */
-
-/*
- * Ceph RGW writes a byte below 0x20 that is not tab, LF or CR as a
- * character reference (&#x01;) wherever it does not percent-encode: in
- * NextContinuationToken and ContinuationToken (its tokens are the raw
- * last key), StartAfter, NextKeyMarker, and every <Key> of a reply it does
- * not encode (InitiateMultipartUpload).  It writes U+FFFE and U+FFFF as
- * their raw UTF-8 bytes.  XML 1.0 forbids these characters in either form
- * and expat refuses the whole body, so one such key in a bucket made every
- * listing that ends a page on it, and the mount's first probe, fail.
- *
- * carry_forbidden rewrites each of them in element text into a processing
- * instruction <?ckptfs-bytes HEX?> holding the exact bytes meant (a code
- * point in UTF-8 form; a surrogate in the same 3-byte form), and on_pi
- * appends those bytes to the element's text.  The text therefore holds the
- * bytes the server meant, the same as for a percent-encoded %01, and every
- * document type gets it (a continuation token sent back must be the exact
- * key; a copy of the bytes is always right).  Untouched: &#0; (text stays
- * a C string, so it is still refused), references inside CDATA sections,
- * comments, processing instructions and tags (attribute values), where
- * either they are literal text or XML forbids them and expat still
- * refuses them.  A body that already holds such a processing instruction
- * is refused, so the bytes can only come from a reference.
- */
-#define XML_BYTES_PI "ckptfs-bytes"
-
-static bool forbidden_code_point(unsigned long cp)
-{
-	return (cp >= 1 && cp < 0x20 && cp != 0x9 && cp != 0xA && cp != 0xD) ||
-	       (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF;
-}
-
-/* The length of a character reference at p ("&#N;" or "&#xH;", 1 to 7
- * digits) with its code point in *cp, or 0 when p holds none. */
-static size_t char_ref(const char *p, const char *end, unsigned long *cp)
-{
-	const char *q = p + 2;
-	bool hex = q < end && *q == 'x';
-	q += hex;
-	unsigned long v = 0;
-	size_t n = 0;
-	for (; q < end && n < 8; q++, n++) {
-		int d = *q >= '0' && *q <= '9'		  ? *q - '0'
-			: hex && *q >= 'a' && *q <= 'f' ? *q - 'a' + 10
-			: hex && *q >= 'A' && *q <= 'F' ? *q - 'A' + 10
-							: -1;
-		if (d < 0)
-			break;
-		v = v * (hex ? 16 : 10) + (unsigned long)d;
-	}
-	if (n == 0 || n == 8 || q >= end || *q != ';')
-		return 0;
-	*cp = v;
-	return (size_t)(q + 1 - p);
-}
-
-/* UTF-8 form of a code point below 0x10000 (surrogates included). */
-static size_t utf8_bytes(unsigned long cp, unsigned char out[3])
-{
-	if (cp < 0x80) {
-		out[0] = (unsigned char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (unsigned char)(0xC0 | cp >> 6);
-		out[1] = (unsigned char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	out[0] = (unsigned char)(0xE0 | cp >> 12);
-	out[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-	out[2] = (unsigned char)(0x80 | (cp & 0x3F));
-	return 3;
-}
-
-static int put_bytes_pi(buf *o, const unsigned char *b, size_t n)
-{
-	if (buf_puts(o, "<?" XML_BYTES_PI " ") < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		if (buf_printf(o, "%02x", b[i]) < 0)
-			return -1;
-	return buf_puts(o, "?>");
-}
-
-/* The end of markup starting at p: past `close` (or the body's end). */
-static const char *skip_to(const char *p, const char *end, const char *close)
-{
-	size_t n = strlen(close);
-	const char *q = memmem(p, (size_t)(end - p), close, n);
-	return q ? q + n : end;
-}
-
-/* The end of a tag at p: its '>' outside quoted attribute values. */
-static const char *skip_tag(const char *p, const char *end)
-{
-	char quote = 0;
-	for (; p < end; p++) {
-		if (quote) {
-			if (*p == quote)
-				quote = 0;
-		} else if (*p == '"' || *p == '\'') {
-			quote = *p;
-		} else if (*p == '>') {
-			return p + 1;
-		}
-	}
-	return end;
-}
-
-static bool starts(const char *p, const char *end, const char *s)
-{
-	size_t n = strlen(s);
-	return (size_t)(end - p) >= n && memcmp(p, s, n) == 0;
-}
-
-/* Whether body may hold anything carry_forbidden rewrites. */
-static bool maybe_forbidden(const char *body, size_t len)
-{
-	if (memmem(body, len, "&#", 2))
-		return true;
-	return memmem(body, len, "\xEF\xBF\xBE", 3) ||
-	       memmem(body, len, "\xEF\xBF\xBF", 3);
-}
-
-/* The markup at p ('<'): the end of what is copied as it is, or NULL for a
- * processing instruction only carry_forbidden may write. */
-static const char *skip_markup(const char *p, const char *end)
-{
-	if (starts(p, end, "<!--"))
-		return skip_to(p + 4, end, "-->");
-	if (starts(p, end, "<![CDATA["))
-		return skip_to(p + 9, end, "]]>");
-	if (starts(p, end, "<?" XML_BYTES_PI))
-		return NULL;
-	if (starts(p, end, "<?"))
-		return skip_to(p + 2, end, "?>");
-	return skip_tag(p + 1, end);
-}
-
-/*
- * Rewrites the characters XML 1.0 forbids in the body's text into
- * <?ckptfs-bytes?> instructions (see above).  Returns 1 with the new body
- * in *o, 0 when there was nothing to rewrite (*o empty), -1 on error.
- */
-static int carry_forbidden(xml_ctx *x, const char *body, size_t len, buf *o)
-{
-	if (!maybe_forbidden(body, len))
-		return 0;
-	const char *p = body, *end = body + len, *copied = body;
-	bool changed = false;
-	while (p < end) {
-		unsigned char b[3];
-		size_t n = 0, used = 0;
-		unsigned long cp;
-		if (*p == '<') {
-			const char *q = skip_markup(p, end);
-			if (!q)
-				return xml_fail(x, "processing instruction <?%s> "
-						   "is not accepted",
-						XML_BYTES_PI);
-			p = q;
-			continue;
-		}
-		if (*p == '&' && starts(p, end, "&#") &&
-		    (used = char_ref(p, end, &cp)) && forbidden_code_point(cp))
-			n = utf8_bytes(cp, b);
-		else if (starts(p, end, "\xEF\xBF\xBE") ||
-			 starts(p, end, "\xEF\xBF\xBF")) {
-			memcpy(b, p, 3);
-			n = used = 3;
-		}
-		if (!n) {
-			p++;
-			continue;
-		}
-		if (buf_append(o, copied, (size_t)(p - copied)) < 0 ||
-		    put_bytes_pi(o, b, n) < 0)
-			return xml_oom(x);
-		p += used;
-		copied = p;
-		changed = true;
-	}
-	if (!changed)
-		return 0;
-	if (buf_append(o, copied, (size_t)(end - copied)) < 0)
-		return xml_oom(x);
-	return 1;
-}
-
-static int hex_digit(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-				      : -1;
-}
-
-/* <?ckptfs-bytes HEX?>: the bytes a forbidden character stood for. */
-static void XMLCALL on_pi(void *ud, const XML_Char *target,
-			  const XML_Char *data)
-{
-	xml_ctx *x = ud;
-	if (x->err || strcmp(target, XML_BYTES_PI) != 0)
-		return;
-	if (!x->carried) {
-		xml_fail(x, "processing instruction <?%s> is not accepted",
-			 XML_BYTES_PI);
-		return;
-	}
-	if (x->depth == 0) {
-		xml_fail(x, "a character XML forbids outside any element");
-		return;
-	}
-	for (const char *d = data; *d; d += 2) {
-		int hi = hex_digit(d[0]), lo = hi < 0 ? -1 : hex_digit(d[1]);
-		if (lo < 0 || (hi == 0 && lo == 0)) {
-			xml_fail(x, "bad <?%s %.16s?>", XML_BYTES_PI, data);
-			return;
-		}
-		if (buf_putc(&x->text, (char)(hi << 4 | lo)) < 0) {
-			xml_oom(x);
-			return;
-		}
-	}
-}
-
 /* ---- the engine --------------------------------------------------------- */
 
 static int error_close(xml_ctx *x, const char *path, const char *text,
@@ -528,6 +302,47 @@ static void XMLCALL on_entity_decl(void *ud, const XML_Char *name, int pe,
 	xml_fail(ud, "entity declarations are not accepted");
 }
 
+/* <?ckptfs-bytes HEX?> (xml-chars.c): the bytes a character XML 1.0
+ * forbids stood for, in the element's text.  Other instructions are
+ * ignored. */
+static void XMLCALL on_pi(void *ud, const XML_Char *target,
+			  const XML_Char *data)
+{
+	xml_ctx *x = ud;
+	if (x->err || strcmp(target, XML_BYTES_PI) != 0)
+		return;
+	if (!x->carried) {
+		xml_fail(x, "processing instruction <?%s> is not accepted",
+			 XML_BYTES_PI);
+		return;
+	}
+	if (x->depth == 0) {
+		xml_fail(x, "a character XML forbids outside any element");
+		return;
+	}
+	int rc = xml_chars_bytes(data, &x->text);
+	if (rc == XML_CHARS_OOM)
+		xml_oom(x);
+	else if (rc < 0)
+		xml_fail(x, "bad <?%s %.16s?>", XML_BYTES_PI, data);
+}
+
+/* Carries what XML 1.0 forbids (xml-chars.c): 1 with the new body in *o,
+ * 0 when the body is parsed as it is, -1 with the error recorded. */
+static int xml_carry(xml_ctx *x, const char *body, size_t len, buf *o)
+{
+	int rc = xml_chars_carry(body, len, o);
+	if (rc == XML_CHARS_RESERVED)
+		return xml_fail(x,
+				"processing instruction <?%s> is not "
+				"accepted",
+				XML_BYTES_PI);
+	if (rc < 0)
+		return xml_oom(x);
+	x->carried = rc == XML_CHARS_CARRIED;
+	return rc;
+}
+
 static int xml_check_len(xml_ctx *x, const char *body, size_t len)
 {
 	if (!body || len == 0)
@@ -576,9 +391,8 @@ int xml_run(const xml_spec *spec, void *state, s3_error *err_doc,
 	buf carried = BUF_INIT;
 	int rc = xml_check_len(&x, body, len);
 	if (rc == 0)
-		rc = carry_forbidden(&x, body, len, &carried);
+		rc = xml_carry(&x, body, len, &carried);
 	if (rc == 1) {
-		x.carried = true;
 		body = carried.data;
 		len = carried.len;
 	}
