@@ -36,6 +36,10 @@
  *    keys, and is the only place a key can gain an embedded NUL.
  *  - A field that may occur once and occurs twice is an error: two <Key>s
  *    in one <Contents> mean the body is not what we think it is.
+ *  - Characters XML 1.0 forbids but S3 keys may hold (C0 controls other
+ *    than NUL, U+FFFE, U+FFFF), which RGW writes as &#x01; or raw, reach
+ *    the hooks as the bytes they stand for (xml-chars.c); everything
+ *    else XML forbids is still refused.
  */
 #include "s3/xml.h"
 
@@ -295,6 +299,47 @@ static void XMLCALL on_entity_decl(void *ud, const XML_Char *name, int pe,
 	xml_fail(ud, "entity declarations are not accepted");
 }
 
+/* <?ckptfs-bytes HEX?> (xml-chars.c): the bytes a character XML 1.0
+ * forbids stood for, in the element's text.  Other instructions are
+ * ignored. */
+static void XMLCALL on_pi(void *ud, const XML_Char *target,
+			  const XML_Char *data)
+{
+	xml_ctx *x = ud;
+	if (x->err || strcmp(target, XML_BYTES_PI) != 0)
+		return;
+	if (!x->carried) {
+		xml_fail(x, "processing instruction <?%s> is not accepted",
+			 XML_BYTES_PI);
+		return;
+	}
+	if (x->depth == 0) {
+		xml_fail(x, "a character XML forbids outside any element");
+		return;
+	}
+	int rc = xml_chars_bytes(data, &x->text);
+	if (rc == XML_CHARS_OOM)
+		xml_oom(x);
+	else if (rc < 0)
+		xml_fail(x, "bad <?%s %.16s?>", XML_BYTES_PI, data);
+}
+
+/* Carries what XML 1.0 forbids (xml-chars.c): 1 with the new body in *o,
+ * 0 when the body is parsed as it is, -1 with the error recorded. */
+static int xml_carry(xml_ctx *x, const char *body, size_t len, buf *o)
+{
+	int rc = xml_chars_carry(body, len, o);
+	if (rc == XML_CHARS_RESERVED)
+		return xml_fail(x,
+				"processing instruction <?%s> is not "
+				"accepted",
+				XML_BYTES_PI);
+	if (rc < 0)
+		return xml_oom(x);
+	x->carried = rc == XML_CHARS_CARRIED;
+	return rc;
+}
+
 static int xml_check_len(xml_ctx *x, const char *body, size_t len)
 {
 	if (!body || len == 0)
@@ -313,6 +358,7 @@ static void xml_parse(xml_ctx *x, const char *body, size_t len)
 	XML_SetCharacterDataHandler(x->xp, on_text);
 	XML_SetStartDoctypeDeclHandler(x->xp, on_doctype);
 	XML_SetEntityDeclHandler(x->xp, on_entity_decl);
+	XML_SetProcessingInstructionHandler(x->xp, on_pi);
 	x->parsing = true;
 	enum XML_Status st = XML_Parse(x->xp, body, (int)len, XML_TRUE);
 	x->parsing = false;
@@ -339,7 +385,15 @@ int xml_run(const xml_spec *spec, void *state, s3_error *err_doc,
 		     .err_doc = err_doc};
 	buf_init(&x.path);
 	buf_init(&x.text);
-	if (xml_check_len(&x, body, len) == 0) {
+	buf carried = BUF_INIT;
+	int rc = xml_check_len(&x, body, len);
+	if (rc == 0)
+		rc = xml_carry(&x, body, len, &carried);
+	if (rc == 1) {
+		body = carried.data;
+		len = carried.len;
+	}
+	if (rc >= 0) {
 		x.xp = XML_ParserCreateNS(NULL, XML_NS_SEP);
 		if (x.xp) {
 			xml_parse(&x, body, len);
@@ -348,6 +402,7 @@ int xml_run(const xml_spec *spec, void *state, s3_error *err_doc,
 			xml_oom(&x);
 		}
 	}
+	buf_free(&carried);
 	buf_free(&x.path);
 	buf_free(&x.text);
 	if (err)

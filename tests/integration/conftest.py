@@ -199,6 +199,7 @@ BAD_INPUT = {
     "test_cache_diskfull.py": None,
     "test_namespace.py": [
         "test_special_characters_in_names",
+        "test_keys_with_control_characters_list_under_their_names",
         "test_invalid_keys_are_skipped_and_the_mount_works",
         "test_object_and_prefix_with_same_name_shows_directory",
         "test_marker_with_contents_is_one_directory",

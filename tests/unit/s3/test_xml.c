@@ -1083,3 +1083,187 @@ Test(xml_uploads, empty_and_malformed)
 	free(err);
 	every_prefix(uploads_body, try_uploads, 0);
 }
+
+/* ---- characters XML 1.0 forbids ------------------------------------------ */
+
+/* Ceph RGW's page for max-keys=1 when the first key is "k/ctl\x01a": the
+ * key percent-encoded, the continuation token (the raw key) as &#x01;. */
+static const char rgw_ctl_list[] =
+    XML_DECL "<ListBucketResult " S3NS ">"
+	     "<EncodingType>url</EncodingType><Name>b</Name><Prefix></Prefix>"
+	     "<MaxKeys>1</MaxKeys><IsTruncated>true</IsTruncated>"
+	     "<Contents><Key>k%2Fctl%01a</Key>"
+	     "<LastModified>2026-11-29T04:22:22.884Z</LastModified>"
+	     "<ETag>&quot;9dd4e461268c8034f5c8564e155c67a6&quot;</ETag>"
+	     "<Size>1</Size><StorageClass>STANDARD</StorageClass>"
+	     "<Type>Normal</Type></Contents>"
+	     "<NextContinuationToken>k/ctl&#x01;a</NextContinuationToken>"
+	     "<KeyCount>1</KeyCount><StartAfter>c&#x08;</StartAfter>"
+	     "</ListBucketResult>";
+
+Test(xml_forbidden, rgw_token_with_a_control_character)
+{
+	s3_list_result r;
+	list_ok(rgw_ctl_list, false, &r);
+	cr_assert_eq(r.n_objects, 1);
+	cr_assert_eq(r.objects[0].key_len, 7);
+	cr_assert_str_eq(r.objects[0].key, "k/ctl\x01"
+					   "a");
+	cr_assert(r.truncated);
+	/* sent back as it is: the exact key, never "%01" */
+	cr_assert_str_eq(r.next_token, "k/ctl\x01"
+				       "a");
+	s3_list_result_free(&r);
+}
+
+/* A key sent as &#N; (no percent-encoding, or inside it) decodes to byte
+ * N, for every C0 character XML 1.0 forbids, in decimal and hex. */
+Test(xml_forbidden, every_c0_reference_is_its_byte)
+{
+	for (int c = 1; c < 0x20; c++) {
+		if (c == 9 || c == 10 || c == 13)
+			continue;
+		for (int form = 0; form < 3; form++) {
+			char *body = NULL;
+			char ref[16];
+			if (form == 0)
+				snprintf(ref, sizeof ref, "&#%d;", c);
+			else if (form == 1)
+				snprintf(ref, sizeof ref, "&#x%x;", c);
+			else
+				snprintf(ref, sizeof ref, "&#x%04X;", c);
+			cr_assert_gt(
+			    asprintf(&body,
+				     "<ListBucketResult>"
+				     "<EncodingType>url</EncodingType>"
+				     "<IsTruncated>true</IsTruncated>"
+				     "<NextContinuationToken>t%s</"
+				     "NextContinuationToken>"
+				     "<Contents><Key>d%%2F%s%sz</Key>"
+				     "<Size>1</Size><ETag>e</ETag>"
+				     "<LastModified>2009-10-12T17:50:30Z"
+				     "</LastModified></Contents>"
+				     "<CommonPrefixes><Prefix>p%s/</Prefix>"
+				     "</CommonPrefixes></ListBucketResult>",
+				     ref, ref, ref, ref),
+			    0);
+			s3_list_result r;
+			list_ok(body, false, &r);
+			char want[8] = {'d', '/', (char)c, (char)c, 'z'};
+			cr_assert_eq(r.objects[0].key_len, 5, "%s", ref);
+			cr_assert_eq(memcmp(r.objects[0].key, want, 6), 0,
+				     "%s", ref);
+			char tok[3] = {'t', (char)c};
+			cr_assert_str_eq(r.next_token, tok, "%s", ref);
+			char pfx[4] = {'p', (char)c, '/'};
+			cr_assert_eq(r.prefix_lens[0], 3);
+			cr_assert_str_eq(r.prefixes[0], pfx, "%s", ref);
+			s3_list_result_free(&r);
+			free(body);
+		}
+	}
+}
+
+/* Without <EncodingType> (a server that ignores encoding-type): the bytes
+ * are taken as they are, '%' and '+' untouched around them. */
+Test(xml_forbidden, reference_in_a_key_that_is_not_encoded)
+{
+	s3_list_result r;
+	list_ok(CONTENTS("<Key>a+&#31;%01&#x1F;</Key>" C_SIZE C_ETAG C_TIME),
+		false, &r);
+	cr_assert_str_eq(r.objects[0].key, "a+\x1f%01\x1f");
+	s3_list_result_free(&r);
+}
+
+/* U+FFFE, U+FFFF (RGW writes them raw) and surrogates: their UTF-8 form. */
+Test(xml_forbidden, noncharacters_and_surrogates)
+{
+	s3_list_result r;
+	list_ok(LIST("<IsTruncated>true</IsTruncated>"
+		     "<NextContinuationToken>b\xef\xbf\xbf"
+		     "c&#xFFFE;&#65535;&#xd800;&#xDFFF;\xef\xbf\xbe"
+		     "</NextContinuationToken>"),
+		false, &r);
+	cr_assert_str_eq(r.next_token, "b\xef\xbf\xbf"
+				       "c\xef\xbf\xbe\xef\xbf\xbf"
+				       "\xed\xa0\x80\xed\xbf\xbf\xef\xbf\xbe");
+	s3_list_result_free(&r);
+}
+
+/* Where a reference is not text (CDATA, comments, instructions) it stays
+ * as it is; allowed references keep working beside forbidden ones. */
+Test(xml_forbidden, literal_where_not_a_reference)
+{
+	s3_list_result r;
+	list_ok(CONTENTS("<Key>a<![CDATA[&#1;]]>&#x41;&#2;"
+			 "<!-- &#1; --><?other &#1;?>b</Key>" C_SIZE C_ETAG
+			     C_TIME),
+		false, &r);
+	cr_assert_str_eq(r.objects[0].key, "a&#1;A\x02"
+					   "b");
+	s3_list_result_free(&r);
+}
+
+/* What stays refused: NUL, references past Unicode or malformed, a
+ * forbidden character in an attribute or outside the root, raw control
+ * bytes, and an instruction the body must not carry itself. */
+Test(xml_forbidden, still_refused)
+{
+	list_fails(LIST("<Name>&#x0;</Name>"), "malformed");
+	list_fails(LIST("<Name>&#00000001;</Name>"), "malformed");
+	list_fails(LIST("<Name>&#x110000;</Name>"), "malformed");
+	list_fails(LIST("<Name>&#x;</Name>"), "malformed");
+	list_fails(LIST("<Name>&#1</Name>"), "malformed");
+	list_fails(LIST("<Name>&#X1;</Name>"), "malformed");
+	list_fails("<ListBucketResult a=\"&#1;\"/>", "malformed");
+	list_fails("<ListBucketResult a='>&#1;'/>", "malformed");
+	list_fails(LIST("<Name>\x01</Name>"), "malformed");
+	list_fails(LIST("<Name><![CDATA[\xef\xbf\xbf]]></Name>"), "malformed");
+	list_fails(LIST("") "&#1;", "outside any element");
+	list_fails("&#1;" LIST(""), "outside any element");
+	list_fails(LIST("<Name><?ckptfs-bytes 01?></Name>"), "not accepted");
+	list_fails(LIST("<Name>&#1;<?ckptfs-bytes 01?></Name>"),
+		   "not accepted");
+	/* the rest of the body is still checked */
+	list_fails(CONTENTS("<Key>&#1;</Key><Key>k</Key>"), "duplicate");
+	list_fails(LIST("<Name>&#1;</Name>") "junk", "malformed");
+}
+
+Test(xml_truncation, rgw_ctl_list)
+{
+	every_prefix(rgw_ctl_list, try_list, 0);
+}
+
+/* The other replies carry the bytes too: RGW's initiate echoes the key as
+ * &#x01;, its upload listing does so in NextKeyMarker. */
+Test(xml_forbidden, other_replies)
+{
+	const char *init =
+	    XML_DECL "<InitiateMultipartUploadResult " S3NS ">"
+		     "<Bucket>b</Bucket><Key>k/mp&#x01;z</Key>"
+		     "<UploadId>2~0Mn3yVSbyKmuUNZytTYakjazxcubHTE</UploadId>"
+		     "</InitiateMultipartUploadResult>";
+	cr_assert_eq(try_initiate(init, strlen(init)), 0);
+	const char *upl =
+	    XML_DECL
+	    "<ListMultipartUploadsResult " S3NS "><Bucket>b</Bucket>"
+	    "<NextKeyMarker>k/mp&#x01;z</NextKeyMarker>"
+	    "<NextUploadIdMarker>2~0Mn3</NextUploadIdMarker>"
+	    "<MaxUploads>1000</MaxUploads><IsTruncated>true</IsTruncated>"
+	    "<Upload><Key>k/mp%01z</Key><UploadId>2~0Mn3</UploadId>"
+	    "<Initiated>2026-11-29T04:21:59.412Z</Initiated></Upload>"
+	    "</ListMultipartUploadsResult>";
+	s3_uploads_result r;
+	char *err = NULL;
+	cr_assert_eq(s3xml_parse_uploads(upl, strlen(upl), true, &r, &err), 0,
+		     "%s", err);
+	cr_assert_str_eq(r.uploads[0].key, "k/mp\x01z");
+	cr_assert_str_eq(r.next_key_marker, "k/mp\x01z");
+	s3_uploads_result_free(&r);
+	s3_error e;
+	const char *eb = "<Error><Code>NoSuchKey</Code>"
+			 "<Message>no k&#x1b;[0m</Message></Error>";
+	cr_assert_eq(s3xml_parse_error(eb, strlen(eb), &e), 0);
+	cr_assert_str_eq(e.message, "no k\x1b[0m");
+	s3_error_free(&e);
+}
