@@ -86,10 +86,6 @@ def test_control_characters_long_segments_and_deep_nesting(s3server, mount):
     assert (m / "k/ok.txt").read_bytes() == b"ok", "the mount died on the walk"
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: RGW lists a key holding a C0 control "
-                   "character other than tab, newline and CR as an XML 1.0 character "
-                   "reference (&#1;) that the reply parser (expat) refuses, so the "
-                   "bucket cannot be mounted (\"did not answer like S3: malformed XML\")")
 def test_a_key_with_a_c0_control_character_leaves_the_bucket_mountable(s3server, mount):
     b = s3server.new_bucket("ctl-key")
     s3server.put_many(b, {"k/ctl\x01a": b"x", "k/ok.txt": b"ok"}.items())
