@@ -36,7 +36,7 @@ static void cache_destroy(cache *c)
 	cidx_close(c->idx);
 	free(c->idle_ask_path);
 	pthread_cond_destroy(&c->cv);
-	pthread_mutex_destroy(&c->mu);
+	ckpt_mutex_destroy(&c->mu);
 	free(c->dir);
 	free(c->bucket);
 	free(c);
@@ -59,7 +59,7 @@ int cache_open(const cache_opts *o, s3_client *s3, const char *bucket,
 	c->bucket = strdup(bucket);
 	c->o.dir = c->dir;
 	c->s3 = s3;
-	pthread_mutex_init(&c->mu, NULL);
+	ckpt_mutex_init(&c->mu);
 	pthread_cond_init(&c->cv, NULL);
 	cidx_limits lim = {o->cap, o->min_free};
 	if (cidx_open(c->dir, &lim, &c->idx, err) < 0 ||
@@ -83,10 +83,10 @@ void cache_free(cache *c)
 	if (!c)
 		return;
 	fetch_drain(c);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	while (c->entries)
 		centry_free(c, c->entries);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	cache_destroy(c);
 }
 
@@ -175,7 +175,7 @@ static int with_idle_room(cache *c, int (*try)(cache *, void *), void *arg,
 	 * waited for, up to SETTLE_WAIT_S, when the caller can wait */
 	double until = clock_mono() + SETTLE_WAIT_S;
 	for (;;) {
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		unsigned freed = cache_idle_free_all(c);
 		bool settle = !freed && wait && settling(c) &&
 			      clock_mono() < until;
@@ -187,9 +187,9 @@ static int with_idle_room(cache *c, int (*try)(cache *, void *), void *arg,
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
 			}
-			pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+			ckpt_cond_timedwait(&c->cv, &c->mu, &ts);
 		}
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		if (!freed && !settle)
 			break;
 		if (freed && !no_room(rc = try(c, arg)))
@@ -339,7 +339,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 	cache_file *f = calloc(1, sizeof *f);
 	if (!f)
 		return -ENOMEM;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	centry *e = find_entry(c, name);
 	if (e && e->failed)
 		e = NULL; /* a failed download: try afresh */
@@ -348,7 +348,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		e->handles++;
 		cache_idle_take(c, e);
 	}
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	if (!e) {
 		centry *ne;
 		/* a new entry: one chunk per manifest block */
@@ -362,7 +362,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		}
 		/* known before any of its chunks can land */
 		uint32_t *m = x ? chunk_expect_map(ne, x) : NULL;
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		e = find_entry(c, name);
 		if (e && !e->failed) { /* another thread won the race */
 			bool same = e->chunk_size == ne->chunk_size;
@@ -388,26 +388,26 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 				fetch_schedule(c);
 			}
 		}
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		free(m);
 		x = NULL; /* done */
 	}
 	if (x) { /* an entry this process already had open */
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		bool want = !e->expect;
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		uint32_t *m = want ? chunk_expect_map(e, x) : NULL;
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		set_expect(c, e, m);
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 	}
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	*hit = e->n_done == e->n_chunks;
 	if (*hit)
 		c->hits++;
 	else
 		c->misses++;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	f->c = c;
 	f->e = e;
 	*out = f;
@@ -423,26 +423,26 @@ void cache_file_close(cache_file *f)
 	 * references too): else a close right after the last chunk landed
 	 * left the pin held after the release, and the next open, finding
 	 * no idle entry to free and no release to wait for, read uncached */
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	while (c->recording)
-		pthread_cond_wait(&c->cv, &c->mu);
+		ckpt_cond_wait(&c->cv, &c->mu);
 	bool pending = c->pending != NULL;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	if (pending)
 		fetch_drain(c);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	f->e->handles--;
 	centry_put(c, f->e);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	free(f);
 }
 
 void cache_file_willneed(cache_file *f)
 {
 	cache *c = f->c;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	bool whole = f->e->n_done == f->e->n_chunks;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	/* fd and size never change while f holds the entry */
 	if (whole && f->e->size)
 		(void)posix_fadvise(f->e->fd, 0, (off_t)f->e->size,
@@ -452,21 +452,21 @@ void cache_file_willneed(cache_file *f)
 void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total)
 {
 	cache *c = f->c;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	uint64_t d = 0;
 	for (uint32_t i = 0; i < f->e->n_chunks; i++)
 		if (f->e->state[i] == CH_DONE)
 			d += chunk_len(f->e, i);
 	*done = d;
 	*total = f->e->size;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 }
 
 int cache_file_error(cache_file *f)
 {
-	pthread_mutex_lock(&f->c->mu);
+	ckpt_lock(&f->c->mu);
 	int err = f->e->failed ? (f->e->err ? f->e->err : EIO) : 0;
-	pthread_mutex_unlock(&f->c->mu);
+	ckpt_unlock(&f->c->mu);
 	return err;
 }
 
@@ -475,7 +475,7 @@ int cache_file_error(cache_file *f)
 /* Polls the index for chunks another process wrote.  mu held; drops it. */
 static void follow(cache *c, centry *e)
 {
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	struct timespec ts = {0, 20 * 1000000L};
 	nanosleep(&ts, NULL);
 	cidx_entry ie;
@@ -486,7 +486,7 @@ static void follow(cache *c, centry *e)
 	ie.n_chunks = e->n_chunks;
 	enum cidx_role role = CIDX_FOLLOWER;
 	int rc = cidx_refresh(c->idx, &ie, &role);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	if (rc < 0) {
 		cidx_entry_free(&ie);
 		return;
@@ -545,7 +545,7 @@ static int wait_range(cache *c, centry *e, uint32_t first, uint32_t last)
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		ckpt_cond_timedwait(&c->cv, &c->mu, &ts);
 	}
 	return rc;
 }
@@ -579,9 +579,9 @@ static bool verify_range(cache *c, centry *e, uint32_t first, uint32_t last)
 		if (e->verified[i] || e->state[i] != CH_DONE)
 			continue;
 		uint32_t want = e->crc[i];
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		bool good = chunk_verify(e, i, want);
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		if (e->state[i] != CH_DONE) {
 			/* another reader found it bad meanwhile: wait again */
 			ok = false;
@@ -610,12 +610,12 @@ int cache_file_ready(cache_file *f, uint64_t off, size_t len)
 	uint32_t last = (uint32_t)((off + len - 1) / e->chunk_size);
 	if (last >= e->n_chunks)
 		last = e->n_chunks - 1;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	int rc;
 	do {
 		rc = wait_range(c, e, first, last);
 	} while (rc == 0 && !verify_range(c, e, first, last));
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	return rc < 0 ? rc : e->fd;
 }
 
@@ -674,9 +674,9 @@ int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
 		rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag, size,
 				cs, crc, path);
 	if (rc == -ENOSPC || rc == -EBUSY) { /* idle entries hold the room */
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		unsigned freed = cache_idle_free_all(c);
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		if (freed)
 			rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag,
 					size, cs, crc, path);
@@ -719,9 +719,9 @@ int cache_free_disk(cache *c, uint64_t size)
 
 void cache_count_uncached(cache *c)
 {
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	c->uncached_opens++;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 }
 
 void cache_get_stats(cache *c, cache_stats *st)
@@ -734,7 +734,7 @@ void cache_get_stats(cache *c, cache_stats *st)
 		st->pinned_bytes = is.pinned_bytes;
 		st->evictions = is.evictions;
 	}
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	/* idle entries are released on demand (cache/idle.c): not held */
 	uint64_t idle = cache_idle_bytes(c);
 	st->pinned_bytes -= idle < st->pinned_bytes ? idle : st->pinned_bytes;
@@ -751,7 +751,7 @@ void cache_get_stats(cache *c, cache_stats *st)
 	st->download_rate = (double)sum / 4.0;
 	for (centry *e = c->active; e; e = e->next_active)
 		st->active_downloads++;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	st->cap = c->o.cap;
 	st->min_free = c->o.min_free;
 }

@@ -111,13 +111,13 @@ static void chunk_landed(struct chunk_xfer *t)
 	if (t->werr)
 		return;
 	cache *c = t->c;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	/* bytes that are not the manifest's are never done: fetched again
 	 * (chunk_expected), the rest of the range lands meanwhile */
 	if (chunk_expected(c, t->e, t->idx + t->cur, t->crc))
 		chunk_succeeded(c, t->e, t->idx + t->cur, t->crc);
 	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	t->cur++;
 	t->cur_got = 0;
 	t->crc = CRC_SEED;
@@ -231,7 +231,7 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 		snprintf(err.msg, sizeof err.msg,
 			 "short reply: %zu of %zu bytes", t->got, t->len);
 	}
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	e->inflight--;
 	c->inflight--;
 	if (rc < 0)
@@ -239,7 +239,7 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	pthread_cond_broadcast(&c->cv);
 	fetch_schedule(c);
 	centry_put(c, e);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	http_xfer_free(x);
 	free(t->wbuf);
 	free(t);
@@ -457,7 +457,7 @@ static void record_batch(cache *c, struct done_rec *list)
 				  e->key);
 		if (completed) /* writer thread: flush and stamp the file */
 			stamp_good(c, e);
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		if (completed) {
 			e->role = CIDX_COMPLETE;
 			e->stamped = true;
@@ -468,7 +468,7 @@ static void record_batch(cache *c, struct done_rec *list)
 			free(list);
 			list = nx;
 		}
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 	}
 }
 
@@ -489,41 +489,41 @@ static struct done_rec *take_pending(cache *c)
 static void *writer_main(void *arg)
 {
 	cache *c = arg;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	for (;;) {
 		if (!c->pending && c->stopping)
 			break;
 		if (!c->pending) {
 			struct timespec ts;
 			clock_realtime_in(&ts, 100);
-			pthread_cond_timedwait(&c->writer_cv, &c->mu, &ts);
+			ckpt_cond_timedwait(&c->writer_cv, &c->mu, &ts);
 			fetch_schedule(c); /* delayed retries */
 			cache_idle_tick(c); /* their pins go */
 			continue;
 		}
 		struct done_rec *rev = take_pending(c);
 		c->recording++;
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		record_batch(c, rev);
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		c->recording--;
 		pthread_cond_broadcast(&c->cv);
 	}
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	return NULL;
 }
 
 void fetch_drain(cache *c)
 {
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	struct done_rec *rev = take_pending(c);
 	c->recording++;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	record_batch(c, rev);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	c->recording--;
 	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 }
 
 int fetch_start_writer(cache *c)
@@ -534,10 +534,10 @@ int fetch_start_writer(cache *c)
 
 void fetch_stop_writer(cache *c)
 {
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	c->stopping = true;
 	pthread_cond_signal(&c->writer_cv);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	pthread_join(c->writer, NULL);
 	pthread_cond_destroy(&c->writer_cv);
 }

@@ -277,10 +277,10 @@ int cidx_tx_end(cidx *x, bool commit)
 /* Takes the mutex and begins a transaction; on error holds nothing. */
 int cidx_enter(cidx *x, bool write)
 {
-	pthread_mutex_lock(&x->mu);
+	ckpt_lock(&x->mu);
 	int rc = cidx_tx_begin(x, write);
 	if (rc)
-		pthread_mutex_unlock(&x->mu);
+		ckpt_unlock(&x->mu);
 	return rc;
 }
 
@@ -288,7 +288,7 @@ int cidx_enter(cidx *x, bool write)
 int cidx_leave(cidx *x, int rc, bool commit)
 {
 	int rc2 = cidx_tx_end(x, commit);
-	pthread_mutex_unlock(&x->mu);
+	ckpt_unlock(&x->mu);
 	return rc ? rc : rc2;
 }
 

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "cache/index.h"
+#include "util/assert.h"
 
 #define CIDX_OWNER_HEX 32
 
@@ -73,7 +74,7 @@ enum cidx_sid {
 };
 
 struct cidx {
-	pthread_mutex_t mu;
+	ckpt_mutex mu;
 	sqlite3 *db;
 	sqlite3_stmt *st[S_COUNT];
 	char *dir;

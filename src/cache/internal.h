@@ -19,6 +19,7 @@
 
 #include "cache/cache.h"
 #include "cache/index.h"
+#include "util/assert.h"
 
 enum chunk_state {
 	CH_MISSING = 0,
@@ -82,7 +83,7 @@ struct cache {
 	char *bucket;
 	s3_client *s3;
 	cidx *idx;
-	pthread_mutex_t mu;
+	ckpt_mutex mu;
 	pthread_cond_t cv;
 	centry *entries; /* [mu] */
 	centry *active;  /* [mu] entries with chunks to fetch */

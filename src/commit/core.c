@@ -56,7 +56,7 @@ void eng_sleep(eng *e, double seconds)
 	ts.tv_sec = (time_t)t;
 	ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
 	if (!e->stopping)
-		pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+		ckpt_cond_timedwait(&e->cv, &e->mu, &ts);
 }
 
 /* ---- the in-memory model ------------------------------------------------ */
@@ -191,7 +191,7 @@ void eng_key_claim(eng *e, struct eng_busy *b, const char *key)
 			busy = !strcmp(o->key, key);
 		if (!busy)
 			break;
-		pthread_cond_wait(&e->cv, &e->mu);
+		ckpt_cond_wait(&e->cv, &e->mu);
 	}
 	b->key = key;
 	b->next = e->busy;

@@ -16,7 +16,7 @@
 int eng_txn_begin(eng *e, const char *path, bool is_dir,
 		  const char *mroot, uint64_t *txn)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	int64_t row = 0;
 	int rc = jr_txn_insert(e->j, is_dir ? T_DIR : T_FILE, path, NULL,
 			       is_dir, TS_OPEN, mroot, &row);
@@ -29,10 +29,10 @@ int eng_txn_begin(eng *e, const char *path, bool is_dir,
 	}
 	bool final = t && is_dir && eng_root_final(e, t);
 	int64_t id = t ? t->id : 0;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	if (!rc && final)
 		rc = eng_announce(e, path, (uint64_t)id);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (rc && t) {
 		jr_txn_delete(e->j, id);
 		t->done = true;
@@ -42,7 +42,7 @@ int eng_txn_begin(eng *e, const char *path, bool is_dir,
 		*txn = (uint64_t)id;
 	}
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -117,7 +117,7 @@ static int journal_file(eng *e, efile *f)
 static int file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 		    uint64_t size, const eng_meta *m, bool short_file)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t && t->state != TS_ABORTED ? 0 : -ENOENT;
 	efile *f = t ? eng_find_file(t, path) : NULL;
@@ -171,7 +171,7 @@ static int file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 	}
 	free(old_staging);
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -190,7 +190,7 @@ int eng_file_put_short(eng *e, uint64_t txn, const char *path, uint64_t sid,
 int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
 		      const eng_meta *m)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	efile *f = t ? eng_find_file(t, path) : NULL;
 	int rc = f ? 0 : -ENOENT;
@@ -215,7 +215,7 @@ int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
 			}
 		}
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -254,7 +254,7 @@ static void drop_dirs(eng *e, etxn *t, const char *path)
 
 int eng_file_drop(eng *e, uint64_t txn, const char *path)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t ? jr_begin(e->j) : -ENOENT;
 	if (!rc) {
@@ -269,13 +269,13 @@ int eng_file_drop(eng *e, uint64_t txn, const char *path)
 	if (!rc)
 		eng_poison_clear(e, t, path, true); /* removed */
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
 int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	edir *d = t ? calloc(1, sizeof *d) : NULL;
 	int rc = d ? 0 : t ? -ENOMEM : -ENOENT;
@@ -299,7 +299,7 @@ int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
 		jr_dir_row r = dir_row(t->id, path, &d->m);
 		rc = jr_dir_put(e->j, &r);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -370,19 +370,19 @@ static void retire_root(eng *e, etxn *t)
 int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 		  uint64_t txn_to, const char *to)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *tf = eng_find_txn(e, txn_from), *tt = eng_find_txn(e, txn_to);
 	int rc = tf && tt ? 0 : -ENOENT;
 	bool whole = !rc && tf == tt && !strcmp(from, tf->root);
 	bool announce_new = false;
 	if (whole)
 		announce_new = tf->kind == T_DIR && !proto_has_temp(&e->pats, to);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	/* the new name's marker first: the moved transaction is hidden there
 	 * before anything of it can appear */
 	if (announce_new)
 		rc = eng_announce(e, to, txn_from);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	tf = eng_find_txn(e, txn_from);
 	tt = eng_find_txn(e, txn_to);
 	if (!rc && (!tf || !tt))
@@ -411,13 +411,13 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 	}
 	if (!rc)
 		eng_sched_all(e);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
 int eng_txn_seal(eng *e, uint64_t txn)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t ? 0 : -ENOENT;
 	if (t && t->poison)
@@ -430,13 +430,13 @@ int eng_txn_seal(eng *e, uint64_t txn)
 		}
 		eng_sched_all(e);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
 int eng_txn_abort(eng *e, uint64_t txn)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t ? jr_txn_set_state(e->j, t->id, TS_ABORTED) : -ENOENT;
 	if (!rc) {
@@ -447,7 +447,7 @@ int eng_txn_abort(eng *e, uint64_t txn)
 		}
 		eng_sched_all(e);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -456,7 +456,7 @@ int eng_txn_abort(eng *e, uint64_t txn)
 static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 		       bool is_dir, const char *mroot)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	int64_t row = 0;
 	int rc = jr_txn_insert(e->j, k, from, to, is_dir, TS_SEALED, mroot,
 			       &row);
@@ -464,7 +464,7 @@ static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 	    !eng_txn_new(e, row, k, from, to, is_dir, TS_SEALED, mroot))
 		rc = -ENOMEM;
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 

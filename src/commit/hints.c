@@ -67,9 +67,9 @@ int eng_hint_put(eng *e, const char *path, s3_err *x)
 			 path);
 		return -1;
 	}
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool known = eng_hint_known(e, key, eng_now());
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	int rc = 0;
 	if (!known) {
 		s3_put_opts po = {0};
@@ -77,9 +77,9 @@ int eng_hint_put(eng *e, const char *path, s3_err *x)
 		rc = s3_put_object(e->s3, key, &b, &po, NULL, x);
 	}
 	if (rc == 0 && !known) {
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 		eng_hint_note(e, key, eng_now());
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 	}
 	free(key);
 	return rc;
@@ -90,9 +90,9 @@ int eng_hint_delete(eng *e, const char *path, s3_err *x)
 	char *key = proto_hint_key(e->prefix, path);
 	if (!key)
 		return 0; /* a stale hint costs a reader one HEAD at most */
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	eng_hint_unnote(e, key);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	int rc = s3_delete_object(e->s3, key, x);
 	free(key);
 	return rc;
@@ -100,7 +100,7 @@ int eng_hint_delete(eng *e, const char *path, s3_err *x)
 
 void eng_hints_forget(eng *e)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	memset(e->hints, 0, sizeof e->hints);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }

@@ -63,6 +63,7 @@
 #include "proto/manifest.h"
 #include "proto/meta.h"
 #include "s3/upload.h"
+#include "util/assert.h"
 
 enum tkind { T_DIR = 1, T_FILE = 2, T_RDEL = 3, T_RREN = 4 };
 enum tstate { TS_OPEN = 0, TS_SEALED = 1, TS_ABORTED = 2 };
@@ -190,12 +191,12 @@ struct eng {
 	char writer[PROTO_WRITER_MAX];
 	jr *j;
 
-	pthread_mutex_t mu;
+	ckpt_mutex mu;
 	pthread_cond_t cv;
 	/* taken around every marker PUT of the renewal and every marker
 	 * DELETE of a step (never while holding mu), so a renewal that
 	 * started before a commit point cannot land after it */
-	pthread_mutex_t marker_mu;
+	ckpt_mutex marker_mu;
 	etxn *txns, *txns_tail; /* queue order */
 	job *jobs, *jobs_tail;
 	uint64_t next_sid;

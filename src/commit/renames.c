@@ -403,8 +403,8 @@ int eng_rename_file(eng *e, eng_snap *sn, s3_err *x)
 int eng_run_rename(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
 	(void)t;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	int rc = sn->is_dir ? eng_rename_dir(e, sn, x) : eng_rename_file(e, sn, x);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	return rc;
 }

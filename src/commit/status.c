@@ -56,13 +56,13 @@ static char *error_text(const eng *e, const etxn *t, double now)
 
 int eng_status(eng *e, eng_txn_status **v, size_t *n)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	size_t cnt = 0;
 	for (etxn *t = e->txns; t; t = t->next)
 		cnt++;
 	eng_txn_status *out = calloc(cnt ? cnt : 1, sizeof *out);
 	if (!out) {
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 		return -ENOMEM;
 	}
 	size_t i = 0;
@@ -108,7 +108,7 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 	free(blk);
 	*v = out;
 	*n = i;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return 0;
 }
 
@@ -132,7 +132,7 @@ static const char *step_what(const etxn *t)
 
 char *eng_failed_text(eng *e)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	buf b = BUF_INIT;
 	size_t n = 0;
 	etxn **blk = eng_blockers(e);
@@ -155,7 +155,7 @@ char *eng_failed_text(eng *e)
 				   held == 1 ? "" : "s", held == 1 ? "s" : "");
 	}
 	free(blk);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	if (!n) {
 		buf_free(&b);
 		return NULL;
@@ -179,7 +179,7 @@ static void retry_now(eng *e, etxn *t)
 
 int eng_step_retry(eng *e, uint64_t id)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	int n = 0;
 	double now = eng_now();
 	for (etxn *t = e->txns; t; t = t->next) {
@@ -201,13 +201,13 @@ int eng_step_retry(eng *e, uint64_t id)
 	}
 	if (n)
 		eng_sched_all(e);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return n ? n : -ENOENT;
 }
 
 int eng_step_drop(eng *e, uint64_t id, char **what)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, id);
 	int rc = t ? 0 : -ENOENT;
 	if (t && what) {
@@ -241,7 +241,7 @@ int eng_step_drop(eng *e, uint64_t id, char **what)
 		}
 	}
 	eng_sched_all(e);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -261,7 +261,7 @@ void eng_foreach_pending_file(eng *e,
 					 uint64_t size, const eng_meta *m),
 			      void *arg)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (t->done || t->state == TS_ABORTED)
 			continue;
@@ -273,7 +273,7 @@ void eng_foreach_pending_file(eng *e,
 			free(p);
 		}
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 void eng_foreach_pending_txn(eng *e,
@@ -284,7 +284,7 @@ void eng_foreach_pending_txn(eng *e,
 					    const char *path, const eng_meta *m),
 			     void *arg)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (t->done || t->state == TS_ABORTED ||
 		    (t->kind != T_DIR && t->kind != T_FILE))
@@ -298,7 +298,7 @@ void eng_foreach_pending_txn(eng *e,
 			dir_fn(arg, (uint64_t)t->id, d->path, &m);
 		}
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 void eng_foreach_pending_removal(eng *e,
@@ -306,17 +306,17 @@ void eng_foreach_pending_removal(eng *e,
 					    bool is_dir),
 				 void *arg)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (!t->done && (t->kind == T_RDEL || t->kind == T_RREN))
 			fn(arg, t->root, t->is_dir);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 bool eng_txn_pending(eng *e, uint64_t txn)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool pending = eng_find_txn(e, txn) != NULL;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return pending;
 }

@@ -469,10 +469,10 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 			snprintf(x->msg, sizeof x->msg, "commit: out of memory");
 			return -1;
 		}
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 		rc = eng_hint_put(e, path, x);
 		free(path);
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 		if (rc)
 			return rc;
 		f = t->files;
@@ -505,7 +505,7 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 					: f->pcrc[i];
 			}
 			blocks = eng_parts_blocks(f);
-			pthread_mutex_unlock(&e->mu);
+			ckpt_unlock(&e->mu);
 			rc = p && id ? eng_complete_mpu(e, key, id, p, n, etag, x)
 				     : -1;
 			free(p);
@@ -514,12 +514,12 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 			uint64_t sid = f->sid, size = f->size;
 			proto_meta m;
 			eng_meta_copy(&m, &f->m);
-			pthread_mutex_unlock(&e->mu);
+			ckpt_unlock(&e->mu);
 			rc = eng_put_file(e, key, sid, size, &m, etag, &crc,
 					  &blocks, x);
 			proto_meta_free(&m);
 		}
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 		eng_key_release(e, &b);
 		f->jobs--;
 		if (rc == 0 && f->gen == gen && f->t)
@@ -534,11 +534,11 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		eng_snap_free(sn);
 		eng_snap_take(e, t, sn);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	rc = eng_put_addendum(e, sn, sn->root, x);
 	if (!rc)
 		rc = delete_garbage(e, sn, x);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	return rc;
 }
 
@@ -645,13 +645,13 @@ static bool stored_as_listed(const keylist *l, const eng_snap_file *f)
 static int verify_stored(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
 	t->check_stored = false;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", e->prefix, sn->root);
 	keylist l = {0};
 	int rc = eng_list_under(e, buf_cstr(&p), &l, x);
 	buf_free(&p);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (rc) {
 		t->check_stored = true;
 		eng_keylist_free(&l);
@@ -695,7 +695,7 @@ int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 	if (t->kind == T_DIR && t->check_stored &&
 	    verify_stored(e, t, sn, x) < 0)
 		return -1;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	switch (t->kind) {
 	case T_DIR:
 		rc = commit_dir(e, sn, x);
@@ -704,6 +704,6 @@ int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		rc = remote_delete(e, sn->root, sn->is_dir, sn->dest, x);
 		break;
 	}
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	return rc;
 }

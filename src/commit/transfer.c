@@ -308,10 +308,10 @@ static void stale_object(eng *e, job *j, const char *key)
 	}
 	struct eng_busy b;
 	eng_key_claim(e, &b, key);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	s3_err x;
 	s3_delete_object(e->s3, key, &x);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	eng_key_release(e, &b);
 }
 
@@ -357,14 +357,14 @@ static void run_put(eng *e, job *j)
 		job_done(e, j);
 		return;
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	uint32_t crc = 0;
 	char *blocks = NULL;
 	s3_err x = {0};
 	int rc = eng_put_file(e, key, sid, size, &m, etag, &crc, &blocks, &x);
 	proto_meta_free(&m);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	object_stored(e, j, &b, key, rc, etag, crc, blocks, &x);
 }
 
@@ -377,7 +377,7 @@ static void run_create(eng *e, job *j)
 	s3_meta meta[PROTO_META_N];
 	size_t nm = proto_object_meta(&f->m, meta, &store);
 	s3_put_opts po = {.meta = meta, .n_meta = nm};
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	char *id = NULL;
 	s3_err x = {0};
 	int rc = -1;
@@ -387,7 +387,7 @@ static void run_create(eng *e, job *j)
 	else
 		rc = s3_mpu_create(e->s3, key, &po, &id, &tries, &x);
 	buf_free(&store);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (rc == 0)
 		/* an earlier attempt may have started an upload we will
 		 * never hear of: look again before completing */
@@ -468,7 +468,7 @@ static void run_part(eng *e, job *j)
 	uint64_t len = f->size - off < f->part_size ? f->size - off
 						    : f->part_size;
 	uint64_t sid = f->sid, size = f->size;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	s3_err x = {0};
 	char etag[S3_ETAG_MAX] = "", md5[25];
 	uint32_t crc = 0;
@@ -485,7 +485,7 @@ static void run_part(eng *e, job *j)
 					 md5, etag, &x);
 		close(fd);
 	}
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool gone = rc < 0 && (!strcmp(x.code, "NoSuchUpload") ||
 			       x.http_status == 404);
 	if (!stale(j) && rc == 0)
@@ -545,7 +545,7 @@ static void run_complete(eng *e, job *j)
 	struct eng_busy b;
 	eng_key_claim(e, &b, key);
 	bool lost = f->lost_creates;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	s3_err x = {0};
 	if (lost && id) /* create attempts the server carried out late */
@@ -553,16 +553,16 @@ static void run_complete(eng *e, job *j)
 	int rc = parts ? eng_complete_mpu(e, key, id, parts, n, etag, &x) : -1;
 	free(parts);
 	free(id);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	object_stored(e, j, &b, key, rc, etag, crc, blocks, &x);
 }
 
 static void run_abort(eng *e, job *j)
 {
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	s3_err x = {0};
 	int rc = s3_mpu_abort(e->s3, j->key, j->upload_id, &x);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (rc == 0 || x.err == ENOENT || x.err == EOPNOTSUPP)
 		job_done(e, j); /* gone, or the server cannot (said once) */
 	else
@@ -577,7 +577,7 @@ void *eng_worker_main(void *arg)
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
 		log_debug("commit: cannot lower upload priority: %s",
 			  strerror(errno));
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	while (!e->stopping) {
 		double wait;
 		job *j = pick(e, &wait);
@@ -608,6 +608,6 @@ void *eng_worker_main(void *arg)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return NULL;
 }

@@ -33,7 +33,7 @@ static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 		       (t->kind == T_RREN && t->dest &&
 			eng_marker_wanted(e, t->dest, t)));
 	eng_free_txn(e, t);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	if (rewant) { /* a later transaction of the same name needs it back */
 		s3_err x;
 		if (eng_put_marker(e, sn->root, &x) < 0 ||
@@ -54,7 +54,7 @@ static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 			unlink(p);
 		free(p);
 	}
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	eng_sched_all(e);
 	pthread_cond_broadcast(&e->cv);
 }
@@ -79,12 +79,12 @@ static int clean_aborted(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		keys[n++] = proto_marker_key(e->prefix, t->root, e->writer,
 					     e->o.lease_s);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	int rc = keys ? (n ? eng_delete_keys(e, keys, n, x) : 0) : -1;
 	for (size_t i = 0; i < n; i++)
 		free(keys[i]);
 	free(keys);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	return rc;
 }
 
@@ -123,7 +123,7 @@ static void retry_later(eng *e, etxn *t, const s3_err *x, double began)
 void *eng_vis_main(void *arg)
 {
 	eng *e = arg;
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	while (!e->stopping) {
 		etxn *t = next_aborted(e);
 		bool abort = t != NULL;
@@ -164,6 +164,6 @@ void *eng_vis_main(void *arg)
 		}
 		eng_snap_free(&sn);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return NULL;
 }

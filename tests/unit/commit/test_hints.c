@@ -10,7 +10,7 @@ Test(commit, hints_known_for_five_minutes)
 {
 	eng *e = calloc(1, sizeof *e);
 	cr_assert_not_null(e);
-	pthread_mutex_init(&e->mu, NULL);
+	ckpt_mutex_init(&e->mu);
 	const char *a = "run/.ckptfs-meta/latest", *b = ".ckptfs-meta/latest";
 	cr_assert_not(eng_hint_known(e, a, 100.0));
 	eng_hint_note(e, a, 100.0);
@@ -27,6 +27,6 @@ Test(commit, hints_known_for_five_minutes)
 	cr_assert(eng_hint_known(e, b, 100.0));
 	eng_hints_forget(e);
 	cr_assert_not(eng_hint_known(e, b, 100.0), "a directory delete forgets");
-	pthread_mutex_destroy(&e->mu);
+	ckpt_mutex_destroy(&e->mu);
 	free(e);
 }

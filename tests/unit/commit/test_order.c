@@ -132,7 +132,7 @@ Test(aside, holds_back_only_what_depends_on_it_and_is_retried, .init = setup,
 	cr_assert_eq(eng_txn_begin(e, "other/ckpt-3.pt", false, NULL, &id2), 0);
 	cr_assert_eq(eng_txn_begin(e, "run/latest", false, NULL, &id3), 0);
 
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t1 = eng_find_txn(e, id1), *t2 = eng_find_txn(e, id2),
 	     *t3 = eng_find_txn(e, id3);
 	/* within the limit the failing step keeps the head of the queue */
@@ -155,7 +155,7 @@ Test(aside, holds_back_only_what_depends_on_it_and_is_retried, .init = setup,
 	cr_assert_eq(eng_next_step(e), t1, "retry due");
 	t1->state = TS_OPEN;
 	cr_assert_eq(eng_next_step(e), t2, "not ready: its uploads retry");
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 
 	eng_txn_status *v;
 	size_t n;
@@ -179,19 +179,19 @@ Test(aside, holds_back_only_what_depends_on_it_and_is_retried, .init = setup,
 	free(why);
 
 	/* `ckptfs retry`: its next attempt is now */
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	t1->retry_at = eng_now() + 100;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	cr_assert_eq(eng_step_retry(e, id1), 1);
 	cr_assert_eq(eng_step_retry(e, id2), -ENOENT, "not failed");
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	cr_assert_eq(t1->retry_at, 0);
 	cr_assert(eng_set_aside(e, t1, eng_now()), "still failing");
 	/* a success: back at the head, holding what depends on it in order */
 	eng_txn_progress(e, t1);
 	cr_assert_eq(eng_next_step(e), t1);
 	cr_assert_null(eng_blocker(e, t3));
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	cr_assert_null(eng_failed_text(e));
 	eng_close(e, false);
 }
