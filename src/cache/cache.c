@@ -108,6 +108,7 @@ static centry *find_entry(cache *c, const char *name)
 static int entry_create(cache *c, const char *key, const char *etag,
 			uint64_t size, uint32_t chunk_size, centry **out)
 {
+	CKPTFS_ASSERT_NOT_HELD(&c->mu);
 	cidx_entry ie;
 	memset(&ie, 0, sizeof ie);
 	enum cidx_role role;
@@ -153,6 +154,7 @@ static bool no_room(int rc)
  * mu held. */
 static bool settling(const cache *c)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	for (const centry *e = c->entries; e; e = e->next)
 		if (!e->failed && e->handles == 0 && e->refs > 0 &&
 		    e->n_done == e->n_chunks)
@@ -167,6 +169,7 @@ static bool settling(const cache *c)
 static int with_idle_room(cache *c, int (*try)(cache *, void *), void *arg,
 			  bool wait)
 {
+	CKPTFS_ASSERT_NOT_HELD(&c->mu);
 	int rc = try(c, arg);
 	if (!no_room(rc))
 		return rc;
@@ -271,6 +274,7 @@ uint32_t *chunk_expect_map(const centry *e, const cache_expect *x)
  * fetched again by this process.  mu */
 static void chunk_drop(cache *c, centry *e, uint32_t i)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	c->verify_failures++;
 	e->state[i] = CH_MISSING;
 	e->verified[i] = 0;
@@ -283,6 +287,7 @@ static void chunk_drop(cache *c, centry *e, uint32_t i)
  * by an open that had no manifest, or a writer that did not check).  mu */
 static void drop_unexpected(cache *c, centry *e)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	if (!e->expect)
 		return;
 	uint32_t dropped = 0;
@@ -306,6 +311,7 @@ static void drop_unexpected(cache *c, centry *e)
 /* Installs the expected CRCs m (taken) on e unless it has some.  mu */
 static void set_expect(cache *c, centry *e, uint32_t *m)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	if (!m || e->expect || e->failed) {
 		free(m);
 		return;
@@ -431,6 +437,7 @@ void cache_file_close(cache_file *f)
 	if (pending)
 		fetch_drain(c);
 	ckpt_lock(&c->mu);
+	CKPTFS_ASSERT(f->e->handles > 0);
 	f->e->handles--;
 	centry_put(c, f->e);
 	ckpt_unlock(&c->mu);
@@ -475,6 +482,7 @@ int cache_file_error(cache_file *f)
 /* Polls the index for chunks another process wrote.  mu held; drops it. */
 static void follow(cache *c, centry *e)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	ckpt_unlock(&c->mu);
 	struct timespec ts = {0, 20 * 1000000L};
 	nanosleep(&ts, NULL);
@@ -574,6 +582,7 @@ static bool chunk_verify(centry *e, uint32_t idx, uint32_t want)
  * is then marked missing and will be fetched again).  mu held. */
 static bool verify_range(cache *c, centry *e, uint32_t first, uint32_t last)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	bool ok = true;
 	for (uint32_t i = first; i <= last; i++) {
 		if (e->verified[i] || e->state[i] != CH_DONE)

@@ -89,6 +89,8 @@ static void rate_add(cache *c, uint64_t bytes)
 /* Chunk i of e is written with this CRC.  mu held. */
 static void chunk_succeeded(cache *c, centry *e, uint32_t i, uint32_t crc)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
+	CKPTFS_ASSERT(e->n_done < e->n_chunks); /* never counted twice */
 	e->state[i] = CH_DONE;
 	e->crc[i] = crc;
 	e->verified[i] = 1;
@@ -248,6 +250,7 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 /* Starts one GET for chunks [idx, idx + count).  mu held. */
 static void start_range(cache *c, centry *e, uint32_t idx, uint32_t count)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	struct chunk_xfer *t = calloc(1, sizeof *t);
 	s3_err err;
 	if (!t)
@@ -285,8 +288,12 @@ static void start_range(cache *c, centry *e, uint32_t idx, uint32_t count)
 	t->x.sink_arg = t;
 	t->x.done = chunk_done_cb;
 	t->x.done_arg = t;
-	for (uint32_t k = 0; k < count; k++)
+	for (uint32_t k = 0; k < count; k++) {
+		/* each chunk range has exactly one writer (internal.h) */
+		CKPTFS_ASSERT(e->state[idx + k] != CH_INFLIGHT &&
+			      e->state[idx + k] != CH_DONE);
 		e->state[idx + k] = CH_INFLIGHT;
+	}
 	e->inflight++;
 	e->refs++;
 	c->inflight++;
@@ -389,6 +396,7 @@ static bool pick_sweep(cache *c, double now, centry **pe, uint32_t *pidx)
 
 void fetch_schedule(cache *c)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	double now = clock_mono();
 	while (!c->stopping && c->inflight < c->o.global_conns) {
 		centry *e;
@@ -404,6 +412,7 @@ void fetch_schedule(cache *c)
 
 void fetch_activate(cache *c, centry *e)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	if (e->active || e->failed)
 		return;
 	/* at the tail: files start in the order they were opened (a

@@ -414,6 +414,7 @@ void cidx_file_unlink(const cidx *x, const char *name)
 /* Deletes every row of name, then its file.  Write lock held. */
 int cidx_drop_entry(cidx *x, const char *name)
 {
+	CIDX_ASSERT_WRITING(x);
 	int rc = cidx_run(x, S_CHUNKS_DEL, name, NULL);
 	if (!rc)
 		rc = cidx_run(x, S_PINS_DEL_NAME, name, NULL);

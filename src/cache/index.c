@@ -187,6 +187,7 @@ static int evict_one(cidx *x)
  * were due anyway, and their files are already gone).  Write lock held. */
 static int reserve(cidx *x, uint64_t size)
 {
+	CIDX_ASSERT_WRITING(x);
 	bool over;
 	int rc = over_limits(x, size, &over);
 	if (rc || !over)

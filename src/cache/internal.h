@@ -130,7 +130,9 @@ centry *centry_new(cache *c, const char *key, const char *etag,
 		   const cidx_entry *ie, enum cidx_role role, int fd);
 void centry_free(cache *c, centry *e); /* mu held: unlink, unpin, free */
 void centry_put(cache *c, centry *e); /* mu held: drop a ref */
-void stamp_good(cache *c, centry *e); /* fsync, then stamp (mu not held) */
+/* fsync, then stamp: by the index writer without mu, and by centry_put's
+ * last release (remember_verified) with it */
+void stamp_good(cache *c, centry *e);
 
 /* idle.c: complete entries no handle holds, kept with their pins */
 #define CACHE_IDLE_KEEP 60.0 /* seconds without a handle */

@@ -154,7 +154,10 @@ static int load_dir(void *arg, const jr_dir_row *r)
 static int load_journal(eng *e)
 {
 	jr_loader l = {load_txn, load_file, load_dir, e};
-	return jr_load(e->j, &l);
+	ckpt_lock(&e->mu); /* no other thread yet: the model's own rule */
+	int rc = jr_load(e->j, &l);
+	ckpt_unlock(&e->mu);
+	return rc;
 }
 
 /* Removes staging files no journal row references; finds the next sid. */
@@ -269,6 +272,7 @@ static void eng_free(eng *e)
 	for (size_t i = 0; i < e->ix_n; i++) /* index thread never ran */
 		free(e->ix_q[i]);
 	free(e->ix_q);
+	ckpt_lock(&e->mu); /* no other thread any more: the model's rule */
 	while (e->txns)
 		eng_free_txn(e, e->txns);
 	while (e->jobs) {
@@ -280,6 +284,7 @@ static void eng_free(eng *e)
 		free(jb->upload_id);
 		free(jb);
 	}
+	ckpt_unlock(&e->mu);
 	jr_close(e->j);
 	proto_pats_free(&e->pats);
 	ckpt_mutex_destroy(&e->mu);

@@ -263,6 +263,16 @@ void eng_unlink_file(etxn *t, efile *f);
 void eng_file_unref(eng *e, efile *f);          /* mu */
 void eng_free_txn(eng *e, etxn *t);             /* mu */
 
+/* ---- facts.c: the checks of "the journal row of a fact is written
+ * before the call returns" (debug and sanitizer builds only, inside
+ * CKPTFS_ASSERT; mu held): no journal transaction is left open and the
+ * committed row says what the model says. */
+bool eng_journaled_txn(eng *e, int64_t id, enum tstate st);
+bool eng_journaled_file(eng *e, const efile *f);
+bool eng_journaled_dir(eng *e, int64_t txn, const char *path);
+/* ... and no row of t's files at or under path is left. */
+bool eng_journaled_none_under(eng *e, int64_t txn, const char *path);
+
 /* ---- poison.c ----------------------------------------------------------- */
 /* Reads t's poisoned paths from the journal (at load). */
 int eng_poison_load(eng *e, etxn *t);

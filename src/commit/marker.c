@@ -20,6 +20,7 @@
 
 int eng_put_marker(eng *e, const char *root, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *key = proto_marker_key(e->prefix, root, e->writer, e->o.lease_s);
 	char lease[16];
 	snprintf(lease, sizeof lease, "%u", e->o.lease_s);
@@ -33,6 +34,7 @@ int eng_put_marker(eng *e, const char *root, s3_err *x)
 
 int eng_put_intent(eng *e, const char *root, uint64_t txn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *key = proto_manifest_key(e->prefix, root, e->writer);
 	char *json = proto_intent_json(e->writer, txn);
 	s3_put_opts po = {.content_type = "application/json"};
@@ -49,6 +51,7 @@ int eng_put_intent(eng *e, const char *root, uint64_t txn, s3_err *x)
  * mkdir waiting. */
 int eng_announce(eng *e, const char *root, uint64_t txn)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	s3_err x = {0};
 	if (eng_put_marker(e, root, &x) == 0 &&
 	    eng_put_intent(e, root, txn, &x) == 0)
@@ -60,6 +63,7 @@ int eng_announce(eng *e, const char *root, uint64_t txn)
 /* Whether another live transaction holds the marker of root. */
 bool eng_marker_wanted(eng *e, const char *root, const etxn *except)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (t != except && !t->done && t->has_marker &&
 		    t->state != TS_ABORTED && !strcmp(t->root, root))
@@ -69,6 +73,7 @@ bool eng_marker_wanted(eng *e, const char *root, const etxn *except)
 
 void eng_hold_marker(eng *e, const char *root)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	ckpt_lock(&e->mu);
 	free(e->vis_marker);
 	e->vis_marker = strdup(root);
@@ -86,6 +91,7 @@ void eng_hold_marker(eng *e, const char *root)
  */
 void eng_stop_renewal(eng *e, const char *root, int64_t id)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu); /* never while holding mu */
 	ckpt_lock(&e->marker_mu);
 	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
@@ -99,6 +105,7 @@ void eng_stop_renewal(eng *e, const char *root, int64_t id)
 
 void eng_resume_renewal(eng *e, const char *root, int64_t id)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (t->id == id && !t->done)
@@ -115,6 +122,7 @@ void eng_resume_renewal(eng *e, const char *root, int64_t id)
  */
 int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (t->id == id)
@@ -126,6 +134,7 @@ int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
 	}
 	ckpt_unlock(&e->mu);
 	char *k = proto_marker_key(e->prefix, root, e->writer, e->o.lease_s);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu); /* never while holding mu */
 	ckpt_lock(&e->marker_mu);
 	int rc = s3_delete_object(e->s3, k, x);
 	ckpt_unlock(&e->marker_mu);
@@ -227,6 +236,7 @@ void *eng_renew_main(void *arg)
 			roots[k++] = strdup(e->vis_marker);
 		ckpt_unlock(&e->mu);
 		for (size_t i = 0; i < k; i++) {
+			CKPTFS_ASSERT_NOT_HELD(&e->mu); /* never while holding mu */
 			ckpt_lock(&e->marker_mu);
 			ckpt_lock(&e->mu);
 			bool want = eng_marker_wanted(e, roots[i], NULL) ||

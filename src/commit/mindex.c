@@ -240,6 +240,7 @@ out:
 
 void eng_index_later(eng *e, const char *root)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *r = strdup(root);
 	ckpt_lock(&e->mu);
 	char **q = r ? realloc(e->ix_q, (e->ix_n + 1) * sizeof *q) : NULL;

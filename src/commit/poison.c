@@ -59,6 +59,7 @@ static bool line_under(const char *path, size_t len, const char *dir,
  * under it); journals the change.  mu. */
 static void clear(eng *e, etxn *t, const char *path, bool under)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	if (!t->poison)
 		return;
 	buf b = BUF_INIT;
@@ -93,6 +94,7 @@ static void clear(eng *e, etxn *t, const char *path, bool under)
 
 void eng_poison_clear(eng *e, etxn *t, const char *path, bool under)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	clear(e, t, path, under);
 }
 

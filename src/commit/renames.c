@@ -146,6 +146,7 @@ static bool hinted_in(const keylist *l, const char *p, const char *rel)
 
 int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", e->prefix, sn->root);
 	size_t plen = p.len;
@@ -355,6 +356,7 @@ static bool has_ckptfs_meta(const s3_head_ext_result *h)
 
 int eng_rename_file(eng *e, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *src = proto_key(e->prefix, sn->root);
 	char *dst = proto_key(e->prefix, sn->dest);
 	s3_head_ext_result h;
@@ -402,6 +404,7 @@ int eng_rename_file(eng *e, eng_snap *sn, s3_err *x)
 /* The rename step of t: called and returns with mu (as eng_run_step). */
 int eng_run_rename(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	(void)t;
 	ckpt_unlock(&e->mu);
 	int rc = sn->is_dir ? eng_rename_dir(e, sn, x) : eng_rename_file(e, sn, x);

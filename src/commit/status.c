@@ -169,6 +169,7 @@ char *eng_failed_text(eng *e)
  * backoff and its files' queued upload jobs' are over.  mu */
 static void retry_now(eng *e, etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	t->retry_at = 0;
 	for (job *j = e->jobs; j; j = j->next)
 		if (j->f && j->f->t == t)

@@ -42,6 +42,7 @@ static int garbage_key(void *arg, const char *key)
 /* mu */
 void eng_snap_take(eng *e, etxn *t, eng_snap *sn)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	memset(sn, 0, sizeof *sn);
 	sn->id = t->id;
 	sn->kind = t->kind;
@@ -108,6 +109,7 @@ int eng_put_mem(eng *e, const char *key, const char *body,
 		   const char *ctype, const s3_meta *meta, size_t nm,
 		   s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	s3_put_opts po = {.content_type = ctype, .meta = meta, .n_meta = nm};
 	http_upload b = http_upload_mem(body, strlen(body));
 	return s3_put_object(e->s3, key, &b, &po, NULL, x);
@@ -116,6 +118,7 @@ int eng_put_mem(eng *e, const char *key, const char *body,
 /* Deletes keys in batches of S3_DELETE_MAX. */
 int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	for (size_t i = 0; i < n; i += S3_DELETE_MAX) {
 		size_t k = n - i < S3_DELETE_MAX ? n - i : S3_DELETE_MAX;
 		size_t failed = 0;
@@ -155,6 +158,7 @@ void eng_keylist_free(keylist *l)
 
 int eng_list_under(eng *e, const char *prefix, keylist *out, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *token = NULL;
 	int rc = 0;
 	do {
@@ -226,6 +230,7 @@ static bool is_marker_key(const char *key)
 /* Deletes everything under prefix+dir/, manifests last. */
 static int delete_tree(eng *e, const char *dir, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", e->prefix, dir);
 	keylist l = {0};
@@ -286,6 +291,7 @@ char *eng_join(const char *a, const char *b)
  */
 int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	if (!sn->mroot)
 		return 0;
 	const char *base = rel_to(root, sn->mroot);
@@ -343,6 +349,7 @@ int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 
 static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	/* never a key this step just committed */
 	size_t w = 0;
 	for (size_t i = 0; i < sn->ng; i++) {
@@ -380,6 +387,7 @@ static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
 
 static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	int rc = 0;
 	buf store = BUF_INIT;
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
@@ -458,6 +466,7 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
  * hints"): a listing that shows the object shows the hint. */
 static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	int rc = 0;
 	efile *f = t->files; /* at most one; mu held here */
 	if (f && !sn->mroot) {
@@ -476,6 +485,11 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		if (rc)
 			return rc;
 		f = t->files;
+		/* an fsync meanwhile may have started a multipart upload of
+		 * it (want_durable): the step waits for it (eng_step_ready)
+		 * and runs again, never a second upload beside it */
+		if (f && f->jobs)
+			return -2;
 	}
 	if (f && f->state != F_STORED) {
 		char *key = f->key && f->upload_id
@@ -485,6 +499,8 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		uint32_t crc = 0;
 		char *blocks = NULL;
 		unsigned gen = f->gen;
+		/* the file's one upload in flight (commit/internal.h) */
+		CKPTFS_ASSERT(f->jobs == 0);
 		f->jobs++; /* keeps workers off it */
 		f->refs++;
 		struct eng_busy b;
@@ -552,6 +568,7 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
  */
 int eng_put_gone(eng *e, const char *path, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *k = proto_gone_key(e->prefix, path, e->writer);
 	s3_meta meta[1] = {{"writer", e->writer}};
 	int rc = k ? eng_put_mem(e, k, "", NULL, meta, 1, x) : -1;
@@ -561,6 +578,7 @@ int eng_put_gone(eng *e, const char *path, s3_err *x)
 
 int eng_finish_delete(eng *e, const char *path, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	int rc = delete_tree(e, path, x);
 	char *k = rc ? NULL : proto_gone_key(e->prefix, path, e->writer);
 	if (k)
@@ -571,6 +589,7 @@ int eng_finish_delete(eng *e, const char *path, s3_err *x)
 
 static int delete_one(eng *e, const char *path, bool is_dir, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	if (!is_dir) {
 		char *k = proto_key(e->prefix, path);
 		int rc = s3_delete_object(e->s3, k, x);
@@ -590,6 +609,7 @@ static int delete_one(eng *e, const char *path, bool is_dir, s3_err *x)
 static int remote_delete(eng *e, const char *path, bool is_dir,
 			 const char *keep, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	int rc = delete_one(e, path, is_dir, x);
 	if (!rc && keep && keep[0]) {
 		buf k = BUF_INIT;
@@ -604,6 +624,7 @@ static int remote_delete(eng *e, const char *path, bool is_dir,
  * after its commit point only finishes. */
 int eng_gone_exists(eng *e, const char *path, bool *yes, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *k = proto_gone_key(e->prefix, path, e->writer);
 	s3_head_result h;
 	int rc = k ? s3_head(e->s3, k, &h, x) : -1;
@@ -644,6 +665,7 @@ static bool stored_as_listed(const keylist *l, const eng_snap_file *f)
  */
 static int verify_stored(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	t->check_stored = false;
 	ckpt_unlock(&e->mu);
 	buf p = BUF_INIT;
@@ -689,6 +711,7 @@ static int verify_stored(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 
 int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	int rc;
 	if (t->kind == T_FILE)
 		return commit_file(e, t, sn, x);

@@ -25,6 +25,10 @@
  * cache (or away), waiting uploads may start.  mu */
 static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
+	/* staging files go only once their transaction is visible or
+	 * aborted (commit/internal.h): never an open one's */
+	CKPTFS_ASSERT(t->state != TS_OPEN);
 	jr_txn_delete(e->j, t->id);
 	t->done = true;
 	bool rewant = (t->kind == T_DIR || t->kind == T_RDEL ||
@@ -62,6 +66,7 @@ static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 /* Aborted: uploaded objects, open uploads, marker and intent go. */
 static int clean_aborted(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	char **keys = calloc(sn->nf + sn->ng + 3, sizeof *keys);
 	size_t n = 0;
 	for (efile *f = t->files; keys && f; f = f->next) {
@@ -93,6 +98,7 @@ static int clean_aborted(eng *e, etxn *t, eng_snap *sn, s3_err *x)
  * the store keeps refusing does not hold the queue for ever either). */
 static etxn *next_aborted(eng *e)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	double now = eng_now();
 	for (etxn *t = e->txns; t; t = t->next)
 		if (!t->done && t->state == TS_ABORTED && !t->failed &&
@@ -111,6 +117,7 @@ static etxn *next_aborted(eng *e)
  */
 static void retry_later(eng *e, etxn *t, const s3_err *x, double began)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	eng_txn_error(e, t, x, false, began);
 	t->attempt++;
 	metrics_commit_retry(eng_metrics(e));

@@ -53,6 +53,8 @@ Test(aside, transient_streak_past_the_limit)
 	struct eng e;
 	memset(&e, 0, sizeof e);
 	e.o.transient_limit_s = 5;
+	ckpt_mutex_init(&e.mu);
+	ckpt_lock(&e.mu);
 	etxn t;
 	memset(&t, 0, sizeof t);
 	cr_assert_not(eng_set_aside(&e, &t, 100), "never failed");
@@ -65,6 +67,8 @@ Test(aside, transient_streak_past_the_limit)
 	t.failed = true;
 	cr_assert(eng_set_aside(&e, &t, 200), "failed for good");
 	cr_assert_not(eng_retrying(&e, &t, 200), "not retried by itself");
+	ckpt_unlock(&e.mu);
+	ckpt_mutex_destroy(&e.mu);
 }
 
 /* A transient error starts a streak at the attempt's start, once. */
@@ -74,6 +78,8 @@ Test(aside, streak_starts_with_the_failed_attempt)
 	memset(&e, 0, sizeof e);
 	e.o.transient_limit_s = 5;
 	pthread_cond_init(&e.cv, NULL);
+	ckpt_mutex_init(&e.mu);
+	ckpt_lock(&e.mu);
 	etxn t;
 	memset(&t, 0, sizeof t);
 	t.root = "ckpt";
@@ -87,6 +93,8 @@ Test(aside, streak_starts_with_the_failed_attempt)
 	cr_assert_not(t.failed);
 	cr_assert_str_eq(t.error, "HTTP 503");
 	free(t.error);
+	ckpt_unlock(&e.mu);
+	ckpt_mutex_destroy(&e.mu);
 	pthread_cond_destroy(&e.cv);
 }
 
