@@ -31,7 +31,7 @@ double eng_now(void)
 
 struct metrics *eng_metrics(eng *e)
 {
-	return http_loop_metrics(s3_client_loop(e->s3));
+	return e->s3 ? http_loop_metrics(s3_client_loop(e->s3)) : NULL;
 }
 
 int64_t eng_wall_ns(void)

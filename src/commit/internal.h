@@ -459,6 +459,15 @@ void eng_snap_free(eng_snap *sn);
  * with mu; 0, -2 when t changed meanwhile (run it again), else -1 with
  * *x. */
 int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x);
+/* The garbage of sn in the order a step deletes it (pure): the keys the
+ * step itself commits dropped, then objects first, manifests (and
+ * addenda) next, pending markers last, n[0..2] of each; -1 when out of
+ * memory.  Deleted in that order, an old name is never left with objects
+ * but without the manifest and marker that hide them from readers. */
+int eng_garbage_plan(eng_snap *sn, size_t n[3]);
+/* Whether directory i of sn needs an object of its own ("dir/") for a
+ * reader to see it: only an empty one does (pure). */
+bool eng_dir_needs_object(const eng_snap *sn, size_t i);
 /* Deletes keys in batches of S3_DELETE_MAX (mu not held). */
 int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x);
 

@@ -347,9 +347,8 @@ int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 	return rc;
 }
 
-static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
+int eng_garbage_plan(eng_snap *sn, size_t n[3])
 {
-	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	/* never a key this step just committed */
 	size_t w = 0;
 	for (size_t i = 0; i < sn->ng; i++) {
@@ -362,28 +361,62 @@ static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
 			sn->garbage[w++] = sn->garbage[i];
 	}
 	sn->ng = w;
-	/* objects, then manifests, then markers, batch after batch: an old
-	 * name must never be left with its objects but without the pending
-	 * manifest and marker that hide them */
-	int rc = 0;
-	for (int rank = 0; rank < 3 && !rc; rank++) {
-		char **v = calloc(sn->ng + 1, sizeof *v);
-		size_t n = 0;
-		for (size_t i = 0; v && i < sn->ng; i++) {
+	/* objects, then manifests, then markers: an old name must never be
+	 * left with its objects but without the pending manifest and marker
+	 * that hide them */
+	char **v = calloc(sn->ng + 1, sizeof *v);
+	if (!v)
+		return -1;
+	size_t at = 0;
+	for (int rank = 0; rank < 3; rank++) {
+		n[rank] = 0;
+		for (size_t i = 0; i < sn->ng; i++) {
 			const char *k = sn->garbage[i];
 			int r = is_marker_key(k)     ? 2
 				: is_manifest_key(k) ? 1
 						     : 0;
-			if (r == rank)
-				v[n++] = sn->garbage[i];
+			if (r == rank) {
+				v[at++] = sn->garbage[i];
+				n[rank]++;
+			}
 		}
-		rc = !v ? -1 : n ? eng_delete_keys(e, v, n, x) : 0;
-		free(v);
 	}
+	memcpy(sn->garbage, v, sn->ng * sizeof *v);
+	free(v);
+	return 0;
+}
+
+static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
+{
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	size_t n[3];
+	int rc = eng_garbage_plan(sn, n);
+	/* batch after batch: each rank only once the one before is gone */
+	for (size_t rank = 0, at = 0; rank < 3 && !rc; at += n[rank++])
+		rc = n[rank] ? eng_delete_keys(e, sn->garbage + at, n[rank], x)
+			     : 0;
 	return rc;
 }
 
 /* ---- steps -------------------------------------------------------------- */
+
+bool eng_dir_needs_object(const eng_snap *sn, size_t i)
+{
+	/* only empty directories need an object of their own: the keys
+	 * under the others make them exist, the root's own manifest makes
+	 * it exist */
+	if (!strcmp(sn->dpath[i], sn->root))
+		return false;
+	for (size_t j = 0; j < sn->nf; j++)
+		if (proto_under(sn->f[j].path, sn->dpath[i], NULL) &&
+		    strcmp(sn->f[j].path, sn->dpath[i]))
+			return false;
+	for (size_t j = 0; j < sn->nd; j++)
+		if (j != i && proto_under(sn->dpath[j], sn->dpath[i], NULL) &&
+		    strcmp(sn->dpath[j], sn->dpath[i]))
+			return false;
+	return true;
+}
 
 static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 {
@@ -391,18 +424,7 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 	int rc = 0;
 	buf store = BUF_INIT;
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
-		/* only empty directories need an object of their own: the
-		 * keys under the others make them exist, the root's own
-		 * manifest makes it exist */
-		bool holds = !strcmp(sn->dpath[i], sn->root);
-		for (size_t j = 0; !holds && j < sn->nf; j++)
-			holds = proto_under(sn->f[j].path, sn->dpath[i], NULL) &&
-				strcmp(sn->f[j].path, sn->dpath[i]);
-		for (size_t j = 0; !holds && j < sn->nd; j++)
-			holds = j != i &&
-				proto_under(sn->dpath[j], sn->dpath[i], NULL) &&
-				strcmp(sn->dpath[j], sn->dpath[i]);
-		if (holds)
+		if (!eng_dir_needs_object(sn, i))
 			continue;
 		buf k = BUF_INIT;
 		buf_printf(&k, "%s%s/", e->prefix, sn->dpath[i]);
