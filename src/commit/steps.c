@@ -381,7 +381,8 @@ int eng_garbage_plan(eng_snap *sn, size_t n[3])
 			}
 		}
 	}
-	memcpy(sn->garbage, v, sn->ng * sizeof *v);
+	if (sn->ng) /* else garbage may be NULL */
+		memcpy(sn->garbage, v, sn->ng * sizeof *v);
 	free(v);
 	return 0;
 }
