@@ -44,7 +44,7 @@ static void cache_destroy(cache *c)
 	cidx_close(c->idx);
 	free(c->idle_ask_path);
 	pthread_cond_destroy(&c->cv);
-	pthread_mutex_destroy(&c->mu);
+	ckpt_mutex_destroy(&c->mu);
 	free(c->dir);
 	free(c->bucket);
 	free(c);
@@ -67,7 +67,7 @@ int cache_open(const cache_opts *o, s3_client *s3, const char *bucket,
 	c->bucket = strdup(bucket);
 	c->o.dir = c->dir;
 	c->s3 = s3;
-	pthread_mutex_init(&c->mu, NULL);
+	ckpt_mutex_init(&c->mu);
 	pthread_cond_init(&c->cv, NULL);
 	cidx_limits lim = {o->cap, o->min_free};
 	if (cidx_open(c->dir, &lim, &c->idx, err) < 0 ||
@@ -91,10 +91,10 @@ void cache_free(cache *c)
 	if (!c)
 		return;
 	fetch_drain(c);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	while (c->entries)
 		centry_free(c, c->entries);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	cache_destroy(c);
 }
 
@@ -116,6 +116,7 @@ static centry *find_entry(cache *c, const char *name)
 static int entry_create(cache *c, const char *key, const char *etag,
 			uint64_t size, uint32_t chunk_size, centry **out)
 {
+	CKPTFS_ASSERT_NOT_HELD(&c->mu);
 	cidx_entry ie;
 	memset(&ie, 0, sizeof ie);
 	enum cidx_role role;
@@ -161,6 +162,7 @@ static bool no_room(int rc)
  * mu held. */
 static bool settling(const cache *c)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	for (const centry *e = c->entries; e; e = e->next)
 		if (!e->failed && e->handles == 0 && e->refs > 0 &&
 		    e->n_done == e->n_chunks)
@@ -175,6 +177,7 @@ static bool settling(const cache *c)
 static int with_idle_room(cache *c, int (*try)(cache *, void *), void *arg,
 			  bool wait)
 {
+	CKPTFS_ASSERT_NOT_HELD(&c->mu);
 	int rc = try(c, arg);
 	if (!no_room(rc))
 		return rc;
@@ -183,7 +186,7 @@ static int with_idle_room(cache *c, int (*try)(cache *, void *), void *arg,
 	 * waited for, up to SETTLE_WAIT_S, when the caller can wait */
 	double until = clock_mono() + SETTLE_WAIT_S;
 	for (;;) {
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		unsigned freed = cache_idle_free_all(c);
 		bool settle = !freed && wait && settling(c) &&
 			      clock_mono() < until;
@@ -195,9 +198,9 @@ static int with_idle_room(cache *c, int (*try)(cache *, void *), void *arg,
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
 			}
-			pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+			ckpt_cond_timedwait(&c->cv, &c->mu, &ts);
 		}
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		if (!freed && !settle)
 			break;
 		if (freed && !no_room(rc = try(c, arg)))
@@ -279,6 +282,7 @@ uint32_t *chunk_expect_map(const centry *e, const cache_expect *x)
  * fetched again by this process.  mu */
 static void chunk_drop(cache *c, centry *e, uint32_t i)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	c->verify_failures++;
 	e->state[i] = CH_MISSING;
 	e->verified[i] = 0;
@@ -291,6 +295,7 @@ static void chunk_drop(cache *c, centry *e, uint32_t i)
  * by an open that had no manifest, or a writer that did not check).  mu */
 static void drop_unexpected(cache *c, centry *e)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	if (!e->expect)
 		return;
 	uint32_t dropped = 0;
@@ -314,6 +319,7 @@ static void drop_unexpected(cache *c, centry *e)
 /* Installs the expected CRCs m (taken) on e unless it has some.  mu */
 static void set_expect(cache *c, centry *e, uint32_t *m)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	if (!m || e->expect || e->failed) {
 		free(m);
 		return;
@@ -347,7 +353,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 	cache_file *f = calloc(1, sizeof *f);
 	if (!f)
 		return -ENOMEM;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	centry *e = find_entry(c, name);
 	if (e && e->failed)
 		e = NULL; /* a failed download: try afresh */
@@ -356,7 +362,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		e->handles++;
 		cache_idle_take(c, e);
 	}
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	if (!e) {
 		centry *ne;
 		/* a new entry: one chunk per manifest block */
@@ -370,7 +376,7 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 		}
 		/* known before any of its chunks can land */
 		uint32_t *m = x ? chunk_expect_map(ne, x) : NULL;
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		e = find_entry(c, name);
 		if (e && !e->failed) { /* another thread won the race */
 			bool same = e->chunk_size == ne->chunk_size;
@@ -396,26 +402,26 @@ int cache_file_open_expect(cache *c, const char *key, const char *etag,
 				fetch_schedule(c);
 			}
 		}
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		free(m);
 		x = NULL; /* done */
 	}
 	if (x) { /* an entry this process already had open */
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		bool want = !e->expect;
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		uint32_t *m = want ? chunk_expect_map(e, x) : NULL;
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		set_expect(c, e, m);
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 	}
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	*hit = e->n_done == e->n_chunks;
 	if (*hit)
 		c->hits++;
 	else
 		c->misses++;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	f->c = c;
 	f->e = e;
 	*out = f;
@@ -431,26 +437,27 @@ void cache_file_close(cache_file *f)
 	 * references too): else a close right after the last chunk landed
 	 * left the pin held after the release, and the next open, finding
 	 * no idle entry to free and no release to wait for, read uncached */
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	while (c->recording)
-		pthread_cond_wait(&c->cv, &c->mu);
+		ckpt_cond_wait(&c->cv, &c->mu);
 	bool pending = c->pending != NULL;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	if (pending)
 		fetch_drain(c);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
+	CKPTFS_ASSERT(f->e->handles > 0);
 	f->e->handles--;
 	centry_put(c, f->e);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	free(f);
 }
 
 void cache_file_willneed(cache_file *f)
 {
 	cache *c = f->c;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	bool whole = f->e->n_done == f->e->n_chunks;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	/* fd and size never change while f holds the entry */
 	if (whole && f->e->size)
 		(void)posix_fadvise(f->e->fd, 0, (off_t)f->e->size,
@@ -460,21 +467,21 @@ void cache_file_willneed(cache_file *f)
 void cache_file_progress(cache_file *f, uint64_t *done, uint64_t *total)
 {
 	cache *c = f->c;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	uint64_t d = 0;
 	for (uint32_t i = 0; i < f->e->n_chunks; i++)
 		if (f->e->state[i] == CH_DONE)
 			d += chunk_len(f->e, i);
 	*done = d;
 	*total = f->e->size;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 }
 
 int cache_file_error(cache_file *f)
 {
-	pthread_mutex_lock(&f->c->mu);
+	ckpt_lock(&f->c->mu);
 	int err = f->e->failed ? (f->e->err ? f->e->err : EIO) : 0;
-	pthread_mutex_unlock(&f->c->mu);
+	ckpt_unlock(&f->c->mu);
 	return err;
 }
 
@@ -483,7 +490,8 @@ int cache_file_error(cache_file *f)
 /* Polls the index for chunks another process wrote.  mu held; drops it. */
 static void follow(cache *c, centry *e)
 {
-	pthread_mutex_unlock(&c->mu);
+	CKPTFS_ASSERT_HELD(&c->mu);
+	ckpt_unlock(&c->mu);
 	struct timespec ts = {0, 20 * 1000000L};
 	nanosleep(&ts, NULL);
 	cidx_entry ie;
@@ -494,7 +502,7 @@ static void follow(cache *c, centry *e)
 	ie.n_chunks = e->n_chunks;
 	enum cidx_role role = CIDX_FOLLOWER;
 	int rc = cidx_refresh(c->idx, &ie, &role);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	if (rc < 0) {
 		cidx_entry_free(&ie);
 		return;
@@ -553,7 +561,7 @@ static int wait_range(cache *c, centry *e, uint32_t first, uint32_t last)
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		ckpt_cond_timedwait(&c->cv, &c->mu, &ts);
 	}
 	return rc;
 }
@@ -582,14 +590,15 @@ static bool chunk_verify(centry *e, uint32_t idx, uint32_t want)
  * is then marked missing and will be fetched again).  mu held. */
 static bool verify_range(cache *c, centry *e, uint32_t first, uint32_t last)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	bool ok = true;
 	for (uint32_t i = first; i <= last; i++) {
 		if (e->verified[i] || e->state[i] != CH_DONE)
 			continue;
 		uint32_t want = e->crc[i];
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		bool good = chunk_verify(e, i, want);
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		if (e->state[i] != CH_DONE) {
 			/* another reader found it bad meanwhile: wait again */
 			ok = false;
@@ -618,12 +627,12 @@ int cache_file_ready(cache_file *f, uint64_t off, size_t len)
 	uint32_t last = (uint32_t)((off + len - 1) / e->chunk_size);
 	if (last >= e->n_chunks)
 		last = e->n_chunks - 1;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	int rc;
 	do {
 		rc = wait_range(c, e, first, last);
 	} while (rc == 0 && !verify_range(c, e, first, last));
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	return rc < 0 ? rc : e->fd;
 }
 
@@ -682,9 +691,9 @@ int cache_adopt(cache *c, const char *key, const char *etag, const char *path)
 		rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag, size,
 				cs, crc, path);
 	if (rc == -ENOSPC || rc == -EBUSY) { /* idle entries hold the room */
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		unsigned freed = cache_idle_free_all(c);
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 		if (freed)
 			rc = cidx_adopt(c->idx, c->bucket, key, strlen(key), etag,
 					size, cs, crc, path);
@@ -727,9 +736,9 @@ int cache_free_disk(cache *c, uint64_t size)
 
 void cache_count_uncached(cache *c)
 {
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	c->uncached_opens++;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 }
 
 void cache_get_stats(cache *c, cache_stats *st)
@@ -742,7 +751,7 @@ void cache_get_stats(cache *c, cache_stats *st)
 		st->pinned_bytes = is.pinned_bytes;
 		st->evictions = is.evictions;
 	}
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	/* idle entries are released on demand (cache/idle.c): not held */
 	uint64_t idle = cache_idle_bytes(c);
 	st->pinned_bytes -= idle < st->pinned_bytes ? idle : st->pinned_bytes;
@@ -759,7 +768,7 @@ void cache_get_stats(cache *c, cache_stats *st)
 	st->download_rate = (double)sum / 4.0;
 	for (centry *e = c->active; e; e = e->next_active)
 		st->active_downloads++;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	st->cap = c->o.cap;
 	st->min_free = c->o.min_free;
 }

@@ -86,6 +86,7 @@ centry *centry_new(cache *c, const char *key, const char *etag,
 
 void centry_free(cache *c, centry *e)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	for (centry **pp = &c->entries; *pp; pp = &(*pp)->next) {
 		if (*pp == e) {
 			*pp = e->next;
@@ -151,7 +152,11 @@ void recall_verified(cache *c, centry *e)
 
 void centry_put(cache *c, centry *e)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
+	CKPTFS_ASSERT(e->refs > 0);
 	e->refs--;
+	/* refs counts the open handles among the rest */
+	CKPTFS_ASSERT(e->handles <= e->refs);
 	if (e->refs > 0)
 		return;
 	pthread_cond_broadcast(&c->cv); /* an open may wait for it (settling) */

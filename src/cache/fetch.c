@@ -89,6 +89,8 @@ static void rate_add(cache *c, uint64_t bytes)
 /* Chunk i of e is written with this CRC.  mu held. */
 static void chunk_succeeded(cache *c, centry *e, uint32_t i, uint32_t crc)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
+	CKPTFS_ASSERT(e->n_done < e->n_chunks); /* never counted twice */
 	e->state[i] = CH_DONE;
 	e->crc[i] = crc;
 	e->verified[i] = 1;
@@ -111,13 +113,13 @@ static void chunk_landed(struct chunk_xfer *t)
 	if (t->werr)
 		return;
 	cache *c = t->c;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	/* bytes that are not the manifest's are never done: fetched again
 	 * (chunk_expected), the rest of the range lands meanwhile */
 	if (chunk_expected(c, t->e, t->idx + t->cur, t->crc))
 		chunk_succeeded(c, t->e, t->idx + t->cur, t->crc);
 	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	t->cur++;
 	t->cur_got = 0;
 	t->crc = CRC_SEED;
@@ -231,7 +233,7 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 		snprintf(err.msg, sizeof err.msg,
 			 "short reply: %zu of %zu bytes", t->got, t->len);
 	}
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	e->inflight--;
 	c->inflight--;
 	if (rc < 0)
@@ -239,7 +241,7 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 	pthread_cond_broadcast(&c->cv);
 	fetch_schedule(c);
 	centry_put(c, e);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	http_xfer_free(x);
 	free(t->wbuf);
 	free(t);
@@ -248,6 +250,7 @@ static void chunk_done_cb(http_xfer *x, void *arg)
 /* Starts one GET for chunks [idx, idx + count).  mu held. */
 static void start_range(cache *c, centry *e, uint32_t idx, uint32_t count)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	struct chunk_xfer *t = calloc(1, sizeof *t);
 	s3_err err;
 	if (!t)
@@ -285,8 +288,12 @@ static void start_range(cache *c, centry *e, uint32_t idx, uint32_t count)
 	t->x.sink_arg = t;
 	t->x.done = chunk_done_cb;
 	t->x.done_arg = t;
-	for (uint32_t k = 0; k < count; k++)
+	for (uint32_t k = 0; k < count; k++) {
+		/* each chunk range has exactly one writer (internal.h) */
+		CKPTFS_ASSERT(e->state[idx + k] != CH_INFLIGHT &&
+			      e->state[idx + k] != CH_DONE);
 		e->state[idx + k] = CH_INFLIGHT;
+	}
 	e->inflight++;
 	e->refs++;
 	c->inflight++;
@@ -389,6 +396,7 @@ static bool pick_sweep(cache *c, double now, centry **pe, uint32_t *pidx)
 
 void fetch_schedule(cache *c)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	double now = clock_mono();
 	while (!c->stopping && c->inflight < c->o.global_conns) {
 		centry *e;
@@ -404,6 +412,7 @@ void fetch_schedule(cache *c)
 
 void fetch_activate(cache *c, centry *e)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	if (e->active || e->failed)
 		return;
 	/* at the tail: files start in the order they were opened (a
@@ -457,7 +466,7 @@ static void record_batch(cache *c, struct done_rec *list)
 				  e->key);
 		if (completed) /* writer thread: flush and stamp the file */
 			stamp_good(c, e);
-		pthread_mutex_lock(&c->mu);
+		ckpt_lock(&c->mu);
 		if (completed) {
 			e->role = CIDX_COMPLETE;
 			e->stamped = true;
@@ -468,7 +477,7 @@ static void record_batch(cache *c, struct done_rec *list)
 			free(list);
 			list = nx;
 		}
-		pthread_mutex_unlock(&c->mu);
+		ckpt_unlock(&c->mu);
 	}
 }
 
@@ -491,11 +500,12 @@ static struct done_rec *take_pending(cache *c)
  * returns with mu. */
 static void record_pending(cache *c)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	struct done_rec *rev = take_pending(c);
 	c->recording++;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	record_batch(c, rev);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	c->recording--;
 	pthread_cond_broadcast(&c->cv);
 }
@@ -503,29 +513,29 @@ static void record_pending(cache *c)
 static void *writer_main(void *arg)
 {
 	cache *c = arg;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	for (;;) {
 		if (!c->pending && c->stopping)
 			break;
 		if (!c->pending) {
 			struct timespec ts;
 			clock_realtime_in(&ts, 100);
-			pthread_cond_timedwait(&c->writer_cv, &c->mu, &ts);
+			ckpt_cond_timedwait(&c->writer_cv, &c->mu, &ts);
 			fetch_schedule(c); /* delayed retries */
 			cache_idle_tick(c); /* their pins go */
 			continue;
 		}
 		record_pending(c);
 	}
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	return NULL;
 }
 
 void fetch_drain(cache *c)
 {
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	record_pending(c);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 }
 
 int fetch_start_writer(cache *c)
@@ -536,10 +546,10 @@ int fetch_start_writer(cache *c)
 
 void fetch_stop_writer(cache *c)
 {
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	c->stopping = true;
 	pthread_cond_signal(&c->writer_cv);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	pthread_join(c->writer, NULL);
 	pthread_cond_destroy(&c->writer_cv);
 }

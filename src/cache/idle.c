@@ -120,6 +120,7 @@ unsigned cache_idle_free_all(cache *c)
 /* The entry idle longest, NULL if none; *count: how many are idle.  mu */
 static centry *oldest_idle(cache *c, unsigned *count)
 {
+	CKPTFS_ASSERT_HELD(&c->mu);
 	centry *old = NULL;
 	*count = 0;
 	for (centry *e = c->entries; e; e = e->next) {

@@ -261,10 +261,10 @@ int cidx_tx_end(cidx *x, bool commit)
 /* Takes the mutex and begins a transaction; on error holds nothing. */
 int cidx_enter(cidx *x, bool write)
 {
-	pthread_mutex_lock(&x->mu);
+	ckpt_lock(&x->mu);
 	int rc = cidx_tx_begin(x, write);
 	if (rc)
-		pthread_mutex_unlock(&x->mu);
+		ckpt_unlock(&x->mu);
 	return rc;
 }
 
@@ -272,7 +272,7 @@ int cidx_enter(cidx *x, bool write)
 int cidx_leave(cidx *x, int rc, bool commit)
 {
 	int rc2 = cidx_tx_end(x, commit);
-	pthread_mutex_unlock(&x->mu);
+	ckpt_unlock(&x->mu);
 	return rc ? rc : rc2;
 }
 
@@ -398,6 +398,7 @@ void cidx_file_unlink(const cidx *x, const char *name)
 /* Deletes every row of name, then its file.  Write lock held. */
 int cidx_drop_entry(cidx *x, const char *name)
 {
+	CIDX_ASSERT_WRITING(x);
 	int rc = cidx_run(x, S_CHUNKS_DEL, name, NULL);
 	if (!rc)
 		rc = cidx_run(x, S_PINS_DEL_NAME, name, NULL);

@@ -28,6 +28,7 @@
 
 #include "cache/index.h"
 #include "util/buf.h"
+#include "util/assert.h"
 
 #define CIDX_OWNER_HEX 32
 
@@ -74,7 +75,7 @@ enum cidx_sid {
 };
 
 struct cidx {
-	pthread_mutex_t mu;
+	ckpt_mutex mu;
 	sqlite3 *db;
 	sqlite3_stmt *st[S_COUNT];
 	char *dir;
@@ -132,6 +133,11 @@ int cidx_leave(cidx *x, int rc, bool commit);
 int cidx_row_get(cidx *x, const char *name, cidx_row *r, bool *found);
 
 void cidx_file_unlink(const cidx *x, const char *name);
+/* The index's write lock is held: x->mu, inside BEGIN IMMEDIATE. */
+#define CIDX_ASSERT_WRITING(x)                                                \
+	(CKPTFS_ASSERT_HELD(&(x)->mu),                                        \
+	 CKPTFS_ASSERT(sqlite3_txn_state((x)->db, NULL) == SQLITE_TXN_WRITE))
+
 /* Deletes every row of name, then its file.  Write lock held. */
 int cidx_drop_entry(cidx *x, const char *name);
 /* Makes path a directory private to us: created 0700, or, when it exists,

@@ -188,6 +188,7 @@ static int evict_one(cidx *x)
  * were due anyway, and their files are already gone).  Write lock held. */
 static int reserve(cidx *x, uint64_t size)
 {
+	CIDX_ASSERT_WRITING(x);
 	bool over;
 	int rc = over_limits(x, size, &over);
 	if (rc || !over)
@@ -716,7 +717,7 @@ int cidx_open(const char *dir, const cidx_limits *lim, cidx **out, char **err)
 		free(x);
 		return -1;
 	}
-	pthread_mutex_init(&x->mu, NULL);
+	ckpt_mutex_init(&x->mu);
 	x->lock_fd = -1;
 	if (lim)
 		x->lim = *lim;
@@ -754,7 +755,7 @@ void cidx_close(cidx *x)
 		free(p);
 		close(x->lock_fd);
 	}
-	pthread_mutex_destroy(&x->mu);
+	ckpt_mutex_destroy(&x->mu);
 	free(x->dir);
 	free(x);
 }
@@ -805,7 +806,7 @@ static int64_t ts_ns(const struct timespec *t)
 
 int cidx_stamp_set(cidx *x, const char *name, const struct stat *st)
 {
-	pthread_mutex_lock(&x->mu);
+	ckpt_lock(&x->mu);
 	sqlite3_stmt *s = x->st[S_STAMP_SET];
 	sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)st->st_dev);
@@ -816,7 +817,7 @@ int cidx_stamp_set(cidx *x, const char *name, const struct stat *st)
 	int src = sqlite3_step(s);
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
-	pthread_mutex_unlock(&x->mu);
+	ckpt_unlock(&x->mu);
 	return src == SQLITE_DONE ? 0 : sqlerr_errno(src);
 }
 
@@ -824,7 +825,7 @@ int cidx_stamp_matches(cidx *x, const char *name, const struct stat *st,
 		       bool *match)
 {
 	*match = false;
-	pthread_mutex_lock(&x->mu);
+	ckpt_lock(&x->mu);
 	sqlite3_stmt *s = x->st[S_STAMP_GET];
 	sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
 	int src = sqlite3_step(s);
@@ -836,6 +837,6 @@ int cidx_stamp_matches(cidx *x, const char *name, const struct stat *st,
 			 sqlite3_column_int64(s, 4) == (sqlite3_int64)st->st_size;
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
-	pthread_mutex_unlock(&x->mu);
+	ckpt_unlock(&x->mu);
 	return src == SQLITE_ROW || src == SQLITE_DONE ? 0 : sqlerr_errno(src);
 }

@@ -19,6 +19,7 @@
 
 #include "cache/cache.h"
 #include "cache/index.h"
+#include "util/assert.h"
 
 enum chunk_state {
 	CH_MISSING = 0,
@@ -82,7 +83,7 @@ struct cache {
 	char *bucket;
 	s3_client *s3;
 	cidx *idx;
-	pthread_mutex_t mu;
+	ckpt_mutex mu;
 	pthread_cond_t cv;
 	centry *entries; /* [mu] */
 	centry *active;  /* [mu] entries with chunks to fetch */
@@ -129,7 +130,9 @@ centry *centry_new(cache *c, const char *key, const char *etag,
 		   const cidx_entry *ie, enum cidx_role role, int fd);
 void centry_free(cache *c, centry *e); /* mu held: unlink, unpin, free */
 void centry_put(cache *c, centry *e); /* mu held: drop a ref */
-void stamp_good(cache *c, centry *e); /* fsync, then stamp (mu not held) */
+/* fsync, then stamp: by the index writer without mu, and by centry_put's
+ * last release (remember_verified) with it */
+void stamp_good(cache *c, centry *e);
 
 /* idle.c: complete entries no handle holds, kept with their pins */
 #define CACHE_IDLE_KEEP 60.0 /* seconds without a handle */

@@ -209,6 +209,7 @@ static int drop_doomed(cidx *x)
 /* Write lock held. */
 int cidx_reap_locked(cidx *x)
 {
+	CIDX_ASSERT_WRITING(x);
 	cidx_strs ids = {0};
 	int rc = cidx_query_strs(x, S_OWNERS_ALL, NULL, &ids);
 	if (!rc)
@@ -278,7 +279,7 @@ static int sweep_orphans(cidx *x)
  * one transaction. */
 int cidx_register_owner(cidx *x, char **err)
 {
-	int rc = cidx_tx_begin(x, true);
+	int rc = cidx_enter(x, true); /* alone at open, but the rule is one */
 	if (!rc) {
 		sqlite3_stmt *s = x->st[S_OWNER_INS];
 		cidx_bind_str(s, 1, x->owner);
@@ -289,9 +290,7 @@ int cidx_register_owner(cidx *x, char **err)
 			rc = cidx_reap_locked(x);
 		if (!rc)
 			rc = sweep_orphans(x);
-		int rc2 = cidx_tx_end(x, !rc);
-		if (!rc)
-			rc = rc2;
+		rc = cidx_leave(x, rc, !rc);
 	}
 	if (rc)
 		buf_set_err(err, "%s/index.db: %s", x->dir, strerror(-rc));
@@ -311,10 +310,10 @@ int cidx_reap(cidx *x)
  * become orphans, and doomed entries only we pinned are removed. */
 void cidx_deregister(cidx *x)
 {
-	if (cidx_tx_begin(x, true))
+	if (cidx_enter(x, true)) /* alone at close, but the rule is one */
 		return;
 	int rc = forget_owner(x, x->owner);
 	if (!rc)
 		rc = drop_doomed(x);
-	cidx_tx_end(x, !rc);
+	cidx_leave(x, rc, !rc);
 }

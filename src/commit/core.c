@@ -31,7 +31,7 @@ double eng_now(void)
 
 struct metrics *eng_metrics(eng *e)
 {
-	return http_loop_metrics(s3_client_loop(e->s3));
+	return e->s3 ? http_loop_metrics(s3_client_loop(e->s3)) : NULL;
 }
 
 int64_t eng_wall_ns(void)
@@ -50,19 +50,21 @@ char *eng_staging_path(const eng *e, uint64_t sid)
 
 void eng_sleep(eng *e, double seconds)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	double t = (double)ts.tv_sec + ts.tv_nsec / 1e9 + seconds;
 	ts.tv_sec = (time_t)t;
 	ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
 	if (!e->stopping)
-		pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+		ckpt_cond_timedwait(&e->cv, &e->mu, &ts);
 }
 
 /* ---- the in-memory model ------------------------------------------------ */
 
 etxn *eng_find_txn(eng *e, uint64_t id)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if ((uint64_t)t->id == id && !t->done)
 			return t;
@@ -82,6 +84,7 @@ static void file_free(efile *f)
 
 void eng_file_unref(eng *e, efile *f)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	(void)e;
 	if (--f->refs == 0)
 		file_free(f);
@@ -89,6 +92,7 @@ void eng_file_unref(eng *e, efile *f)
 
 void eng_free_txn(eng *e, etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (etxn **pp = &e->txns; *pp; pp = &(*pp)->next) {
 		if (*pp == t) {
 			*pp = t->next;
@@ -126,6 +130,7 @@ etxn *eng_txn_new(eng *e, int64_t id, enum tkind k, const char *root,
 		     const char *dest, bool is_dir, enum tstate st,
 		     const char *mroot)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	etxn *t = calloc(1, sizeof *t);
 	if (!t)
 		return NULL;
@@ -185,13 +190,14 @@ bool eng_root_final(const eng *e, const etxn *t)
 
 void eng_key_claim(eng *e, struct eng_busy *b, const char *key)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (;;) {
 		bool busy = false;
 		for (struct eng_busy *o = e->busy; o && !busy; o = o->next)
 			busy = !strcmp(o->key, key);
 		if (!busy)
 			break;
-		pthread_cond_wait(&e->cv, &e->mu);
+		ckpt_cond_wait(&e->cv, &e->mu);
 	}
 	b->key = key;
 	b->next = e->busy;
@@ -200,6 +206,7 @@ void eng_key_claim(eng *e, struct eng_busy *b, const char *key)
 
 void eng_key_release(eng *e, struct eng_busy *b)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (struct eng_busy **pp = &e->busy; *pp; pp = &(*pp)->next)
 		if (*pp == b) {
 			*pp = b->next;
@@ -213,6 +220,7 @@ void eng_key_release(eng *e, struct eng_busy *b)
 /* Appends j to the FIFO and wakes the workers.  mu held. */
 static void enqueue(eng *e, job *j)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	if (e->jobs_tail)
 		e->jobs_tail->next = j;
 	else
@@ -223,11 +231,17 @@ static void enqueue(eng *e, job *j)
 
 void eng_push_job(eng *e, jkind k, efile *f, unsigned part)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	job *j = calloc(1, sizeof *j);
 	if (!j) {
 		log_error("commit: out of memory queueing an upload");
 		return;
 	}
+	/* one upload in flight per file (commit/internal.h): a PUT, a create
+	 * or a completion is queued only while no job of f is queued or
+	 * running, a part only while it is not on its way already */
+	CKPTFS_ASSERT(k == J_PART ? f->pst && f->pst[part] == P_TODO
+				  : f->jobs == 0);
 	j->k = k;
 	j->f = f;
 	j->part = part;
@@ -241,6 +255,7 @@ void eng_push_job(eng *e, jkind k, efile *f, unsigned part)
 
 void eng_push_abort(eng *e, const char *key, const char *upload_id)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	job *j = calloc(1, sizeof *j);
 	if (!j || !(j->key = strdup(key)) ||
 	    !(j->upload_id = strdup(upload_id))) {
@@ -279,6 +294,7 @@ bool eng_err_transient(const s3_err *x)
 void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent,
 		   double began)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	double now = eng_now();
 	if (t) {
 		free(t->error);
@@ -314,6 +330,7 @@ void eng_txn_error(eng *e, etxn *t, const s3_err *x, bool permanent,
 
 void eng_txn_progress(eng *e, etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	(void)e;
 	if (t) {
 		t->err_since = 0;
@@ -335,5 +352,6 @@ bool eng_retrying(const eng *e, const etxn *t, double now)
 
 void eng_garbage(eng *e, etxn *t, const char *key)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	jr_garbage_add(e->j, t->id, key);
 }

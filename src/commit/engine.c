@@ -154,7 +154,10 @@ static int load_dir(void *arg, const jr_dir_row *r)
 static int load_journal(eng *e)
 {
 	jr_loader l = {load_txn, load_file, load_dir, e};
-	return jr_load(e->j, &l);
+	ckpt_lock(&e->mu); /* no other thread yet: the model's own rule */
+	int rc = jr_load(e->j, &l);
+	ckpt_unlock(&e->mu);
+	return rc;
 }
 
 /* Removes staging files no journal row references; finds the next sid. */
@@ -248,10 +251,10 @@ static int start_threads(eng *e)
 
 static void stop_threads(eng *e)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	e->stopping = true;
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	for (unsigned i = 0; i < e->n_workers; i++)
 		pthread_join(e->workers[i], NULL);
 	if (e->vis_started)
@@ -269,6 +272,7 @@ static void eng_free(eng *e)
 	for (size_t i = 0; i < e->ix_n; i++) /* index thread never ran */
 		free(e->ix_q[i]);
 	free(e->ix_q);
+	ckpt_lock(&e->mu); /* no other thread any more: the model's rule */
 	while (e->txns)
 		eng_free_txn(e, e->txns);
 	while (e->jobs) {
@@ -280,10 +284,11 @@ static void eng_free(eng *e)
 		free(jb->upload_id);
 		free(jb);
 	}
+	ckpt_unlock(&e->mu);
 	jr_close(e->j);
 	proto_pats_free(&e->pats);
-	pthread_mutex_destroy(&e->mu);
-	pthread_mutex_destroy(&e->marker_mu);
+	ckpt_mutex_destroy(&e->mu);
+	ckpt_mutex_destroy(&e->marker_mu);
 	pthread_cond_destroy(&e->cv);
 	free(e->workers);
 	free(e->vis_marker);
@@ -306,8 +311,8 @@ int eng_open(s3_client *s3, cache *rc, const char *state_dir,
 	e->rc = rc;
 	e->o = o ? *o : (eng_opts){0};
 	apply_defaults(&e->o);
-	pthread_mutex_init(&e->mu, NULL);
-	pthread_mutex_init(&e->marker_mu, NULL);
+	ckpt_mutex_init(&e->mu);
+	ckpt_mutex_init(&e->marker_mu);
 	pthread_cond_init(&e->cv, NULL);
 	e->dir = strdup(state_dir);
 	e->bucket = strdup(bucket);
@@ -346,9 +351,9 @@ int eng_open(s3_client *s3, cache *rc, const char *state_dir,
 		log_info("commit: resuming %zu journaled step(s) as writer %s",
 			 n, e->writer);
 	eng_resume_markers(e); /* before any upload is scheduled */
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	eng_sched_all(e);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	r = start_threads(e);
 	if (r) {
 		stop_threads(e);
@@ -365,7 +370,7 @@ void eng_close(eng *e, bool wait)
 	if (!e)
 		return;
 	if (wait) {
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 		eng_seal_all(e, 0);
 		double last = eng_now();
 		uint64_t done, total;
@@ -379,7 +384,7 @@ void eng_close(eng *e, bool wait)
 			eng_sleep(e, 1);
 		}
 		eng_drop_parked(e);
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 	}
 	stop_threads(e);
 	eng_free(e);
@@ -415,7 +420,7 @@ static efile *latest_file(eng *e, const char *path)
 
 int eng_wait_file(eng *e, const char *path)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	int rc = 0;
 	for (;;) {
 		efile *f = latest_file(e, path);
@@ -445,13 +450,13 @@ int eng_wait_file(eng *e, const char *path)
 		}
 		eng_sleep(e, 1);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
 int eng_wait_txn(eng *e, uint64_t txn)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	int rc = 0;
 	etxn *t;
 	while ((t = eng_find_txn(e, txn)) != NULL) {
@@ -465,7 +470,7 @@ int eng_wait_txn(eng *e, uint64_t txn)
 		}
 		eng_sleep(e, 1);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -473,7 +478,7 @@ int eng_sync(eng *e, void (*progress)(void *arg, uint64_t done,
 				      uint64_t total),
 	     void *arg)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	int64_t upto = e->txns_tail ? e->txns_tail->seq : 0;
 	eng_seal_all(e, upto);
 	uint64_t done, total;
@@ -484,15 +489,15 @@ int eng_sync(eng *e, void (*progress)(void *arg, uint64_t done,
 			break;
 		}
 		if (progress) {
-			pthread_mutex_unlock(&e->mu);
+			ckpt_unlock(&e->mu);
 			progress(arg, done, total);
-			pthread_mutex_lock(&e->mu);
+			ckpt_lock(&e->mu);
 		}
 		eng_sleep(e, 1);
 	}
 	for (etxn *t = e->txns; !rc && t && t->seq <= upto; t = t->next)
 		if (!t->done && !eng_parked(e, t) && t->state != TS_ABORTED)
 			rc = eng_blocked_err(e, t);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }

@@ -13,10 +13,63 @@
 #include "commit/internal.h"
 #include "util/log.h"
 
+#ifdef CKPTFS_ASSERTS
+static int count_row(void *arg, sqlite3_stmt *s)
+{
+	(void)s;
+	++*(int *)arg;
+	return 0;
+}
+
+bool eng_journaled_txn(eng *e, int64_t id, enum tstate st)
+{
+	int n = 0;
+	return !jr_in_txn(e->j) &&
+	       !jr_exec(e->j, count_row, &n,
+			"SELECT 1 FROM txns WHERE id = ?1 AND state = ?2", "ii",
+			id, (int64_t)st) &&
+	       n == 1;
+}
+
+bool eng_journaled_file(eng *e, const efile *f)
+{
+	int n = 0;
+	return !jr_in_txn(e->j) && f->t &&
+	       !jr_exec(e->j, count_row, &n,
+			"SELECT 1 FROM files WHERE id = ?1 AND txn = ?2 AND "
+			"path = ?3 AND sid = ?4 AND size = ?5",
+			"iitii", f->id, f->t->id, f->path, (int64_t)f->sid,
+			(int64_t)f->size) &&
+	       n == 1;
+}
+
+bool eng_journaled_dir(eng *e, int64_t txn, const char *path)
+{
+	int n = 0;
+	return !jr_in_txn(e->j) &&
+	       !jr_exec(e->j, count_row, &n,
+			"SELECT 1 FROM dirs WHERE txn = ?1 AND path = ?2", "it",
+			txn, path) &&
+	       n == 1;
+}
+
+bool eng_journaled_none_under(eng *e, int64_t txn, const char *path)
+{
+	int n = 0;
+	return !jr_in_txn(e->j) &&
+	       !jr_exec(e->j, count_row, &n,
+			"SELECT 1 FROM files WHERE txn = ?1 AND (path = ?2 OR "
+			"substr(path, 1, length(?2) + 1) = ?2 || '/')",
+			"it", txn, path) &&
+	       n == 0;
+}
+#endif
+
 int eng_txn_begin(eng *e, const char *path, bool is_dir,
 		  const char *mroot, uint64_t *txn)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	int64_t row = 0;
 	int rc = jr_txn_insert(e->j, is_dir ? T_DIR : T_FILE, path, NULL,
 			       is_dir, TS_OPEN, mroot, &row);
@@ -29,10 +82,10 @@ int eng_txn_begin(eng *e, const char *path, bool is_dir,
 	}
 	bool final = t && is_dir && eng_root_final(e, t);
 	int64_t id = t ? t->id : 0;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	if (!rc && final)
 		rc = eng_announce(e, path, (uint64_t)id);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (rc && t) {
 		jr_txn_delete(e->j, id);
 		t->done = true;
@@ -40,9 +93,10 @@ int eng_txn_begin(eng *e, const char *path, bool is_dir,
 	} else if (t) {
 		t->has_marker = final;
 		*txn = (uint64_t)id;
+		CKPTFS_ASSERT(eng_journaled_txn(e, id, t->state));
 	}
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -52,6 +106,7 @@ int eng_txn_begin(eng *e, const char *path, bool is_dir,
 static void reset_upload(eng *e, etxn *garbage_txn, efile *f,
 			 const char *new_key)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	if (f->key && f->state == F_STORED &&
 	    (!new_key || strcmp(f->key, new_key)))
 		eng_garbage(e, garbage_txn, f->key);
@@ -117,7 +172,8 @@ static int journal_file(eng *e, efile *f)
 static int file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 		    uint64_t size, const eng_meta *m, bool short_file)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t && t->state != TS_ABORTED ? 0 : -ENOENT;
 	efile *f = t ? eng_find_file(t, path) : NULL;
@@ -163,6 +219,7 @@ static int file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 	if (lazy)
 		jr_set_durable(e->j, true);
 	if (!rc) {
+		CKPTFS_ASSERT(eng_journaled_file(e, f));
 		if (old_staging)
 			unlink(old_staging);
 		eng_sched_file(e, f);
@@ -171,7 +228,7 @@ static int file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 	}
 	free(old_staging);
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -190,7 +247,8 @@ int eng_file_put_short(eng *e, uint64_t txn, const char *path, uint64_t sid,
 int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
 		      const eng_meta *m)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	efile *f = t ? eng_find_file(t, path) : NULL;
 	int rc = f ? 0 : -ENOENT;
@@ -204,6 +262,7 @@ int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
 			reset_upload(e, t, f, NULL);
 		}
 		rc = journal_file(e, f);
+		CKPTFS_ASSERT(rc || eng_journaled_file(e, f));
 		eng_sched_file(e, f);
 	} else if (t) {
 		for (edir *d = t->dirs; d; d = d->next) {
@@ -215,7 +274,7 @@ int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
 			}
 		}
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -223,6 +282,7 @@ int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
  * journal transaction. */
 static void drop_file(eng *e, etxn *t, efile *f)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	reset_upload(e, t, f, NULL);
 	jr_file_delete(e->j, f->id);
 	char *p = eng_staging_path(e, f->sid);
@@ -238,6 +298,7 @@ static void drop_file(eng *e, etxn *t, efile *f)
 
 static void drop_dirs(eng *e, etxn *t, const char *path)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (edir **pp = &t->dirs; *pp;) {
 		edir *d = *pp;
 		if (!proto_under(d->path, path, NULL)) {
@@ -254,7 +315,8 @@ static void drop_dirs(eng *e, etxn *t, const char *path)
 
 int eng_file_drop(eng *e, uint64_t txn, const char *path)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t ? jr_begin(e->j) : -ENOENT;
 	if (!rc) {
@@ -266,16 +328,19 @@ int eng_file_drop(eng *e, uint64_t txn, const char *path)
 		drop_dirs(e, t, path);
 		rc = jr_commit(e->j);
 	}
-	if (!rc)
+	if (!rc) {
+		CKPTFS_ASSERT(eng_journaled_none_under(e, t->id, path));
 		eng_poison_clear(e, t, path, true); /* removed */
+	}
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
 int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	edir *d = t ? calloc(1, sizeof *d) : NULL;
 	int rc = d ? 0 : t ? -ENOMEM : -ENOENT;
@@ -298,8 +363,9 @@ int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
 		t->dirs = d;
 		jr_dir_row r = dir_row(t->id, path, &d->m);
 		rc = jr_dir_put(e->j, &r);
+		CKPTFS_ASSERT(rc || eng_journaled_dir(e, t->id, path));
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -320,6 +386,7 @@ static char *rebase(const char *path, const char *from, const char *to)
 static void move_entries(eng *e, etxn *tf, const char *from, etxn *tt,
 			 const char *to)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (efile *f = tf->files, *nx; f; f = nx) {
 		nx = f->next;
 		if (!proto_under(f->path, from, NULL))
@@ -355,6 +422,7 @@ static void move_entries(eng *e, etxn *tf, const char *from, etxn *tt,
 /* The old name's marker and intent manifest go with the garbage of t. */
 static void retire_root(eng *e, etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	if (!t->has_marker)
 		return;
 	char *mk = proto_marker_key(e->prefix, t->root, e->writer,
@@ -370,19 +438,20 @@ static void retire_root(eng *e, etxn *t)
 int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 		  uint64_t txn_to, const char *to)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *tf = eng_find_txn(e, txn_from), *tt = eng_find_txn(e, txn_to);
 	int rc = tf && tt ? 0 : -ENOENT;
 	bool whole = !rc && tf == tt && !strcmp(from, tf->root);
 	bool announce_new = false;
 	if (whole)
 		announce_new = tf->kind == T_DIR && !proto_has_temp(&e->pats, to);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	/* the new name's marker first: the moved transaction is hidden there
 	 * before anything of it can appear */
 	if (announce_new)
 		rc = eng_announce(e, to, txn_from);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	tf = eng_find_txn(e, txn_from);
 	tt = eng_find_txn(e, txn_to);
 	if (!rc && (!tf || !tt))
@@ -409,15 +478,22 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 		}
 		rc = jr_commit(e->j);
 	}
-	if (!rc)
+	if (!rc) {
+		CKPTFS_ASSERT(eng_journaled_none_under(e, tf->id, from) ||
+			      (tf == tt && (proto_under(to, from, NULL) ||
+					    proto_under(from, to, NULL))));
+		for (efile *f = tt->files; f; f = f->next)
+			CKPTFS_ASSERT(eng_journaled_file(e, f));
 		eng_sched_all(e);
-	pthread_mutex_unlock(&e->mu);
+	}
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
 int eng_txn_seal(eng *e, uint64_t txn)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t ? 0 : -ENOENT;
 	if (t && t->poison)
@@ -430,24 +506,27 @@ int eng_txn_seal(eng *e, uint64_t txn)
 		}
 		eng_sched_all(e);
 	}
-	pthread_mutex_unlock(&e->mu);
+	CKPTFS_ASSERT(!t || rc || eng_journaled_txn(e, t->id, t->state));
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
 int eng_txn_abort(eng *e, uint64_t txn)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc = t ? jr_txn_set_state(e->j, t->id, TS_ABORTED) : -ENOENT;
 	if (!rc) {
 		t->state = TS_ABORTED;
+		CKPTFS_ASSERT(eng_journaled_txn(e, t->id, TS_ABORTED));
 		eng_txn_progress(e, t); /* its clean-up starts afresh */
 		for (efile *f = t->files; f; f = f->next) {
 			f->gen++;
 		}
 		eng_sched_all(e);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -456,15 +535,17 @@ int eng_txn_abort(eng *e, uint64_t txn)
 static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 		       bool is_dir, const char *mroot)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	int64_t row = 0;
 	int rc = jr_txn_insert(e->j, k, from, to, is_dir, TS_SEALED, mroot,
 			       &row);
 	if (!rc &&
 	    !eng_txn_new(e, row, k, from, to, is_dir, TS_SEALED, mroot))
 		rc = -ENOMEM;
+	CKPTFS_ASSERT(rc || eng_journaled_txn(e, row, TS_SEALED));
 	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 

@@ -35,6 +35,7 @@ static struct eng_hint *slot(eng *e, uint64_t h)
 
 bool eng_hint_known(eng *e, const char *key, double now)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	uint64_t h = key_hash(key);
 	const struct eng_hint *s = slot(e, h);
 	return s->h == h && now - s->at < HINT_TTL && now >= s->at;
@@ -42,6 +43,7 @@ bool eng_hint_known(eng *e, const char *key, double now)
 
 void eng_hint_note(eng *e, const char *key, double now)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	uint64_t h = key_hash(key);
 	struct eng_hint *s = slot(e, h);
 	s->h = h;
@@ -50,6 +52,7 @@ void eng_hint_note(eng *e, const char *key, double now)
 
 void eng_hint_unnote(eng *e, const char *key)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	uint64_t h = key_hash(key);
 	struct eng_hint *s = slot(e, h);
 	if (s->h == h)
@@ -58,6 +61,7 @@ void eng_hint_unnote(eng *e, const char *key)
 
 int eng_hint_put(eng *e, const char *path, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *key = proto_hint_key(e->prefix, path);
 	if (!key) {
 		memset(x, 0, sizeof *x);
@@ -67,9 +71,9 @@ int eng_hint_put(eng *e, const char *path, s3_err *x)
 			 path);
 		return -1;
 	}
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool known = eng_hint_known(e, key, eng_now());
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	int rc = 0;
 	if (!known) {
 		s3_put_opts po = {0};
@@ -77,9 +81,9 @@ int eng_hint_put(eng *e, const char *path, s3_err *x)
 		rc = s3_put_object(e->s3, key, &b, &po, NULL, x);
 	}
 	if (rc == 0 && !known) {
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 		eng_hint_note(e, key, eng_now());
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 	}
 	free(key);
 	return rc;
@@ -87,12 +91,13 @@ int eng_hint_put(eng *e, const char *path, s3_err *x)
 
 int eng_hint_delete(eng *e, const char *path, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *key = proto_hint_key(e->prefix, path);
 	if (!key)
 		return 0; /* a stale hint costs a reader one HEAD at most */
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	eng_hint_unnote(e, key);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	int rc = s3_delete_object(e->s3, key, x);
 	free(key);
 	return rc;
@@ -100,7 +105,8 @@ int eng_hint_delete(eng *e, const char *path, s3_err *x)
 
 void eng_hints_forget(eng *e)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	memset(e->hints, 0, sizeof e->hints);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }

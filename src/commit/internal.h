@@ -63,6 +63,7 @@
 #include "proto/manifest.h"
 #include "proto/meta.h"
 #include "s3/upload.h"
+#include "util/assert.h"
 
 enum tkind { T_DIR = 1, T_FILE = 2, T_RDEL = 3, T_RREN = 4 };
 enum tstate { TS_OPEN = 0, TS_SEALED = 1, TS_ABORTED = 2 };
@@ -190,12 +191,12 @@ struct eng {
 	char writer[PROTO_WRITER_MAX];
 	jr *j;
 
-	pthread_mutex_t mu;
+	ckpt_mutex mu;
 	pthread_cond_t cv;
 	/* taken around every marker PUT of the renewal and every marker
 	 * DELETE of a step (never while holding mu), so a renewal that
 	 * started before a commit point cannot land after it */
-	pthread_mutex_t marker_mu;
+	ckpt_mutex marker_mu;
 	etxn *txns, *txns_tail; /* queue order */
 	job *jobs, *jobs_tail;
 	uint64_t next_sid;
@@ -261,6 +262,16 @@ void eng_link_file(etxn *t, efile *f);
 void eng_unlink_file(etxn *t, efile *f);
 void eng_file_unref(eng *e, efile *f);          /* mu */
 void eng_free_txn(eng *e, etxn *t);             /* mu */
+
+/* ---- facts.c: the checks of "the journal row of a fact is written
+ * before the call returns" (debug and sanitizer builds only, inside
+ * CKPTFS_ASSERT; mu held): no journal transaction is left open and the
+ * committed row says what the model says. */
+bool eng_journaled_txn(eng *e, int64_t id, enum tstate st);
+bool eng_journaled_file(eng *e, const efile *f);
+bool eng_journaled_dir(eng *e, int64_t txn, const char *path);
+/* ... and no row of t's files at or under path is left. */
+bool eng_journaled_none_under(eng *e, int64_t txn, const char *path);
 
 /* ---- poison.c ----------------------------------------------------------- */
 /* Reads t's poisoned paths from the journal (at load). */
@@ -448,6 +459,15 @@ void eng_snap_free(eng_snap *sn);
  * with mu; 0, -2 when t changed meanwhile (run it again), else -1 with
  * *x. */
 int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x);
+/* The garbage of sn in the order a step deletes it (pure): the keys the
+ * step itself commits dropped, then objects first, manifests (and
+ * addenda) next, pending markers last, n[0..2] of each; -1 when out of
+ * memory.  Deleted in that order, an old name is never left with objects
+ * but without the manifest and marker that hide them from readers. */
+int eng_garbage_plan(eng_snap *sn, size_t n[3]);
+/* Whether directory i of sn needs an object of its own ("dir/") for a
+ * reader to see it: only an empty one does (pure). */
+bool eng_dir_needs_object(const eng_snap *sn, size_t i);
 /* Deletes keys in batches of S3_DELETE_MAX (mu not held). */
 int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x);
 

@@ -253,6 +253,11 @@ int jr_set_durable(jr *j, bool durable)
 		       "");
 }
 
+bool jr_in_txn(jr *j)
+{
+	return !sqlite3_get_autocommit(j->db);
+}
+
 void jr_rollback(jr *j)
 {
 	if (!sqlite3_get_autocommit(j->db))

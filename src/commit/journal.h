@@ -55,6 +55,9 @@ int jr_commit(jr *j);
  * process loses neither, a power cut may lose the lazy one. */
 int jr_set_durable(jr *j, bool durable);
 void jr_rollback(jr *j);
+/* Whether a transaction (jr_begin) is open: what the checks of "a fact's
+ * row is committed before its call returns" look at. */
+bool jr_in_txn(jr *j);
 
 /* meta(k) as malloc'd text, or NULL. */
 char *jr_meta_get(jr *j, const char *k);

@@ -20,6 +20,7 @@
 
 int eng_put_marker(eng *e, const char *root, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *key = proto_marker_key(e->prefix, root, e->writer, e->o.lease_s);
 	char lease[16];
 	snprintf(lease, sizeof lease, "%u", e->o.lease_s);
@@ -33,6 +34,7 @@ int eng_put_marker(eng *e, const char *root, s3_err *x)
 
 int eng_put_intent(eng *e, const char *root, uint64_t txn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *key = proto_manifest_key(e->prefix, root, e->writer);
 	char *json = proto_intent_json(e->writer, txn);
 	s3_put_opts po = {.content_type = "application/json"};
@@ -49,6 +51,7 @@ int eng_put_intent(eng *e, const char *root, uint64_t txn, s3_err *x)
  * mkdir waiting. */
 int eng_announce(eng *e, const char *root, uint64_t txn)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	s3_err x = {0};
 	if (eng_put_marker(e, root, &x) == 0 &&
 	    eng_put_intent(e, root, txn, &x) == 0)
@@ -60,6 +63,7 @@ int eng_announce(eng *e, const char *root, uint64_t txn)
 /* Whether another live transaction holds the marker of root. */
 bool eng_marker_wanted(eng *e, const char *root, const etxn *except)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (t != except && !t->done && t->has_marker &&
 		    t->state != TS_ABORTED && !strcmp(t->root, root))
@@ -69,11 +73,12 @@ bool eng_marker_wanted(eng *e, const char *root, const etxn *except)
 
 void eng_hold_marker(eng *e, const char *root)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	free(e->vis_marker);
 	e->vis_marker = strdup(root);
 	e->vis_stopped = false;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 /*
@@ -86,26 +91,28 @@ void eng_hold_marker(eng *e, const char *root)
  */
 void eng_stop_renewal(eng *e, const char *root, int64_t id)
 {
-	pthread_mutex_lock(&e->marker_mu);
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu); /* never while holding mu */
+	ckpt_lock(&e->marker_mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (t->id == id)
 			t->has_marker = false;
 	if (e->vis_marker && !strcmp(e->vis_marker, root))
 		e->vis_stopped = true;
-	pthread_mutex_unlock(&e->mu);
-	pthread_mutex_unlock(&e->marker_mu);
+	ckpt_unlock(&e->mu);
+	ckpt_unlock(&e->marker_mu);
 }
 
 void eng_resume_renewal(eng *e, const char *root, int64_t id)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (t->id == id && !t->done)
 			t->has_marker = true;
 	if (e->vis_marker && !strcmp(e->vis_marker, root))
 		e->vis_stopped = false;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 /*
@@ -115,7 +122,8 @@ void eng_resume_renewal(eng *e, const char *root, int64_t id)
  */
 int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
 {
-	pthread_mutex_lock(&e->mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (t->id == id)
 			t->has_marker = false;
@@ -124,11 +132,12 @@ int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
 		e->vis_marker = NULL;
 		e->vis_stopped = false;
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	char *k = proto_marker_key(e->prefix, root, e->writer, e->o.lease_s);
-	pthread_mutex_lock(&e->marker_mu);
+	CKPTFS_ASSERT_NOT_HELD(&e->mu); /* never while holding mu */
+	ckpt_lock(&e->marker_mu);
 	int rc = s3_delete_object(e->s3, k, x);
-	pthread_mutex_unlock(&e->marker_mu);
+	ckpt_unlock(&e->marker_mu);
 	free(k);
 	return rc;
 }
@@ -212,7 +221,7 @@ void eng_resume_markers(eng *e)
 void *eng_renew_main(void *arg)
 {
 	eng *e = arg;
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	double every = e->o.lease_s / 3.0;
 	while (!e->stopping) {
 		size_t n = 0;
@@ -225,27 +234,28 @@ void *eng_renew_main(void *arg)
 				roots[k++] = strdup(t->root);
 		if (roots && e->vis_marker && !e->vis_stopped)
 			roots[k++] = strdup(e->vis_marker);
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 		for (size_t i = 0; i < k; i++) {
-			pthread_mutex_lock(&e->marker_mu);
-			pthread_mutex_lock(&e->mu);
+			CKPTFS_ASSERT_NOT_HELD(&e->mu); /* never while holding mu */
+			ckpt_lock(&e->marker_mu);
+			ckpt_lock(&e->mu);
 			bool want = eng_marker_wanted(e, roots[i], NULL) ||
 				    (e->vis_marker && !e->vis_stopped &&
 				     !strcmp(e->vis_marker, roots[i]));
-			pthread_mutex_unlock(&e->mu);
+			ckpt_unlock(&e->mu);
 			s3_err x;
 			if (want && eng_put_marker(e, roots[i], &x) < 0)
 				log_warn("commit: renewing the marker of %s: %s",
 					 roots[i], x.msg);
-			pthread_mutex_unlock(&e->marker_mu);
+			ckpt_unlock(&e->marker_mu);
 			free(roots[i]);
 		}
 		free(roots);
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 		double until = eng_now() + every;
 		while (!e->stopping && eng_now() < until)
 			eng_sleep(e, until - eng_now());
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return NULL;
 }

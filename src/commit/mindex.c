@@ -137,9 +137,9 @@ static int others_live(eng *e, const char *root, bool *live, s3_err *x)
 
 static bool stopping(eng *e)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool s = e->stopping;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return s;
 }
 
@@ -151,10 +151,10 @@ static bool stopping(eng *e)
 static void settle(eng *e)
 {
 	double end = clock_mono() + CLAIM_SETTLE_S;
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	for (double now; !e->stopping && (now = clock_mono()) < end;)
 		eng_sleep(e, end - now);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 static void write_index(eng *e, const char *root)
@@ -246,8 +246,9 @@ out:
 
 void eng_index_later(eng *e, const char *root)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *r = strdup(root);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	char **q = !r ? NULL
 		  : e->ix_n < e->ix_cap
 		      ? e->ix_q
@@ -258,25 +259,25 @@ void eng_index_later(eng *e, const char *root)
 		r = NULL;
 		pthread_cond_broadcast(&e->cv);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	free(r);
 }
 
 void *eng_index_main(void *arg)
 {
 	eng *e = arg;
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	while (!e->stopping) {
 		if (!e->ix_n) {
-			pthread_cond_wait(&e->cv, &e->mu);
+			ckpt_cond_wait(&e->cv, &e->mu);
 			continue;
 		}
 		char *root = e->ix_q[0];
 		memmove(e->ix_q, e->ix_q + 1, --e->ix_n * sizeof *e->ix_q);
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 		write_index(e, root);
 		free(root);
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 	}
 	/* what is left is only an accelerator: dropped */
 	for (size_t i = 0; i < e->ix_n; i++)
@@ -284,6 +285,6 @@ void *eng_index_main(void *arg)
 	free(e->ix_q);
 	e->ix_q = NULL;
 	e->ix_n = 0;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return NULL;
 }

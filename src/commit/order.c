@@ -161,11 +161,13 @@ static bool any_set_aside(eng *e)
 
 etxn *eng_blocker(eng *e, const etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	return any_set_aside(e) ? scan(e, t, NULL) : NULL;
 }
 
 etxn **eng_blockers(eng *e)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	size_t cap = 0, i = 0, n = 0;
 	for (etxn *t = e->txns; t; t = t->next)
 		cap++;
@@ -196,6 +198,7 @@ etxn **eng_blockers(eng *e)
 
 etxn *eng_next_step(eng *e)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	etxn *next;
 	scan(e, NULL, &next);
 	return next;
@@ -205,6 +208,7 @@ etxn *eng_next_step(eng *e)
  * retry of a step set aside succeeds), or 0. */
 int eng_blocked_err(eng *e, const etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	const etxn *x = eng_set_aside(e, t, eng_now()) ? t : eng_blocker(e, t);
 	return x ? -(x->err ? x->err : EIO) : 0;
 }
@@ -221,6 +225,7 @@ bool eng_files_idle(const etxn *t)
 
 bool eng_step_ready(eng *e, const etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	if (t->kind == T_RDEL || t->kind == T_RREN)
 		return true;
 	if (t->state != TS_SEALED || !eng_root_final(e, t) ||
@@ -243,6 +248,7 @@ bool eng_step_ready(eng *e, const etxn *t)
 
 bool eng_upload_blocked(eng *e, const etxn *t, const char *path)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	/* the overlap first: eng_parked matches the temp patterns */
 	for (etxn *x = e->txns; x && x != t; x = x->next) {
 		eng_order_step s = {x->root, x->dest,
@@ -257,6 +263,7 @@ static bool held(eng *e, const efile *f);
 
 bool eng_file_uploadable(eng *e, const efile *f)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	const etxn *t = f->t;
 	if (!t || t->done || t->state == TS_ABORTED || f->failed)
 		return false;
@@ -272,6 +279,7 @@ bool eng_file_uploadable(eng *e, const efile *f)
 /* Whether f waits for the application to stop writing.  mu */
 static bool held(eng *e, const efile *f)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	const etxn *t = f->t;
 	return e->writing && e->o.upload_hold_s > 0 && t->kind == T_DIR &&
 	       t->state != TS_SEALED && !f->urgent && !f->upload_id &&
@@ -280,6 +288,7 @@ static bool held(eng *e, const efile *f)
 
 void eng_sched_file(eng *e, efile *f)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	etxn *t = f->t;
 	e->staged_dirty = true;
 	if (!t || f->state == F_STORED || f->jobs || !eng_file_uploadable(e, f))
@@ -308,6 +317,7 @@ void eng_sched_file(eng *e, efile *f)
 
 void eng_sched_all(eng *e)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	e->staged_dirty = true;
 	for (etxn *t = e->txns; t; t = t->next)
 		for (efile *f = t->files; f; f = f->next)
@@ -323,6 +333,7 @@ void eng_sched_all(eng *e)
  * back by one, or wait for a move of their temp-named root. */
 bool eng_settled(eng *e, int64_t upto, uint64_t *done, uint64_t *total)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	bool all = true, any_failed = any_set_aside(e);
 	double now = eng_now();
 	*done = *total = 0;
@@ -352,6 +363,7 @@ bool eng_settled(eng *e, int64_t upto, uint64_t *done, uint64_t *total)
 
 void eng_seal_all(eng *e, int64_t upto)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	bool any = false;
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (upto && t->seq > upto)
@@ -376,6 +388,7 @@ void eng_seal_all(eng *e, int64_t upto)
  */
 int eng_requeue(eng *e, etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	int64_t seq = 0;
 	int rc = jr_txn_requeue(e->j, t->id, &seq);
 	if (rc)
@@ -399,6 +412,7 @@ int eng_requeue(eng *e, etxn *t)
  * wait for the final name) and nothing was visible.  mu */
 void eng_drop_parked(eng *e)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	for (etxn *t = e->txns, *nx; t; t = nx) {
 		nx = t->next;
 		if (t->done || !eng_parked(e, t))

@@ -59,6 +59,7 @@ static bool line_under(const char *path, size_t len, const char *dir,
  * under it); journals the change.  mu. */
 static void clear(eng *e, etxn *t, const char *path, bool under)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	if (!t->poison)
 		return;
 	buf b = BUF_INIT;
@@ -93,12 +94,13 @@ static void clear(eng *e, etxn *t, const char *path, bool under)
 
 void eng_poison_clear(eng *e, etxn *t, const char *path, bool under)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	clear(e, t, path, under);
 }
 
 int eng_file_poison(eng *e, uint64_t txn, const char *path, int err)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	int rc =
 	    t && (t->kind == T_DIR || t->kind == T_FILE) && t->state == TS_OPEN
@@ -129,18 +131,18 @@ int eng_file_poison(eng *e, uint64_t txn, const char *path, int err)
 			 "removed, or `ckptfs drop` gives step %" PRId64 " up",
 			 path, strerror(err), t->root, t->id);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
 bool eng_txn_poisoned(eng *e, uint64_t txn)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, txn);
 	bool p = t && t->poison;
 	if (p && t->poison_unsaved)
 		save(e, t);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return p;
 }
 

@@ -204,6 +204,7 @@ static bool hinted_in(const keylist *l, const char *p, const char *rel)
 
 int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", e->prefix, sn->root);
 	size_t plen = p.len;
@@ -437,6 +438,7 @@ static bool has_ckptfs_meta(const s3_head_ext_result *h)
 
 int eng_rename_file(eng *e, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *src = proto_key(e->prefix, sn->root);
 	char *dst = proto_key(e->prefix, sn->dest);
 	s3_head_ext_result h;
@@ -484,9 +486,10 @@ int eng_rename_file(eng *e, eng_snap *sn, s3_err *x)
 /* The rename step of t: called and returns with mu (as eng_run_step). */
 int eng_run_rename(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	(void)t;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	int rc = sn->is_dir ? eng_rename_dir(e, sn, x) : eng_rename_file(e, sn, x);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	return rc;
 }

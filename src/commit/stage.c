@@ -14,9 +14,9 @@
 
 int eng_stage_create(eng *e, uint64_t *sid)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	uint64_t id = e->next_sid++;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	char *p = eng_staging_path(e, id);
 	int fd = p ? open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
 	int rc = fd >= 0 ? fd : -(p ? errno : ENOMEM);
@@ -55,16 +55,16 @@ int eng_stage_reserve(eng *e, uint64_t n)
 	(void)n;
 	if (!e->o.max_staged)
 		return 0;
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (e->writing && staged_now(e) >= e->o.max_staged / 2) {
 		e->writing = false; /* the hold ends here (until the next
 				     * eng_hold_uploads) */
 		eng_sched_all(e);
 	}
 	while (!e->stopping && staged_now(e) > e->o.max_staged)
-		pthread_cond_wait(&e->cv, &e->mu);
+		ckpt_cond_wait(&e->cv, &e->mu);
 	int rc = e->stopping ? -EINTR : 0;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -75,9 +75,9 @@ uint64_t eng_max_staged(const eng *e)
 
 bool eng_space_pending(eng *e)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool any = e->releasing > 0;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return any;
 }
 
@@ -91,11 +91,11 @@ void eng_stage_discard(eng *e, uint64_t sid)
 
 void eng_hold_uploads(eng *e, bool writing)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool was = e->writing;
 	e->writing = writing;
 	/* released, or maybe some held file's time is up */
 	if (was)
 		eng_sched_all(e);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }

@@ -56,13 +56,13 @@ static char *error_text(const eng *e, const etxn *t, double now)
 
 int eng_status(eng *e, eng_txn_status **v, size_t *n)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	size_t cnt = 0;
 	for (etxn *t = e->txns; t; t = t->next)
 		cnt++;
 	eng_txn_status *out = calloc(cnt ? cnt : 1, sizeof *out);
 	if (!out) {
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 		return -ENOMEM;
 	}
 	size_t i = 0;
@@ -108,7 +108,7 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n)
 	free(blk);
 	*v = out;
 	*n = i;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return 0;
 }
 
@@ -132,7 +132,7 @@ static const char *step_what(const etxn *t)
 
 char *eng_failed_text(eng *e)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	buf b = BUF_INIT;
 	size_t n = 0, retriable = 0;
 	etxn **blk = eng_blockers(e);
@@ -157,7 +157,7 @@ char *eng_failed_text(eng *e)
 				   held == 1 ? "" : "s", held == 1 ? "s" : "");
 	}
 	free(blk);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	if (!n) {
 		buf_free(&b);
 		return NULL;
@@ -174,6 +174,7 @@ char *eng_failed_text(eng *e)
  * backoff and its files' queued upload jobs' are over.  mu */
 static void retry_now(eng *e, etxn *t)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	t->retry_at = 0;
 	for (job *j = e->jobs; j; j = j->next)
 		if (j->f && j->f->t == t)
@@ -184,7 +185,7 @@ static void retry_now(eng *e, etxn *t)
 
 int eng_step_retry(eng *e, uint64_t id)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	int n = 0;
 	double now = eng_now();
 	bool poisoned = false;
@@ -211,13 +212,13 @@ int eng_step_retry(eng *e, uint64_t id)
 	}
 	if (n)
 		eng_sched_all(e);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return n ? n : poisoned ? -EBUSY : -ENOENT;
 }
 
 int eng_step_drop(eng *e, uint64_t id, char **what)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t = eng_find_txn(e, id);
 	int rc = t ? 0 : -ENOENT;
 	if (t && what) {
@@ -251,7 +252,7 @@ int eng_step_drop(eng *e, uint64_t id, char **what)
 		}
 	}
 	eng_sched_all(e);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return rc;
 }
 
@@ -271,7 +272,7 @@ void eng_foreach_pending_file(eng *e,
 					 uint64_t size, const eng_meta *m),
 			      void *arg)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (t->done || t->state == TS_ABORTED)
 			continue;
@@ -283,13 +284,13 @@ void eng_foreach_pending_file(eng *e,
 			free(p);
 		}
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
 			     eng_pending_dir_fn dir_fn, void *arg)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next) {
 		if (t->done || t->state == TS_ABORTED ||
 		    (t->kind != T_DIR && t->kind != T_FILE))
@@ -303,7 +304,7 @@ void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
 			dir_fn(arg, (uint64_t)t->id, d->path, &m);
 		}
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 void eng_foreach_pending_removal(eng *e,
@@ -311,17 +312,17 @@ void eng_foreach_pending_removal(eng *e,
 					    bool is_dir),
 				 void *arg)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (!t->done && (t->kind == T_RDEL || t->kind == T_RREN))
 			fn(arg, t->root, t->is_dir);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 }
 
 bool eng_txn_pending(eng *e, uint64_t txn)
 {
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool pending = eng_find_txn(e, txn) != NULL;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return pending;
 }

@@ -45,6 +45,7 @@ static int garbage_key(void *arg, const char *key)
 /* mu */
 void eng_snap_take(eng *e, etxn *t, eng_snap *sn)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	memset(sn, 0, sizeof *sn);
 	sn->id = t->id;
 	sn->kind = t->kind;
@@ -111,6 +112,7 @@ int eng_put_mem(eng *e, const char *key, const char *body,
 		   const char *ctype, const s3_meta *meta, size_t nm,
 		   s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	s3_put_opts po = {.content_type = ctype, .meta = meta, .n_meta = nm};
 	http_upload b = http_upload_mem(body, strlen(body));
 	return s3_put_object(e->s3, key, &b, &po, NULL, x);
@@ -119,6 +121,7 @@ int eng_put_mem(eng *e, const char *key, const char *body,
 /* Deletes keys in batches of S3_DELETE_MAX. */
 int eng_delete_keys(eng *e, char **keys, size_t n, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	for (size_t i = 0; i < n; i += S3_DELETE_MAX) {
 		size_t k = n - i < S3_DELETE_MAX ? n - i : S3_DELETE_MAX;
 		size_t failed = 0;
@@ -158,6 +161,7 @@ void eng_keylist_free(keylist *l)
 
 int eng_list_under(eng *e, const char *prefix, keylist *out, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *token = NULL;
 	int rc = 0;
 	do {
@@ -230,6 +234,7 @@ static bool is_marker_key(const char *key)
 /* Deletes everything under prefix+dir/, manifests last. */
 static int delete_tree(eng *e, const char *dir, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", e->prefix, dir);
 	keylist l = {0};
@@ -290,6 +295,7 @@ char *eng_join(const char *a, const char *b)
  */
 int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	if (!sn->mroot)
 		return 0;
 	const char *base = rel_to(root, sn->mroot);
@@ -345,7 +351,7 @@ int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 	return rc;
 }
 
-static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
+int eng_garbage_plan(eng_snap *sn, size_t n[3])
 {
 	/* never a key this step just committed */
 	size_t w = 0;
@@ -359,46 +365,71 @@ static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
 			sn->garbage[w++] = sn->garbage[i];
 	}
 	sn->ng = w;
-	/* objects, then manifests, then markers, batch after batch: an old
-	 * name must never be left with its objects but without the pending
-	 * manifest and marker that hide them */
-	int rc = 0;
-	for (int rank = 0; rank < 3 && !rc; rank++) {
-		char **v = calloc(sn->ng + 1, sizeof *v);
-		size_t n = 0;
-		for (size_t i = 0; v && i < sn->ng; i++) {
+	/* objects, then manifests, then markers: an old name must never be
+	 * left with its objects but without the pending manifest and marker
+	 * that hide them */
+	char **v = calloc(sn->ng + 1, sizeof *v);
+	if (!v)
+		return -1;
+	size_t at = 0;
+	for (int rank = 0; rank < 3; rank++) {
+		n[rank] = 0;
+		for (size_t i = 0; i < sn->ng; i++) {
 			const char *k = sn->garbage[i];
 			int r = is_marker_key(k)     ? 2
 				: is_manifest_key(k) ? 1
 						     : 0;
-			if (r == rank)
-				v[n++] = sn->garbage[i];
+			if (r == rank) {
+				v[at++] = sn->garbage[i];
+				n[rank]++;
+			}
 		}
-		rc = !v ? -1 : n ? eng_delete_keys(e, v, n, x) : 0;
-		free(v);
 	}
+	if (sn->ng) /* else garbage may be NULL */
+		memcpy(sn->garbage, v, sn->ng * sizeof *v);
+	free(v);
+	return 0;
+}
+
+static int delete_garbage(eng *e, eng_snap *sn, s3_err *x)
+{
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	size_t n[3];
+	int rc = eng_garbage_plan(sn, n);
+	/* batch after batch: each rank only once the one before is gone */
+	for (size_t rank = 0, at = 0; rank < 3 && !rc; at += n[rank++])
+		rc = n[rank] ? eng_delete_keys(e, sn->garbage + at, n[rank], x)
+			     : 0;
 	return rc;
 }
 
 /* ---- steps -------------------------------------------------------------- */
 
+bool eng_dir_needs_object(const eng_snap *sn, size_t i)
+{
+	/* only empty directories need an object of their own: the keys
+	 * under the others make them exist, the root's own manifest makes
+	 * it exist */
+	if (!strcmp(sn->dpath[i], sn->root))
+		return false;
+	for (size_t j = 0; j < sn->nf; j++)
+		if (proto_under(sn->f[j].path, sn->dpath[i], NULL) &&
+		    strcmp(sn->f[j].path, sn->dpath[i]))
+			return false;
+	for (size_t j = 0; j < sn->nd; j++)
+		if (j != i && proto_under(sn->dpath[j], sn->dpath[i], NULL) &&
+		    strcmp(sn->dpath[j], sn->dpath[i]))
+			return false;
+	return true;
+}
+
 static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	int rc = 0;
 	buf store = BUF_INIT;
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
-		/* only empty directories need an object of their own: the
-		 * keys under the others make them exist, the root's own
-		 * manifest makes it exist */
-		bool holds = !strcmp(sn->dpath[i], sn->root);
-		for (size_t j = 0; !holds && j < sn->nf; j++)
-			holds = proto_under(sn->f[j].path, sn->dpath[i], NULL) &&
-				strcmp(sn->f[j].path, sn->dpath[i]);
-		for (size_t j = 0; !holds && j < sn->nd; j++)
-			holds = j != i &&
-				proto_under(sn->dpath[j], sn->dpath[i], NULL) &&
-				strcmp(sn->dpath[j], sn->dpath[i]);
-		if (holds)
+		if (!eng_dir_needs_object(sn, i))
 			continue;
 		buf k = BUF_INIT;
 		buf_printf(&k, "%s%s/", e->prefix, sn->dpath[i]);
@@ -462,6 +493,7 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
  * hints"): a listing that shows the object shows the hint. */
 static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	int rc = 0;
 	efile *f = t->files; /* at most one; mu held here */
 	if (f && !sn->mroot) {
@@ -473,13 +505,18 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 			snprintf(x->msg, sizeof x->msg, "commit: out of memory");
 			return -1;
 		}
-		pthread_mutex_unlock(&e->mu);
+		ckpt_unlock(&e->mu);
 		rc = eng_hint_put(e, path, x);
 		free(path);
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 		if (rc)
 			return rc;
 		f = t->files;
+		/* an fsync meanwhile may have started a multipart upload of
+		 * it (want_durable): the step waits for it (eng_step_ready)
+		 * and runs again, never a second upload beside it */
+		if (f && f->jobs)
+			return -2;
 	}
 	if (f && f->state != F_STORED) {
 		char *key = f->key && f->upload_id
@@ -489,6 +526,8 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		uint32_t crc = 0;
 		char *blocks = NULL;
 		unsigned gen = f->gen;
+		/* the file's one upload in flight (commit/internal.h) */
+		CKPTFS_ASSERT(f->jobs == 0);
 		f->jobs++; /* keeps workers off it */
 		f->refs++;
 		struct eng_busy b;
@@ -509,7 +548,7 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 					: f->pcrc[i];
 			}
 			blocks = eng_parts_blocks(f);
-			pthread_mutex_unlock(&e->mu);
+			ckpt_unlock(&e->mu);
 			rc = p && id ? eng_complete_mpu(e, key, id, p, n, etag, x)
 				     : -1;
 			free(p);
@@ -518,12 +557,12 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 			uint64_t sid = f->sid, size = f->size;
 			proto_meta m;
 			eng_meta_copy(&m, &f->m);
-			pthread_mutex_unlock(&e->mu);
+			ckpt_unlock(&e->mu);
 			rc = eng_put_file(e, key, sid, size, &m, etag, &crc,
 					  &blocks, x);
 			proto_meta_free(&m);
 		}
-		pthread_mutex_lock(&e->mu);
+		ckpt_lock(&e->mu);
 		eng_key_release(e, &b);
 		f->jobs--;
 		if (rc == 0 && f->gen == gen && f->t)
@@ -538,11 +577,11 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		eng_snap_free(sn);
 		eng_snap_take(e, t, sn);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	rc = eng_put_addendum(e, sn, sn->root, x);
 	if (!rc)
 		rc = delete_garbage(e, sn, x);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	return rc;
 }
 
@@ -556,6 +595,7 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
  */
 int eng_put_gone(eng *e, const char *path, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *k = proto_gone_key(e->prefix, path, e->writer);
 	s3_meta meta[1] = {{"writer", e->writer}};
 	int rc = k ? eng_put_mem(e, k, "", NULL, meta, 1, x) : -1;
@@ -565,6 +605,7 @@ int eng_put_gone(eng *e, const char *path, s3_err *x)
 
 int eng_finish_delete(eng *e, const char *path, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	int rc = delete_tree(e, path, x);
 	char *k = rc ? NULL : proto_gone_key(e->prefix, path, e->writer);
 	if (k)
@@ -575,6 +616,7 @@ int eng_finish_delete(eng *e, const char *path, s3_err *x)
 
 static int delete_one(eng *e, const char *path, bool is_dir, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	if (!is_dir) {
 		char *k = proto_key(e->prefix, path);
 		int rc = s3_delete_object(e->s3, k, x);
@@ -594,6 +636,7 @@ static int delete_one(eng *e, const char *path, bool is_dir, s3_err *x)
 static int remote_delete(eng *e, const char *path, bool is_dir,
 			 const char *keep, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	int rc = delete_one(e, path, is_dir, x);
 	if (!rc && keep && keep[0]) {
 		buf k = BUF_INIT;
@@ -608,6 +651,7 @@ static int remote_delete(eng *e, const char *path, bool is_dir,
  * after its commit point only finishes. */
 int eng_gone_exists(eng *e, const char *path, bool *yes, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	char *k = proto_gone_key(e->prefix, path, e->writer);
 	s3_head_result h;
 	int rc = k ? s3_head(e->s3, k, &h, x) : -1;
@@ -648,14 +692,15 @@ static bool stored_as_listed(const keylist *l, const eng_snap_file *f)
  */
 static int verify_stored(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	t->check_stored = false;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", e->prefix, sn->root);
 	keylist l = {0};
 	int rc = eng_list_under(e, buf_cstr(&p), &l, x);
 	buf_free(&p);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (rc) {
 		t->check_stored = true;
 		eng_keylist_free(&l);
@@ -693,13 +738,14 @@ static int verify_stored(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 
 int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	int rc;
 	if (t->kind == T_FILE)
 		return commit_file(e, t, sn, x);
 	if (t->kind == T_DIR && t->check_stored &&
 	    verify_stored(e, t, sn, x) < 0)
 		return -1;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	switch (t->kind) {
 	case T_DIR:
 		rc = commit_dir(e, sn, x);
@@ -708,6 +754,6 @@ int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		rc = remote_delete(e, sn->root, sn->is_dir, sn->dest, x);
 		break;
 	}
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	return rc;
 }

@@ -77,6 +77,7 @@ static void requeue(eng *e, job *j)
 /* The job is over: its file may need its next step.  mu */
 static void job_done(eng *e, job *j)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	efile *f = j->f;
 	if (f) {
 		if (j->k == J_PART && j->gen == f->gen && f->pst &&
@@ -101,6 +102,7 @@ static void job_done(eng *e, job *j)
  * transaction ends (transient_limit counts from a streak's start).  mu */
 static void job_ok(eng *e, job *j)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	if (j->f)
 		eng_txn_progress(e, j->f->t);
 	job_done(e, j);
@@ -116,6 +118,7 @@ static bool stale(const job *j)
  * file fails.  mu */
 static void job_failed(eng *e, job *j, const s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	bool transient = eng_err_transient(x);
 	etxn *t = j->f ? j->f->t : NULL;
 	if (!j->f) { /* an abort: best effort */
@@ -220,6 +223,7 @@ int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
 		 const proto_meta *m, char etag[S3_ETAG_MAX], uint32_t *crc,
 		 char **blocks, s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	*blocks = NULL;
 	int fd = open_staging(e, sid, size, x);
 	if (fd < 0)
@@ -250,12 +254,14 @@ int eng_complete_mpu(eng *e, const char *key, const char *upload_id,
 		     const s3_part *parts, size_t n, char etag[S3_ETAG_MAX],
 		     s3_err *x)
 {
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	return s3_mpu_complete(e->s3, key, upload_id, parts, n, etag, x);
 }
 
 void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
 		     uint32_t crc, const char *blocks)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	if (key != f->key) {
 		free(f->key);
 		f->key = strdup(key);
@@ -278,6 +284,7 @@ void eng_file_stored(eng *e, efile *f, const char *key, const char *etag,
 /* An object written by a job whose file changed meanwhile.  mu */
 static void stale_object(eng *e, job *j, const char *key)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	efile *f = j->f;
 	if (f->t && f->key && !strcmp(f->key, key))
 		return; /* the next upload overwrites it */
@@ -308,10 +315,10 @@ static void stale_object(eng *e, job *j, const char *key)
 	}
 	struct eng_busy b;
 	eng_key_claim(e, &b, key);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	s3_err x;
 	s3_delete_object(e->s3, key, &x);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	eng_key_release(e, &b);
 }
 
@@ -326,6 +333,7 @@ static void object_stored(eng *e, job *j, struct eng_busy *b, char *key,
 			  int rc, const char *etag, uint32_t crc, char *blocks,
 			  const s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	eng_key_release(e, b);
 	if (rc == 0 && stale(j))
 		stale_object(e, j, key);
@@ -343,6 +351,7 @@ static void object_stored(eng *e, job *j, struct eng_busy *b, char *key,
 
 static void run_put(eng *e, job *j)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	efile *f = j->f;
 	char *key = proto_key(e->prefix, f->path);
 	uint64_t sid = f->sid, size = f->size;
@@ -357,19 +366,20 @@ static void run_put(eng *e, job *j)
 		job_done(e, j);
 		return;
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	uint32_t crc = 0;
 	char *blocks = NULL;
 	s3_err x = {0};
 	int rc = eng_put_file(e, key, sid, size, &m, etag, &crc, &blocks, &x);
 	proto_meta_free(&m);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	object_stored(e, j, &b, key, rc, etag, crc, blocks, &x);
 }
 
 static void run_create(eng *e, job *j)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	efile *f = j->f;
 	char *key = proto_key(e->prefix, f->path);
 	uint64_t ps = s3_part_size(f->size, e->o.part_size);
@@ -377,7 +387,7 @@ static void run_create(eng *e, job *j)
 	s3_meta meta[PROTO_META_N];
 	size_t nm = proto_object_meta(&f->m, meta, &store);
 	s3_put_opts po = {.meta = meta, .n_meta = nm};
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	char *id = NULL;
 	s3_err x = {0};
 	int rc = -1;
@@ -387,7 +397,7 @@ static void run_create(eng *e, job *j)
 	else
 		rc = s3_mpu_create(e->s3, key, &po, &id, &tries, &x);
 	buf_free(&store);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (rc == 0)
 		/* an earlier attempt may have started an upload we will
 		 * never hear of: look again before completing */
@@ -424,6 +434,7 @@ static void run_create(eng *e, job *j)
 /* The upload id is gone (aborted by gc, or expired): start over.  mu */
 static void restart_upload(eng *e, efile *f)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	log_warn("commit: multipart upload of %s is gone on the server: "
 		 "starting it again",
 		 f->path);
@@ -439,6 +450,7 @@ static void restart_upload(eng *e, efile *f)
 static void part_done(eng *e, efile *f, unsigned n, const char *etag,
 		      uint32_t crc, uint64_t len, char *segs)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	f->pst[n] = P_DONE;
 	snprintf(f->petag[n], S3_ETAG_MAX, "%s", etag);
 	f->pcrc[n] = crc;
@@ -462,13 +474,14 @@ static void part_done(eng *e, efile *f, unsigned n, const char *etag,
 
 static void run_part(eng *e, job *j)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	efile *f = j->f;
 	char *key = strdup(f->key), *id = strdup(f->upload_id);
 	uint64_t off = (uint64_t)j->part * f->part_size;
 	uint64_t len = f->size - off < f->part_size ? f->size - off
 						    : f->part_size;
 	uint64_t sid = f->sid, size = f->size;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	s3_err x = {0};
 	char etag[S3_ETAG_MAX] = "", md5[25];
 	uint32_t crc = 0;
@@ -485,7 +498,7 @@ static void run_part(eng *e, job *j)
 					 md5, etag, &x);
 		close(fd);
 	}
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	bool gone = rc < 0 && (!strcmp(x.code, "NoSuchUpload") ||
 			       x.http_status == 404);
 	if (!stale(j) && rc == 0)
@@ -536,6 +549,7 @@ static s3_part *parts_list(const efile *f)
 
 static void run_complete(eng *e, job *j)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	efile *f = j->f;
 	char *key = strdup(f->key), *id = strdup(f->upload_id);
 	s3_part *parts = parts_list(f);
@@ -545,7 +559,7 @@ static void run_complete(eng *e, job *j)
 	struct eng_busy b;
 	eng_key_claim(e, &b, key);
 	bool lost = f->lost_creates;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	char etag[S3_ETAG_MAX] = "";
 	s3_err x = {0};
 	if (lost && id) /* create attempts the server carried out late */
@@ -553,16 +567,17 @@ static void run_complete(eng *e, job *j)
 	int rc = parts ? eng_complete_mpu(e, key, id, parts, n, etag, &x) : -1;
 	free(parts);
 	free(id);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	object_stored(e, j, &b, key, rc, etag, crc, blocks, &x);
 }
 
 static void run_abort(eng *e, job *j)
 {
-	pthread_mutex_unlock(&e->mu);
+	CKPTFS_ASSERT_HELD(&e->mu);
+	ckpt_unlock(&e->mu);
 	s3_err x = {0};
 	int rc = s3_mpu_abort(e->s3, j->key, j->upload_id, &x);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	if (rc == 0 || x.err == ENOENT || x.err == EOPNOTSUPP)
 		job_done(e, j); /* gone, or the server cannot (said once) */
 	else
@@ -577,7 +592,7 @@ void *eng_worker_main(void *arg)
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
 		log_debug("commit: cannot lower upload priority: %s",
 			  strerror(errno));
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	while (!e->stopping) {
 		double wait;
 		job *j = pick(e, &wait);
@@ -590,6 +605,10 @@ void *eng_worker_main(void *arg)
 			continue;
 		}
 		j->began = eng_now();
+		/* the file's one upload in flight: its parts run side by side,
+		 * anything else alone */
+		CKPTFS_ASSERT(j->k == J_PART || j->k == J_ABORT ||
+			      j->f->jobs == 1);
 		switch (j->k) {
 		case J_PUT:
 			run_put(e, j);
@@ -608,6 +627,6 @@ void *eng_worker_main(void *arg)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return NULL;
 }

@@ -25,6 +25,10 @@
  * cache (or away), waiting uploads may start.  mu */
 static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
+	/* staging files go only once their transaction is visible or
+	 * aborted (commit/internal.h): never an open one's */
+	CKPTFS_ASSERT(t->state != TS_OPEN);
 	jr_txn_delete(e->j, t->id);
 	t->done = true;
 	bool rewant = (t->kind == T_DIR || t->kind == T_RDEL ||
@@ -33,7 +37,7 @@ static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 		       (t->kind == T_RREN && t->dest &&
 			eng_marker_wanted(e, t->dest, t)));
 	eng_free_txn(e, t);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	if (rewant) { /* a later transaction of the same name needs it back */
 		s3_err x;
 		if (eng_put_marker(e, sn->root, &x) < 0 ||
@@ -54,7 +58,7 @@ static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 			unlink(p);
 		free(p);
 	}
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	eng_sched_all(e);
 	pthread_cond_broadcast(&e->cv);
 }
@@ -62,6 +66,7 @@ static void finish(eng *e, etxn *t, eng_snap *sn, bool adopt)
 /* Aborted: uploaded objects, open uploads, marker and intent go. */
 static int clean_aborted(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	char **keys = calloc(sn->nf + sn->ng + 3, sizeof *keys);
 	size_t n = 0;
 	for (efile *f = t->files; keys && f; f = f->next) {
@@ -79,12 +84,12 @@ static int clean_aborted(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		keys[n++] = proto_marker_key(e->prefix, t->root, e->writer,
 					     e->o.lease_s);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	int rc = keys ? (n ? eng_delete_keys(e, keys, n, x) : 0) : -1;
 	for (size_t i = 0; i < n; i++)
 		free(keys[i]);
 	free(keys);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	return rc;
 }
 
@@ -93,6 +98,7 @@ static int clean_aborted(eng *e, etxn *t, eng_snap *sn, s3_err *x)
  * the store keeps refusing does not hold the queue for ever either). */
 static etxn *next_aborted(eng *e)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	double now = eng_now();
 	for (etxn *t = e->txns; t; t = t->next)
 		if (!t->done && t->state == TS_ABORTED && !t->failed &&
@@ -111,6 +117,7 @@ static etxn *next_aborted(eng *e)
  */
 static void retry_later(eng *e, etxn *t, const s3_err *x, double began)
 {
+	CKPTFS_ASSERT_HELD(&e->mu);
 	eng_txn_error(e, t, x, false, began);
 	t->attempt++;
 	metrics_commit_retry(eng_metrics(e));
@@ -123,7 +130,7 @@ static void retry_later(eng *e, etxn *t, const s3_err *x, double began)
 void *eng_vis_main(void *arg)
 {
 	eng *e = arg;
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	while (!e->stopping) {
 		etxn *t = next_aborted(e);
 		bool abort = t != NULL;
@@ -164,6 +171,6 @@ void *eng_vis_main(void *arg)
 		}
 		eng_snap_free(&sn);
 	}
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	return NULL;
 }

@@ -92,10 +92,10 @@ static uint64_t index_pinned(cache *c)
 static unsigned n_idle(cache *c)
 {
 	unsigned n = 0;
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	for (centry *e = c->entries; e; e = e->next)
 		n += e->refs == 0 && e->idle_since > 0;
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	return n;
 }
 
@@ -126,9 +126,9 @@ Test(idle, closed_entry_stays_pinned_but_not_counted, .init = setup,
 	cache_get_stats(c, &st);
 	cr_assert_eq(st.pinned_bytes, 5000);
 	cache_file_close(f);
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	cr_assert_eq(cache_idle_free_all(c), 1);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	cr_assert_eq(index_pinned(c), 0);
 	cache_shutdown(c);
 	cache_free(c);
@@ -142,7 +142,7 @@ Test(idle, expiry_by_age_then_by_count, .init = setup, .fini = teardown)
 		adopt(c, keys[i], 100 + i);
 		cache_file_close(open_hit(c, keys[i], 100 + i));
 	}
-	pthread_mutex_lock(&c->mu);
+	ckpt_lock(&c->mu);
 	double now = clock_mono();
 	/* none old enough, at most 3: nothing */
 	cr_assert_eq(cache_idle_expire(c, now, 60, 3), 0);
@@ -154,7 +154,7 @@ Test(idle, expiry_by_age_then_by_count, .init = setup, .fini = teardown)
 	cr_assert(k3, "the entry idle shortest was not the one kept");
 	/* old enough: it goes */
 	cr_assert_eq(cache_idle_expire(c, now + 61, 60, 10), 1);
-	pthread_mutex_unlock(&c->mu);
+	ckpt_unlock(&c->mu);
 	cr_assert_eq(index_pinned(c), 0);
 	cache_shutdown(c);
 	cache_free(c);

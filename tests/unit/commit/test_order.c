@@ -53,6 +53,8 @@ Test(aside, transient_streak_past_the_limit)
 	struct eng e;
 	memset(&e, 0, sizeof e);
 	e.o.transient_limit_s = 5;
+	ckpt_mutex_init(&e.mu);
+	ckpt_lock(&e.mu);
 	etxn t;
 	memset(&t, 0, sizeof t);
 	cr_assert_not(eng_set_aside(&e, &t, 100), "never failed");
@@ -65,6 +67,8 @@ Test(aside, transient_streak_past_the_limit)
 	t.failed = true;
 	cr_assert(eng_set_aside(&e, &t, 200), "failed for good");
 	cr_assert_not(eng_retrying(&e, &t, 200), "not retried by itself");
+	ckpt_unlock(&e.mu);
+	ckpt_mutex_destroy(&e.mu);
 }
 
 /* A transient error starts a streak at the attempt's start, once. */
@@ -74,6 +78,8 @@ Test(aside, streak_starts_with_the_failed_attempt)
 	memset(&e, 0, sizeof e);
 	e.o.transient_limit_s = 5;
 	pthread_cond_init(&e.cv, NULL);
+	ckpt_mutex_init(&e.mu);
+	ckpt_lock(&e.mu);
 	etxn t;
 	memset(&t, 0, sizeof t);
 	t.root = "ckpt";
@@ -87,6 +93,8 @@ Test(aside, streak_starts_with_the_failed_attempt)
 	cr_assert_not(t.failed);
 	cr_assert_str_eq(t.error, "HTTP 503");
 	free(t.error);
+	ckpt_unlock(&e.mu);
+	ckpt_mutex_destroy(&e.mu);
 	pthread_cond_destroy(&e.cv);
 }
 
@@ -132,7 +140,7 @@ Test(aside, holds_back_only_what_depends_on_it_and_is_retried, .init = setup,
 	cr_assert_eq(eng_txn_begin(e, "other/ckpt-3.pt", false, NULL, &id2), 0);
 	cr_assert_eq(eng_txn_begin(e, "run/latest", false, NULL, &id3), 0);
 
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	etxn *t1 = eng_find_txn(e, id1), *t2 = eng_find_txn(e, id2),
 	     *t3 = eng_find_txn(e, id3);
 	/* within the limit the failing step keeps the head of the queue */
@@ -155,7 +163,7 @@ Test(aside, holds_back_only_what_depends_on_it_and_is_retried, .init = setup,
 	cr_assert_eq(eng_next_step(e), t1, "retry due");
 	t1->state = TS_OPEN;
 	cr_assert_eq(eng_next_step(e), t2, "not ready: its uploads retry");
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 
 	eng_txn_status *v;
 	size_t n;
@@ -179,19 +187,19 @@ Test(aside, holds_back_only_what_depends_on_it_and_is_retried, .init = setup,
 	free(why);
 
 	/* `ckptfs retry`: its next attempt is now */
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	t1->retry_at = eng_now() + 100;
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	cr_assert_eq(eng_step_retry(e, id1), 1);
 	cr_assert_eq(eng_step_retry(e, id2), -ENOENT, "not failed");
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	cr_assert_eq(t1->retry_at, 0);
 	cr_assert(eng_set_aside(e, t1, eng_now()), "still failing");
 	/* a success: back at the head, holding what depends on it in order */
 	eng_txn_progress(e, t1);
 	cr_assert_eq(eng_next_step(e), t1);
 	cr_assert_null(eng_blocker(e, t3));
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	cr_assert_null(eng_failed_text(e));
 	eng_close(e, false);
 }
@@ -227,9 +235,9 @@ Test(aside, a_poisoned_step_is_not_offered_to_retry, .init = setup,
 	cr_assert_eq(eng_step_retry(e, 0), -EBUSY);
 
 	cr_assert_eq(eng_txn_begin(e, "other/ckpt-2.pt", false, NULL, &id2), 0);
-	pthread_mutex_lock(&e->mu);
+	ckpt_lock(&e->mu);
 	failing(eng_find_txn(e, id2), 6);
-	pthread_mutex_unlock(&e->mu);
+	ckpt_unlock(&e->mu);
 	why = eng_failed_text(e);
 	cr_assert_not_null(strstr(why, "`ckptfs retry MOUNT` tries again"), "%s", why);
 	free(why);

@@ -1,0 +1,202 @@
+/* Unit test for the facts API (commit/facts.c) on an engine without a
+ * server: transactions under temp names (nothing is uploaded before their
+ * rename), closed and reopened as a crash right after a call would leave
+ * them, since every fact is journaled before its call returns. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commit/internal.h"
+#include "util/log.h"
+
+static char dir[256];
+
+static void setup(void)
+{
+	log_init(LOG_LVL_ERROR, false);
+	snprintf(dir, sizeof dir, "/tmp/ckptfs-facts-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(facts, .init = setup, .fini = teardown, .timeout = 30);
+
+static eng *open_eng(void)
+{
+	eng *e;
+	char *err = NULL;
+	cr_assert_eq(eng_open(NULL, NULL, dir, "b", "", NULL, &e, &err), 0,
+		     "%s", err ? err : "");
+	return e;
+}
+
+/* A staging file holding data; its path in path. */
+static uint64_t staged(eng *e, const char *data, char path[300])
+{
+	uint64_t sid;
+	int fd = eng_stage_create(e, &sid);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+	close(fd);
+	snprintf(path, 300, "%s/staging/%llu", dir, (unsigned long long)sid);
+	return sid;
+}
+
+static bool exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+/* What the overlay gets back after a restart. */
+struct seen {
+	int n;
+	char path[8][64];
+	uint64_t size[8];
+	uint32_t mode[8];
+};
+
+static void on_file(void *arg, uint64_t txn, const char *path,
+		    const char *staging_path, uint64_t size, const eng_meta *m)
+{
+	(void)txn, (void)staging_path;
+	struct seen *s = arg;
+	if (s->n >= 8)
+		return;
+	snprintf(s->path[s->n], 64, "%s", path);
+	s->size[s->n] = size;
+	s->mode[s->n] = m->mode;
+	s->n++;
+}
+
+/* The files a crash right now would leave pending. */
+static struct seen after_crash(eng **e)
+{
+	eng_close(*e, false);
+	*e = open_eng();
+	struct seen s = {0};
+	eng_foreach_pending_file(*e, on_file, &s);
+	return s;
+}
+
+/* A file closed again replaces what it was: its new size and attributes
+ * survive a crash right after the call, and the old staging file's space
+ * is given back at once. */
+Test(facts, a_rewrite_replaces_the_file_and_frees_its_old_bytes)
+{
+	eng *e = open_eng();
+	uint64_t t;
+	char p1[300], p2[300];
+	cr_assert_eq(eng_txn_begin(e, "step.tmp", true, NULL, &t), 0);
+	uint64_t s1 = staged(e, "first version", p1);
+	eng_meta m = {.mode = 0600};
+	cr_assert_eq(eng_file_put(e, t, "step.tmp/model.pt", s1, 13, &m), 0);
+	uint64_t s2 = staged(e, "second", p2);
+	m.mode = 0644;
+	cr_assert_eq(eng_file_put(e, t, "step.tmp/model.pt", s2, 6, &m), 0);
+	cr_assert_not(exists(p1), "the replaced bytes are freed");
+	cr_assert(exists(p2));
+	struct seen s = after_crash(&e);
+	cr_assert_eq(s.n, 1, "one file, not two");
+	cr_assert_str_eq(s.path[0], "step.tmp/model.pt");
+	cr_assert_eq(s.size[0], 6);
+	cr_assert_eq(s.mode[0], 0644);
+	eng_close(e, false);
+}
+
+/* A rename inside a checkpoint moves the file under its new name, and a
+ * removal takes the whole subtree and its staging space with it; both
+ * hold after a crash right after the call. */
+Test(facts, rename_and_remove_inside_a_checkpoint)
+{
+	eng *e = open_eng();
+	uint64_t t;
+	char pa[300], pb[300], pc[300];
+	cr_assert_eq(eng_txn_begin(e, "step.tmp", true, NULL, &t), 0);
+	uint64_t sa = staged(e, "a", pa), sb = staged(e, "bb", pb),
+		 sc = staged(e, "ccc", pc);
+	cr_assert_eq(eng_file_put(e, t, "step.tmp/opt/a", sa, 1, NULL), 0);
+	cr_assert_eq(eng_file_put(e, t, "step.tmp/opt/b", sb, 2, NULL), 0);
+	cr_assert_eq(eng_file_put(e, t, "step.tmp/c.part", sc, 3, NULL), 0);
+	cr_assert_eq(eng_file_move(e, t, "step.tmp/c.part", t, "step.tmp/c"), 0);
+	cr_assert_eq(eng_file_drop(e, t, "step.tmp/opt"), 0);
+	cr_assert_not(exists(pa));
+	cr_assert_not(exists(pb));
+	cr_assert(exists(pc), "a rename keeps the bytes");
+	struct seen s = after_crash(&e);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.path[0], "step.tmp/c");
+	cr_assert_eq(s.size[0], 3);
+	eng_close(e, false);
+}
+
+/* A file moved from one checkpoint to another belongs to the target
+ * (it is committed with it), replacing a file of that name there. */
+Test(facts, a_move_between_checkpoints_replaces_the_target)
+{
+	eng *e = open_eng();
+	uint64_t t1, t2;
+	char p1[300], p2[300];
+	cr_assert_eq(eng_txn_begin(e, "a.tmp", true, NULL, &t1), 0);
+	cr_assert_eq(eng_txn_begin(e, "b.tmp", true, NULL, &t2), 0);
+	uint64_t s1 = staged(e, "from a", p1), s2 = staged(e, "old b", p2);
+	cr_assert_eq(eng_file_put(e, t1, "a.tmp/x", s1, 6, NULL), 0);
+	cr_assert_eq(eng_file_put(e, t2, "b.tmp/x", s2, 5, NULL), 0);
+	cr_assert_eq(eng_file_move(e, t1, "a.tmp/x", t2, "b.tmp/x"), 0);
+	cr_assert_not(exists(p2), "the replaced target's bytes are freed");
+	struct seen s = after_crash(&e);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.path[0], "b.tmp/x");
+	cr_assert_eq(s.size[0], 6);
+	/* the source checkpoint has nothing left to commit under x */
+	cr_assert_eq(eng_file_set_meta(e, t1, "a.tmp/x", NULL), -ENOENT);
+	eng_close(e, false);
+}
+
+/* A checkpoint a write failed in is never sealed (it would publish a
+ * short file), also after a restart, until the file is written again. */
+Test(facts, a_failed_write_keeps_the_checkpoint_from_sealing)
+{
+	eng *e = open_eng();
+	uint64_t t;
+	char p[300];
+	cr_assert_eq(eng_txn_begin(e, "step.tmp", true, NULL, &t), 0);
+	uint64_t s1 = staged(e, "shor", p);
+	cr_assert_eq(eng_file_poison(e, t, "step.tmp/w.pt", EIO), 0);
+	cr_assert_eq(eng_file_put_short(e, t, "step.tmp/w.pt", s1, 4, NULL), 0);
+	cr_assert_eq(eng_txn_seal(e, t), -EIO);
+	eng_close(e, false);
+	e = open_eng();
+	cr_assert_eq(eng_txn_seal(e, t), -EIO, "the failure is journaled");
+	uint64_t s2 = staged(e, "whole file", p);
+	cr_assert_eq(eng_file_put(e, t, "step.tmp/w.pt", s2, 10, NULL), 0);
+	cr_assert_eq(eng_txn_seal(e, t), 0, "written again: it may commit");
+	eng_close(e, false);
+}
+
+/* Facts about a transaction that does not exist (ended, or never begun)
+ * fail with ENOENT and leave nothing behind. */
+Test(facts, unknown_transaction)
+{
+	eng *e = open_eng();
+	char p[300];
+	uint64_t s = staged(e, "x", p);
+	cr_assert_eq(eng_file_put(e, 42, "x", s, 1, NULL), -ENOENT);
+	cr_assert_eq(eng_dir_put(e, 42, "d", NULL), -ENOENT);
+	cr_assert_eq(eng_file_drop(e, 42, "x"), -ENOENT);
+	cr_assert_eq(eng_txn_seal(e, 42), -ENOENT);
+	cr_assert_eq(eng_txn_abort(e, 42), -ENOENT);
+	struct seen seen = after_crash(&e);
+	cr_assert_eq(seen.n, 0);
+	eng_close(e, false);
+}
