@@ -13,20 +13,19 @@
 #include "commit/internal.h"
 #include "util/log.h"
 
+#include "../support/tmpdir.h"
+
 static char dir[256];
 
 static void setup(void)
 {
 	log_init(LOG_LVL_ERROR, false);
-	snprintf(dir, sizeof dir, "/tmp/ckptfs-facts-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	tmpdir_make(dir, sizeof dir, "facts");
 }
 
 static void teardown(void)
 {
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	tmpdir_remove(dir);
 }
 
 TestSuite(facts, .init = setup, .fini = teardown, .timeout = 30);
