@@ -448,6 +448,11 @@ def test_crash_loop_with_in_place_saves_and_latest(s3server, bucket, mount, tmp_
     want = sorted(f"checkpoint-{n}" for n in kept)
     wait_until(lambda: sorted(n for n in os.listdir(o / "run") if n != "latest") == want, 5)
     shown = sorted(n for n in os.listdir(o / "run") if n != "latest")
+    # After the sync `latest` is in the bucket and names a kept checkpoint:
+    # the observer must read it (a job that saved little before its last
+    # kill writes `latest` only just before the sync, so give the observer
+    # its looks; it still counts every bad one).
+    wait_until(lambda: loop.observer.latest_ok > 0, 10)
     loop.observer.stop()
     ob = loop.observer
     summary = ob.summary()
@@ -500,6 +505,7 @@ def test_in_place_saves_and_latest_without_crashes(s3server, bucket, mount, tmp_
     gone = set(job.deleted()) - kept
     want = sorted(f"checkpoint-{n}" for n in kept)
     wait_until(lambda: sorted(n for n in os.listdir(o / "run") if n != "latest") == want, 5)
+    wait_until(lambda: obs.latest_ok > 0, 10)
     obs.stop()
     summary = obs.summary()
     print(f"{len(job.saved())} saves; observer {summary}; latest sightings "
