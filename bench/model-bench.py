@@ -48,16 +48,19 @@ def main():
     print(f"model-bench: {a.seeds} seeds from {a.base}, {per_seed} steps "
           f"each", flush=True)
     t0 = time.monotonic()
-    p = subprocess.run(
+    p = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
          str(REPO / "tests" / "integration" / "test_model.py"),
          "-k", "random"], env=env, cwd=REPO, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
-    out = p.stdout
-    keep = [ln for ln in out.splitlines()
-            if ln.startswith(("seed ", "model: ", "  seed ", "shortest",
-                              "    (", "]", "CKPTFS_MODEL_SEED"))]
-    print("\n".join(keep))
+    out = []
+    for ln in p.stdout:        # the seeds' lines as they come
+        out.append(ln)
+        if ln.startswith(("seed ", "model: ", "  seed ", "shortest",
+                          "    (", "]", "CKPTFS_MODEL_SEED", "shrink:")):
+            print(ln, end="", flush=True)
+    p.wait()
+    out = "".join(out)
     print(f"model-bench: {time.monotonic() - t0:.0f} s, pytest exit "
           f"{p.returncode}")
     if p.returncode not in (0, 1):
