@@ -327,24 +327,22 @@ def files_view(root, sub):
 # The run
 
 # Divergences found and not fixed (not documented differences: bugs
-# left for later).  A random run that meets one ends that seed and counts
-# it as known instead of failing; test_model.py keeps the reproducer.
+# left for later).  A run that meets one records it in World.known_hits
+# and goes on; test_model.py keeps the reproducer as an xfail.
 KNOWN = {
-    "symlink-mtime-transient":
-        "a symlink whose mtime utimensat set, once stored again (it was "
-        "committed), shows for a moment on the writer the object's "
-        "LastModified (ms) instead of the recorded mtime, and the recorded "
-        "one again a few seconds later (timing-dependent; the bucket holds "
-        "the right x-amz-meta-mtime)",
+    "mtime-lastmodified-transient":
+        "a committed file or symlink whose mtime utimensat set (so it is "
+        "stored again) shows for a moment, on the writer, the object's "
+        "LastModified (whole milliseconds) instead of the recorded mtime, "
+        "and the recorded one again within seconds (timing-dependent; the "
+        "bucket holds the right x-amz-meta-mtime)",
 }
 
 
 class Divergence(AssertionError):
-    def __init__(self, step_no, step, what, known=None):
-        super().__init__(f"step {step_no} {step!r}: {what}"
-                         + (f" [known: {known}]" if known else ""))
+    def __init__(self, step_no, step, what):
+        super().__init__(f"step {step_no} {step!r}: {what}")
         self.step_no, self.step, self.what = step_no, step, what
-        self.known = known
 
     def kind(self):
         """What diverged, without values: the shrinker keeps a smaller
@@ -379,8 +377,10 @@ class World:
         self.explicit_mtime = set()     # oracle inodes with a set mtime
         # another host's files: committed and local versions
         self.h2_committed, self.h2_local = {}, {}
-        self.ext, self.ext_prev = {}, {}
+        self.ext = {}
+        self.ext_gone = {}   # key -> [(time replaced, value)]
         self.rules_used = {k: 0 for k in RULES}
+        self.known_hits = []            # (step no, step, KNOWN key, what)
         self.steps_run = 0
 
     def close(self):
@@ -517,14 +517,27 @@ class World:
         elif op == "s3_put":
             data = data_of(st[3], st[2])
             self.s3.put(self.bucket, f"{EXT}/{st[1]}", data)
-            self.ext_prev = dict(self.ext)
-            self.ext[st[1]] = hashlib.sha256(data).hexdigest()[:16]
+            self._ext_replace(st[1], hashlib.sha256(data).hexdigest()[:16])
         elif op == "s3_delete":
             self.s3.client().delete_object(Bucket=self.bucket,
                                            Key=f"{EXT}/{st[1]}")
-            self.ext_prev = dict(self.ext)
-            self.ext.pop(st[1], None)
+            self._ext_replace(st[1], None)
         self._check_other(n, st, self.m.path)
+
+    def _ext_replace(self, key, value):
+        """boto3 changed key: the old value may show while the mount's
+        listing of ext/ is fresh (dir_timeout, up to 4 x 1 s)."""
+        self.ext_gone.setdefault(key, []).append((time.monotonic(),
+                                                  self.ext.get(key)))
+        if value is None:
+            self.ext.pop(key, None)
+        else:
+            self.ext[key] = value
+
+    def _ext_allowed(self, key):
+        now = time.monotonic()
+        return {self.ext.get(key)} | {v for t, v in self.ext_gone.get(key, ())
+                                      if now - t < 6}
 
     # ---------------------------------------------------------- checks
     def _other_ok(self, root, exact):
@@ -548,10 +561,11 @@ class World:
             if ext != self.ext:
                 return f"ext: shows {ext}, bucket {self.ext}"
         else:
-            for k in set(ext) | set(self.ext) | set(self.ext_prev):
-                if ext.get(k) not in (self.ext.get(k), self.ext_prev.get(k)):
+            for k in set(ext) | set(self.ext) | set(self.ext_gone):
+                if ext.get(k) not in self._ext_allowed(k):
                     return (f"ext/{k}: shows {ext.get(k)}, bucket "
-                            f"{self.ext.get(k)}, before {self.ext_prev.get(k)}")
+                            f"{self.ext.get(k)}, allowed "
+                            f"{self._ext_allowed(k)}")
         return None
 
     def _check_other(self, n, st, root):
@@ -616,11 +630,19 @@ class World:
         got = snapshot(self.mp)
         want = self._drop_gone_dirs(got)
         diffs = self._compare(got, want, "mount")
+        if diffs and all(d.startswith(tuple(f"{r}: mtime mount " for r in got))
+                         and "(set)" in d for d in diffs) and \
+                all(got[r]["mtime"] % 10**6 == 0 for r in got
+                    if any(d.startswith(f"{r}: mtime") for d in diffs)):
+            # KNOWN mtime-lastmodified-transient: counted when it goes
+            # away by itself within 5 s, a divergence when it stays
+            if helpers.wait_until(lambda: not self._compare(
+                    snapshot(self.mp), want, "mount"), 5, 0.2):
+                self.known_hits.append((n, st, "mtime-lastmodified-transient",
+                                        "; ".join(diffs[:3])))
+                diffs = []
         if diffs:
-            known = None
-            if all(d.endswith("(set) [symlink]") for d in diffs):
-                known = "symlink-mtime-transient"
-            raise Divergence(n, st, "state: " + "; ".join(diffs[:6]), known)
+            raise Divergence(n, st, "state: " + "; ".join(diffs[:6]))
         self._check_other(n, st, self.mp)
         if not observer:
             return

@@ -16,7 +16,7 @@ must show it too.  The differences doc/posix.md documents are applied by
 named rules (model_lib.RULES) and nothing else.
 
 Seeds: CKPTFS_MODEL_SEED=N replays one seed; CKPTFS_MODEL_SEEDS (default
-3) seeds of CKPTFS_MODEL_STEPS (default 60) steps otherwise.  A failure
+3) seeds of CKPTFS_MODEL_STEPS (default 50) steps otherwise.  A failure
 prints the seed and the steps, then shrinks them (delta debugging, at most
 CKPTFS_MODEL_SHRINK_S seconds, default 120) and prints the shortest
 sequence; paste it into REGRESSIONS.  The long run: bench/model-bench.py.
@@ -35,7 +35,7 @@ import pytest
 import model_lib as ml
 
 SEEDS = int(os.environ.get("CKPTFS_MODEL_SEEDS", "3"))
-STEPS = int(os.environ.get("CKPTFS_MODEL_STEPS", "60"))
+STEPS = int(os.environ.get("CKPTFS_MODEL_STEPS", "50"))
 SHRINK_S = float(os.environ.get("CKPTFS_MODEL_SHRINK_S", "120"))
 ONE_SEED = os.environ.get("CKPTFS_MODEL_SEED")
 
@@ -82,10 +82,11 @@ def test_random_sequences(make_world):
         print(f"seed {seed}: {w.steps_run} steps, rules used "
               f"{ {k: v for k, v in w.rules_used.items() if v} }"
               + (f", DIVERGED: {d}" if d else ""), flush=True)
-        if d is not None and d.known:
-            known.append((seed, d))
-            print("steps:", ml.format_steps(steps[:d.step_no + 1]))
-        elif d is not None:
+        for hit in w.known_hits:
+            known.append((seed, hit))
+            print(f"seed {seed}: known {hit[2]} at step {hit[0]} "
+                  f"{hit[1]!r}: {hit[3]}")
+        if d is not None:
             found.append((seed, d, _report(seed, d, steps, make_world)))
             if not keep_going:
                 break
@@ -93,13 +94,13 @@ def test_random_sequences(make_world):
           f"{len(found)} divergences, {len(known)} known ones")
     for seed, d, (short, sd) in found:
         print(f"  seed {seed}: {sd} ({len(short)} steps)")
-    for seed, d in known:
-        print(f"  seed {seed}: known {d.known}: {d}")
+    for seed, hit in known:
+        print(f"  seed {seed}: known {hit[2]} at step {hit[0]}")
     if found:
         seed, d, (short, sd) = found[0]
         pytest.fail(f"seed {seed}: {d}\nshortest ({len(short)} steps): "
                     f"{sd}\n{ml.format_steps(short)}")
-    assert total >= len(seeds) * STEPS - sum(STEPS for _s, _d in known)
+    assert total >= len(seeds) * STEPS
 
 
 # Sequences the random test found, shrunk; each one diverged once.
@@ -114,11 +115,33 @@ REGRESSIONS = {
         ('rmdir', 'a'),
         ('rmdir', 'a'),
     ],
+    # bench seed 5000 (500-step run), shrunk from 91 to 10 steps: a file
+    # renamed over another, both just written at the top (single-file
+    # transactions, committing on close) after a sync: the mount shows the
+    # old target and the source, as if the rename had not happened; not
+    # reproduced by the last four steps alone (timing with the commits).
+    "rename_over_just_written_file": [
+        ('chmod', 'b', 292),
+        ('sync',),
+        ('utimens', 'f1', None, None),
+        ('removexattr', 'c', 'user.m'),
+        ('write', 'b', 1919, 2167, 648871391),
+        ('create', 'f1', 12260, 307429779),
+        ('rmdir', 'f0'),
+        ('create', 'f1', 1544, 279606219),
+        ('create', 'f0', 4193, 94214350),
+        ('rename', 'f1', 'f0'),
+    ],
 }
 
-# name -> the KNOWN entry (model_lib.KNOWN) it reproduces
+# name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
+# of a divergence found and not fixed (the sequence may pass: timing)
 XFAIL = {
-    "symlink_mtime_after_restore": "symlink-mtime-transient",
+    "symlink_mtime_after_restore": "mtime-lastmodified-transient",
+    "rename_over_just_written_file":
+        "not fixed (src/fs renames vs the commit of a single-file "
+        "transaction; a rename must show at once, doc/posix.md does not "
+        "document a delay): the old target and the source still shown",
 }
 
 
@@ -127,10 +150,12 @@ XFAIL = {
 def test_regression(name, make_world):
     if name is None:
         pytest.skip("no regression sequences")
-    d, _w = ml.run_steps(make_world, REGRESSIONS[name])
-    if name in XFAIL and d is not None and d.known == XFAIL[name]:
-        pytest.xfail(f"{XFAIL[name]}: {ml.KNOWN[XFAIL[name]]}")
+    d, w = ml.run_steps(make_world, REGRESSIONS[name])
+    if d is not None and name in XFAIL and XFAIL[name] not in ml.KNOWN:
+        pytest.xfail(f"{XFAIL[name]}: {d}")
     assert d is None, f"{name}: {d}"
+    if name in XFAIL and any(h[2] == XFAIL[name] for h in w.known_hits):
+        pytest.xfail(f"{XFAIL[name]}: {ml.KNOWN[XFAIL[name]]}")
 
 
 def test_generator_is_reproducible(tmp_path):
