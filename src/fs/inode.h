@@ -53,6 +53,12 @@ struct fs_inode {
 	uint64_t rdev;
 	char *symlink;     /* the object is a symlink to this */
 	char *xattrs_json; /* {"user.k":"base64"} or NULL */
+	/* the attributes above are what this mount committed for the file
+	 * (fs/write-idle.c reap): they stand for the version the next
+	 * listing shows (whose ETag the mount does not learn from the
+	 * commit) and every listing of that same version, with no HEAD; a
+	 * listing of another version ends it (fs/nodes.c set_file_attrs) */
+	bool attrs_committed;
 	/* version whose object metadata was read: ETag and LastModified
 	 * (fs_meta_read_for), since an ETag names only the bytes: every
 	 * empty object (a symlink) has the same one, and a change of

@@ -35,8 +35,9 @@
 static bool needs_meta(fs_ctx *fs, const fs_inode *n)
 {
 	if (n->is_dir || !n->etag || !n->etag[0] ||
-	    (n->has_attrs && !n->meta_etag))
-		return false; /* no version known, or the manifest said */
+	    (n->has_attrs && (!n->meta_etag || n->attrs_committed)))
+		return false; /* no version known, or the manifest or this
+		               * mount's commit said */
 	if (fs_meta_read_for(n, n->etag, n->obj_mtime))
 		return false;
 	if (!fs_meta_wanted(fs, n))
@@ -102,6 +103,7 @@ static void apply_meta(fs_inode *n, const char *etag, struct timespec lm,
 	free(n->meta_etag);
 	n->meta_etag = strdup(etag);
 	n->meta_mtime = lm;
+	n->attrs_committed = false; /* this version's metadata speaks */
 }
 
 /*

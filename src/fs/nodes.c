@@ -153,6 +153,8 @@ void fs_set_version(fs_inode *n, const char *etag, struct timespec lm)
 	if (n->etag && !strcmp(n->etag, etag) &&
 	    (!lm.tv_sec || n->obj_mtime.tv_sec == lm.tv_sec))
 		return;
+	if (n->etag && strcmp(n->etag, etag) != 0)
+		n->attrs_committed = false; /* another version */
 	free(n->etag);
 	n->etag = strdup(etag);
 	n->obj_mtime = lm;
@@ -166,8 +168,16 @@ void fs_set_version(fs_inode *n, const char *etag, struct timespec lm)
 static void set_file_attrs(fs_inode *n, const ns_entry *e, double listed)
 {
 	n->size = e->size;
-	/* the writer's mtime, read from this version's metadata, stays */
-	if (!(n->has_attrs && fs_meta_read_for(n, e->etag, e->mtime)))
+	/* what this mount committed stands for the first version listed
+	 * after the commit and for that version only (another host's
+	 * later one shows its own) */
+	if (n->attrs_committed && n->etag && e->etag &&
+	    strcmp(n->etag, e->etag) != 0)
+		n->attrs_committed = false;
+	/* the writer's mtime, read from this version's metadata or
+	 * committed by this mount, stays */
+	if (!(n->has_attrs && (n->attrs_committed ||
+			       fs_meta_read_for(n, e->etag, e->mtime))))
 		n->mtime = e->mtime;
 	n->obj_mtime = e->mtime;
 	if (!n->etag || !e->etag || strcmp(n->etag, e->etag) != 0) {
@@ -421,10 +431,11 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
 	const vis_manifest *m = root_manifest(parent, c->path, &rel);
 	const vis_file *v = m ? vis_manifest_find(m, rel) : NULL;
 	if (!v || !v->has_attrs) {
-		if (!c->meta_etag)
+		if (!c->meta_etag && !c->attrs_committed)
 			c->has_attrs = false;
 		return;
 	}
+	c->attrs_committed = false; /* the manifest speaks for it */
 	free(c->meta_etag);
 	c->meta_etag = NULL; /* the manifest speaks for it */
 	c->has_attrs = true;

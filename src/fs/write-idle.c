@@ -132,6 +132,7 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 			n->attr_time = 0;
 			/* what was committed, until a listing says more */
 			n->has_attrs = true;
+			n->attrs_committed = o->kind != OV_DIR;
 			n->mode = o->mode;
 			n->rdev = o->rdev;
 			/* and the xattrs it committed with */
