@@ -266,9 +266,13 @@ static int bind_all(sqlite3_stmt *s, const char *fmt, va_list ap)
 	return SQLITE_OK;
 }
 
+/* One run of sql; msg gets SQLite's message when the statement failed
+ * (empty when it did not, or when row stopped it). */
 static int exec_v(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
-		  const char *sql, const char *fmt, va_list ap, bool *wrote)
+		  const char *sql, const char *fmt, va_list ap, bool *wrote,
+		  char msg[static 256])
 {
+	msg[0] = '\0';
 	sqlite3_stmt *s = NULL;
 	int src = sqlite3_prepare_v2(j->db, sql, -1, &s, NULL);
 	if (src == SQLITE_OK) {
@@ -285,7 +289,7 @@ static int exec_v(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
 		rc = sql_errno(src);
 		if (!rc)
 			rc = -EIO;
-		log_error("journal: %s: %s", sql, sqlite3_errmsg(j->db));
+		snprintf(msg, 256, "%s", sqlite3_errmsg(j->db));
 	}
 	sqlite3_finalize(s);
 	return rc;
@@ -297,17 +301,20 @@ int jr_exec(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
 	if (j->lost)
 		return j->lost;
 	bool in_txn = !sqlite3_get_autocommit(j->db), wrote = false;
+	char msg[256];
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = exec_v(j, row, arg, sql, fmt, ap, &wrote);
+	int rc = exec_v(j, row, arg, sql, fmt, ap, &wrote, msg);
 	va_end(ap);
 	/* one statement on its own, undone whole: once more in the room
 	 * the reserve leaves */
 	if (rc == -ENOSPC && wrote && !in_txn && jr_free_reserve(j)) {
 		va_start(ap, fmt);
-		rc = exec_v(j, row, arg, sql, fmt, ap, &wrote);
+		rc = exec_v(j, row, arg, sql, fmt, ap, &wrote, msg);
 		va_end(ap);
 	}
+	if (msg[0])
+		log_error("journal: %s: %s", sql, msg);
 	/* SQLite rolls a transaction back by itself after some errors
 	 * (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM: "Response To Errors
 	 * Within A Transaction"); the statements after it would run on

@@ -128,12 +128,19 @@ int eng_file_poison(eng *e, uint64_t txn, const char *path, int err)
 		free(t->poison);
 		t->poison = buf_steal(&b);
 		rc = save(e, t);
-		log_warn("commit: %s %s (%s): %s is not committed until the "
-			 "file is written again or removed, or `ckptfs drop` "
-			 "gives step %" PRId64 " up",
-			 err < 0 ? "the staging disk filled while writing"
-				 : "a write to",
-			 path, strerror(err < 0 ? -err : err), t->root, t->id);
+		if (err < 0)
+			log_warn("commit: the staging disk filled while %s was "
+				 "written through passthrough (%s): %s is not "
+				 "committed until the file is written again or "
+				 "removed, or `ckptfs drop` gives step %" PRId64
+				 " up",
+				 path, strerror(-err), t->root, t->id);
+		else
+			log_warn("commit: a write to %s failed (%s): %s is not "
+				 "committed until the file is written again or "
+				 "removed, or `ckptfs drop` gives step %" PRId64
+				 " up",
+				 path, strerror(err), t->root, t->id);
 	}
 	ckpt_unlock(&e->mu);
 	return rc;

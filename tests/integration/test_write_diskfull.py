@@ -257,9 +257,12 @@ def test_a_persistent_error_is_logged_with_a_rate_limit(
     checkpoint the idle trigger keeps trying to seal: each journal write
     fails (before the rate limit about 4 lines a second of the same error,
     20 in 5 s); the log now holds its first copy and, once it stops, one
-    line with its count ("(repeated N times in the last S s)")."""
+    line with its count ("(repeated N times in the last S s)").  The disk
+    is filled so far before the mount that the journal gets no reserve
+    (which would let the first failed write be journaled, and the error
+    end)."""
     s3server.put(bucket, "run/")
-    fill(small_disk, 12 * MiB)
+    fill(small_disk, 25 * MiB)
     w = writer_on(mount, bucket, small_disk, "commit_delay=1")
     d = w / "run/ckpt-1"
     os.mkdir(d)
