@@ -249,7 +249,10 @@ int eng_txn_seal(eng *e, uint64_t txn);
  * is put again (eng_file_put: rewritten) or dropped (eng_file_drop:
  * removed), or the operator drops the step; meanwhile it counts as a
  * failed step (status "poisoned" with the cause, sync returns an error,
- * the steps that depend on it wait).  -ENOENT when txn is not open.
+ * the steps that depend on it wait).  A negative err (-ENOSPC): the
+ * failure was not seen but inferred — the staging disk filled while the
+ * file was written through passthrough, so it may be short (status says
+ * so).  -ENOENT when txn is not open.
  */
 int eng_file_poison(eng *e, uint64_t txn, const char *path, int err);
 /* eng_file_put of the bytes a failed write left (after eng_file_poison):

@@ -16,9 +16,11 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/sqldb.h"
 #include "util/sqlerr.h"
@@ -34,10 +36,30 @@
  * 5: dirs.xattrs, a directory's extended attributes; NULL in older rows. */
 #define JR_VERSION 5
 
+/*
+ * The reserve (doc/commit.md "Failed writes"): STATE_DIR/reserve, a file
+ * of JR_RESERVE bytes allocated while the disk has room.  On a full disk
+ * a fact that cannot be journaled is lost at a SIGKILL (a poison, the
+ * short file's put): a write that fails with SQLITE_FULL frees the
+ * reserve and is tried once more (jr_exec for one statement, the caller
+ * for a transaction: jr_free_reserve), so it reaches the journal.  The
+ * reserve is made again once the disk has room for it twice over
+ * (looked at after a successful write, at most once a second).  A few
+ * MiB: a fact is a few pages of the WAL.
+ */
+#define JR_RESERVE (4ull << 20)
+
 struct jr {
 	sqlite3 *db;
 	int lock_fd;
 	char *path;
+	char *reserve;    /* its path */
+	bool has_reserve; /* allocated */
+	double reserve_at; /* next look at whether it can be made again */
+	int lost;         /* a statement failed and SQLite rolled the open
+			   * transaction back: what every statement up to
+			   * jr_commit or jr_rollback returns (they would
+			   * otherwise commit one by one) */
 };
 
 static const char schema_sql[] =
@@ -122,6 +144,46 @@ static int lock_dir(jr *j, const char *dir, char **err)
 	return rc;
 }
 
+/* Makes the reserve when the disk has room for it twice over. */
+static void reserve_make(jr *j)
+{
+	j->reserve_at = clock_mono() + 1;
+	struct stat st;
+	if (stat(j->reserve, &st) == 0 &&
+	    (uint64_t)st.st_blocks * 512 >= JR_RESERVE) {
+		j->has_reserve = true; /* a previous mount's */
+		return;
+	}
+	struct statvfs sv;
+	if (statvfs(j->path, &sv) < 0 ||
+	    (uint64_t)sv.f_bavail * sv.f_frsize < 2 * JR_RESERVE)
+		return;
+	int fd = open(j->reserve, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	int r = posix_fallocate(fd, 0, (off_t)JR_RESERVE);
+	close(fd);
+	if (r) {
+		unlink(j->reserve);
+		return;
+	}
+	j->has_reserve = true;
+}
+
+bool jr_free_reserve(jr *j)
+{
+	if (!j->has_reserve)
+		return false;
+	j->has_reserve = false;
+	j->reserve_at = clock_mono() + 1;
+	if (unlink(j->reserve) < 0)
+		return false;
+	log_warn("journal: the disk is full: its reserve (%llu MiB) is freed "
+		 "so that what ckptfs must remember reaches the journal",
+		 (unsigned long long)(JR_RESERVE >> 20));
+	return true;
+}
+
 int jr_open(const char *dir, jr **out, char **err)
 {
 	*out = NULL;
@@ -139,6 +201,8 @@ int jr_open(const char *dir, jr **out, char **err)
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s/journal.db", dir);
 	j->path = buf_steal(&p);
+	buf_printf(&p, "%s/reserve", dir);
+	j->reserve = buf_steal(&p);
 	if (!rc)
 		rc = sqldb_open(j->path, &jr_db_opts, &j->db, err);
 	if (!rc) {
@@ -157,6 +221,7 @@ int jr_open(const char *dir, jr **out, char **err)
 		jr_close(j);
 		return rc;
 	}
+	reserve_make(j);
 	*out = j;
 	return 0;
 }
@@ -171,6 +236,7 @@ void jr_close(jr *j)
 	if (j->lock_fd >= 0)
 		close(j->lock_fd);
 	free(j->path);
+	free(j->reserve);
 	free(j);
 }
 
@@ -200,16 +266,18 @@ static int bind_all(sqlite3_stmt *s, const char *fmt, va_list ap)
 	return SQLITE_OK;
 }
 
-int jr_exec(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
-	    const char *sql, const char *fmt, ...)
+/* One run of sql; msg gets SQLite's message when the statement failed
+ * (empty when it did not, or when row stopped it). */
+static int exec_v(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
+		  const char *sql, const char *fmt, va_list ap, bool *wrote,
+		  char msg[static 256])
 {
+	msg[0] = '\0';
 	sqlite3_stmt *s = NULL;
 	int src = sqlite3_prepare_v2(j->db, sql, -1, &s, NULL);
 	if (src == SQLITE_OK) {
-		va_list ap;
-		va_start(ap, fmt);
+		*wrote = !sqlite3_stmt_readonly(s);
 		src = bind_all(s, fmt, ap);
-		va_end(ap);
 	}
 	int rc = 0;
 	while (src == SQLITE_OK || src == SQLITE_ROW) {
@@ -221,9 +289,41 @@ int jr_exec(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
 		rc = sql_errno(src);
 		if (!rc)
 			rc = -EIO;
-		log_error("journal: %s: %s", sql, sqlite3_errmsg(j->db));
+		snprintf(msg, 256, "%s", sqlite3_errmsg(j->db));
 	}
 	sqlite3_finalize(s);
+	return rc;
+}
+
+int jr_exec(jr *j, int (*row)(void *arg, sqlite3_stmt *s), void *arg,
+	    const char *sql, const char *fmt, ...)
+{
+	if (j->lost)
+		return j->lost;
+	bool in_txn = !sqlite3_get_autocommit(j->db), wrote = false;
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = exec_v(j, row, arg, sql, fmt, ap, &wrote, msg);
+	va_end(ap);
+	/* one statement on its own, undone whole: once more in the room
+	 * the reserve leaves */
+	if (rc == -ENOSPC && wrote && !in_txn && jr_free_reserve(j)) {
+		va_start(ap, fmt);
+		rc = exec_v(j, row, arg, sql, fmt, ap, &wrote, msg);
+		va_end(ap);
+	}
+	if (msg[0])
+		log_error("journal: %s: %s", sql, msg);
+	/* SQLite rolls a transaction back by itself after some errors
+	 * (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM: "Response To Errors
+	 * Within A Transaction"); the statements after it would run on
+	 * their own, each committed */
+	if (rc && in_txn && sqlite3_get_autocommit(j->db))
+		j->lost = rc;
+	if (!rc && wrote && !j->has_reserve &&
+	    sqlite3_get_autocommit(j->db) && clock_mono() >= j->reserve_at)
+		reserve_make(j);
 	return rc;
 }
 
@@ -234,9 +334,13 @@ int64_t jr_last_id(jr *j)
 
 int jr_begin(jr *j)
 {
+	j->lost = 0;
 	return jr_exec(j, NULL, NULL, "BEGIN IMMEDIATE", "");
 }
 
+/* A failed COMMIT (SQLITE_FULL) has rolled the transaction back by
+ * itself; jr_rollback ends it in any case, so that the caller's model and
+ * the journal agree: nothing of it was written. */
 int jr_commit(jr *j)
 {
 	int rc = jr_exec(j, NULL, NULL, "COMMIT", "");
@@ -260,6 +364,7 @@ bool jr_in_txn(jr *j)
 
 void jr_rollback(jr *j)
 {
+	j->lost = 0;
 	if (!sqlite3_get_autocommit(j->db))
 		sqlite3_exec(j->db, "ROLLBACK", NULL, NULL, NULL);
 }

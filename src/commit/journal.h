@@ -55,6 +55,13 @@ int jr_commit(jr *j);
  * process loses neither, a power cut may lose the lazy one. */
 int jr_set_durable(jr *j, bool durable);
 void jr_rollback(jr *j);
+/*
+ * The reserve, STATE_DIR/reserve (journal.c): when a write failed with
+ * -ENOSPC, frees it and returns true: the caller tries its transaction
+ * once more (a single statement outside a transaction jr_exec tries again
+ * itself).  False when there was none left to free.
+ */
+bool jr_free_reserve(jr *j);
 /* Whether a transaction (jr_begin) is open: what the checks of "a fact's
  * row is committed before its call returns" look at. */
 bool jr_in_txn(jr *j);

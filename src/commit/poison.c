@@ -4,7 +4,9 @@
  * transaction from being sealed until the file is put again (rewritten)
  * or dropped (removed), or an operator drops the step.  The poisoned
  * paths are journaled, one meta row per transaction ("poison.<id>": lines
- * "<errno> <path>"), so a restart keeps them.  The step counts as set
+ * "<errno> <path>"; a negative errno: inferred, not seen — the staging disk
+ * filled while the file was written through passthrough), so a restart
+ * keeps them.  The step counts as set
  * aside (eng_set_aside): steps that depend on it wait, `ckptfs sync`
  * returns an error naming it, `ckptfs status` shows it "poisoned".
  */
@@ -126,10 +128,19 @@ int eng_file_poison(eng *e, uint64_t txn, const char *path, int err)
 		free(t->poison);
 		t->poison = buf_steal(&b);
 		rc = save(e, t);
-		log_warn("commit: a write to %s failed (%s): %s is not "
-			 "committed until the file is written again or "
-			 "removed, or `ckptfs drop` gives step %" PRId64 " up",
-			 path, strerror(err), t->root, t->id);
+		if (err < 0)
+			log_warn("commit: the staging disk filled while %s was "
+				 "written through passthrough (%s): %s is not "
+				 "committed until the file is written again or "
+				 "removed, or `ckptfs drop` gives step %" PRId64
+				 " up",
+				 path, strerror(-err), t->root, t->id);
+		else
+			log_warn("commit: a write to %s failed (%s): %s is not "
+				 "committed until the file is written again or "
+				 "removed, or `ckptfs drop` gives step %" PRId64
+				 " up",
+				 path, strerror(err), t->root, t->id);
 	}
 	ckpt_unlock(&e->mu);
 	return rc;
@@ -169,8 +180,14 @@ char *eng_poison_text(const etxn *t)
 		n++;
 	int err = atoi(t->poison);
 	buf b = BUF_INIT;
-	buf_printf(&b, "poisoned: a write to %.*s failed (%s)", (int)len,
-		   p ? p : "?", strerror(err > 0 ? err : EIO));
+	if (err < 0) /* inferred (eng_file_poison) */
+		buf_printf(&b,
+			   "poisoned: the cache disk filled while %.*s was "
+			   "written through passthrough (%s): it may be short",
+			   (int)len, p ? p : "?", strerror(-err));
+	else
+		buf_printf(&b, "poisoned: a write to %.*s failed (%s)",
+			   (int)len, p ? p : "?", strerror(err > 0 ? err : EIO));
 	if (n > 1)
 		buf_printf(&b, " and to %zu more file%s", n - 1,
 			   n == 2 ? "" : "s");

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "fs/write-internal.h"
 #include "proto/meta.h"
+#include "util/log.h"
 
 ov_node *wr_local_of(fs_ctx *fs, const fs_inode *n)
 {
@@ -29,7 +31,7 @@ bool wr_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 	ov_node *o = wr_local_of(fs, n);
 	if (!o)
 		return false;
-	wr_pt_absorb(o);
+	wr_pt_absorb(fs, o);
 	memset(st, 0, sizeof *st);
 	st->st_ino = n->ino;
 	st->st_uid = o->uid;
@@ -162,7 +164,31 @@ void wr_pt_snap(ov_node *o)
 	}
 }
 
-void wr_pt_absorb(ov_node *o)
+/*
+ * Whether the staging disk is full as a write that failed for lack of
+ * space leaves it: less than PT_FULL_FREE available to unprivileged users
+ * (f_bavail: a root ckptfs may still write into ext4's reserved blocks,
+ * but its own ENOSPC comes only once they are gone, with f_bavail 0 well
+ * before).  A write that fails with ENOSPC leaves less than one block
+ * free; PT_FULL_FREE leaves room for what can come back before the close
+ * is seen: the journal's reserve (4 MiB, commit/journal.c), freed to
+ * journal a fact on the full disk, and the reservations a filesystem
+ * gives back when a file is closed.  Passthrough is chosen only with more
+ * than cache_min_free + 1 GiB free (fs/write-pt.c), so a disk that went
+ * from there to less than 8 MiB while the file was written has almost
+ * always failed a write.
+ */
+#define PT_FULL_FREE (8ull << 20)
+
+static bool staging_disk_full(fs_ctx *fs)
+{
+	struct statvfs sv;
+	if (!fs->cache || statvfs(cache_dir(fs->cache), &sv) < 0)
+		return false;
+	return (uint64_t)sv.f_bavail * sv.f_frsize < PT_FULL_FREE;
+}
+
+void wr_pt_absorb(fs_ctx *fs, ov_node *o)
 {
 	struct stat st;
 	if (!o->pt_writers || !o->st || fstat(o->st->fd, &st) < 0)
@@ -175,6 +201,19 @@ void wr_pt_absorb(ov_node *o)
 	o->mtime = o->ctime = st.st_mtim;
 	o->dirty = true;
 	wr_touch(o->txn);
+	/* the kernel's writes never reach ckptfs, nor their errors: a file
+	 * written while the disk filled may be short (the application got
+	 * ENOSPC), and is treated as a failed write (doc/commit.md "Failed
+	 * writes"); -ENOSPC: inferred, not seen (eng_file_poison) */
+	if (o->failed || !staging_disk_full(fs))
+		return;
+	o->failed = -ENOSPC;
+	log_warn("%s: the staging disk filled while it was written through "
+		 "passthrough: it may be short, and is not committed until "
+		 "it is written again or removed",
+		 o->path);
+	if (o->txn && o->linked)
+		eng_file_poison(fs->eng, o->txn->id, o->path, o->failed);
 }
 
 void wr_touch(ov_txn *x)

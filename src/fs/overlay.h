@@ -57,8 +57,10 @@ typedef struct ov_node {
 	                  * no set-id bit) */
 	bool put;      /* handed to the engine at least once */
 	int failed;    /* errno of a write that failed (EIO, ENOSPC, EDQUOT)
-	                * since the last O_TRUNC: not handed to the engine,
-	                * its transaction poisoned (eng_file_poison) */
+	                * since the last O_TRUNC, or -ENOSPC when the disk
+	                * filled while it was written through passthrough
+	                * (wr_pt_absorb): its transaction poisoned
+	                * (eng_file_poison) */
 	bool linked;   /* in the table */
 	unsigned refs; /* handles */
 	uint32_t mode, uid, gid; /* mode: 07777, plus a special file's type */

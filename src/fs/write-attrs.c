@@ -163,7 +163,7 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fs_inode_ref(n);
 	ov_node *o = wr_local_of(fs, n);
 	if (o)
-		wr_pt_absorb(o);
+		wr_pt_absorb(fs, o);
 	int rc = times_ok(attr, to_set) ? 0 : -EINVAL;
 	bool meta_set = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				  FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |

@@ -50,9 +50,10 @@ void wr_dir_changed(fs_ctx *fs, fs_inode *d);
 /* Replies EROFS when the mount has no engine; no lock. */
 bool wr_require_engine(fuse_req_t req);
 /* Write passthrough: what the staging file looks like now, as seen; takes
- * in the kernel's writes since (see fs/write-pt.c). */
+ * in the kernel's writes since (see fs/write-pt.c), and poisons the file
+ * when the staging disk is full (it may be short). */
 void wr_pt_snap(ov_node *o);
-void wr_pt_absorb(ov_node *o);
+void wr_pt_absorb(fs_ctx *fs, ov_node *o);
 
 /* ---- fs/write-deletes.c: remote deletes held back ---------------------- */
 

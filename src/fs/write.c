@@ -275,7 +275,7 @@ void wr_flush(fs_ctx *fs, fs_handle *h, fuse_req_t req)
 	bool own = wr_same_process(h->opener, fuse_req_ctx(req)->pid);
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov; /* the handle holds it */
-	wr_pt_absorb(o);
+	wr_pt_absorb(fs, o);
 	/* FUSE_HANDLE_KILLPRIV_V2 (fs/passthrough.c) leaves this to us */
 	if (o->dirty && uid != 0 && (o->mode & (S_ISUID | S_ISGID))) {
 		wr_caller who;
@@ -301,7 +301,7 @@ static void release(fs_ctx *fs, fs_handle *h, bool counted)
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
 	if (h->pt_write) {
-		wr_pt_absorb(o);
+		wr_pt_absorb(fs, o);
 		o->pt_writers--;
 	}
 	if (counted && !--h->node->open_handles && h->node->pt_stage)
@@ -352,7 +352,7 @@ void wr_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	}
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
-	wr_pt_absorb(o);
+	wr_pt_absorb(fs, o);
 	int rc = wr_writable_stage(fs, o, o->size);
 	if (rc == 0 && fallocate(o->st->fd, mode, offset, length) < 0)
 		rc = -errno;
@@ -381,7 +381,7 @@ void wr_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov;
 	int rc = 0;
-	wr_pt_absorb(o);
+	wr_pt_absorb(fs, o);
 	bool changed = o->dirty || o->meta_dirty;
 	if (changed && o->linked && o->pt_writers)
 		rc = wr_pt_put_copy(fs, o);

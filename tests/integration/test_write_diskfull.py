@@ -257,9 +257,12 @@ def test_a_persistent_error_is_logged_with_a_rate_limit(
     checkpoint the idle trigger keeps trying to seal: each journal write
     fails (before the rate limit about 4 lines a second of the same error,
     20 in 5 s); the log now holds its first copy and, once it stops, one
-    line with its count ("(repeated N times in the last S s)")."""
+    line with its count ("(repeated N times in the last S s)").  The disk
+    is filled so far before the mount that the journal gets no reserve
+    (which would let the first failed write be journaled, and the error
+    end)."""
     s3server.put(bucket, "run/")
-    fill(small_disk, 12 * MiB)
+    fill(small_disk, 25 * MiB)
     w = writer_on(mount, bucket, small_disk, "commit_delay=1")
     d = w / "run/ckpt-1"
     os.mkdir(d)
@@ -280,3 +283,102 @@ def test_a_persistent_error_is_logged_with_a_rate_limit(
     assert summary, f"no count of {worst!r}:\n{w.log_tail()}"
     assert int(re.search(r"repeated (\d+) time", summary[0]).group(1)) >= 5, summary
     assert errors.index(worst) < errors.index(summary[0]), "the first copy comes first"
+
+
+@pytest.fixture
+def pt_disk(tmp_path):
+    """A 1300 MiB tmpfs: more than cache_min_free (1 MiB) + 1 GiB free, so
+    writes go through passthrough (doc/commit.md "Write passthrough")."""
+    d = tmp_path / "ptfs"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1300m,mode=0700",
+                    "tmpfs", str(d)], check=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+@pytest.mark.timeout(180)
+def test_passthrough_write_that_fills_the_disk_is_never_published(
+        s3server, bucket, mount, tmp_path, pt_disk):
+    """dd into a checkpoint written through passthrough fills the cache
+    disk: dd gets ENOSPC, which ckptfs never sees.  The checkpoint is still
+    never published with the short file (commit fails, status names the
+    file and says the disk filled while it was written through passthrough,
+    another mount and the bucket see nothing); rewriting it once space is
+    back lets it commit."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    w = writer_on(mount, bucket, pt_disk, "debug")
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    d = w / "run/ckpt-1"
+    os.mkdir(d)
+    a = det_bytes(6, 2 * MiB)
+    (d / "a.bin").write_bytes(a)
+    fd = os.open(d / "big.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.close(fd)
+    # room made after the open would be too late for passthrough: the
+    # filler (freed later) takes its share of the disk now
+    fill(pt_disk, 200 * MiB)
+    p = run(["dd", "if=/dev/zero", f"of={d / 'big.bin'}", "bs=1M", "count=1400",
+             "status=none"], check=False, timeout=120)
+    assert p.returncode != 0 and "No space left on device" in p.stderr, \
+        (p.returncode, p.stderr)
+    log = w.log_text()
+    assert re.search(r"run/ckpt-1/big\.bin: passthrough to staging file", log), \
+        f"big.bin was not written through passthrough:\n{w.log_tail()}"
+    assert "the staging disk is full" not in log, "the write went through ckptfs"
+    p = run([CKPTFS_BIN, "commit", str(d)], check=False, timeout=60)
+    assert p.returncode != 0, "ckptfs commit of a checkpoint with a short file succeeded"
+    st = ckptfs_status(w)
+    mine = [t for t in st.get("pending", []) if t.get("path") == "run/ckpt-1"]
+    assert mine and mine[0]["state"] == "poisoned", st.get("pending")
+    assert "big.bin" in mine[0]["error"] and "passthrough" in mine[0]["error"], mine
+    observer_settle()
+    assert tree_view(o / "run/ckpt-1") is None, "a checkpoint with a short file was published"
+    # what was uploaded stays hidden behind the checkpoint's pending marker
+    assert pending_markers(s3, bucket, "run/"), "the checkpoint is not pending"
+    os.unlink(pt_disk / "filler")  # the space comes back
+    big = det_bytes(7, 4 * MiB)
+    (d / "big.bin").write_bytes(big)
+    ckptfs_commit(d)
+    observer_settle()
+    assert tree_view(o / "run/ckpt-1") == {"a.bin": len(a), "big.bin": len(big)}
+    assert s3_get(s3, bucket, "run/ckpt-1/big.bin") == big
+
+
+@pytest.mark.timeout(150)
+def test_sigkill_on_the_full_disk_right_after_a_failed_write_keeps_the_poison(
+        s3server, bucket, mount, tmp_path, small_disk):
+    """ckptfs is SIGKILLed while the disk is still full, right after a
+    write failed (nothing tried since): the poison reached the journal all
+    the same (the journal's reserve was freed for it).  After space comes
+    back and a remount, the checkpoint is still held back with its cause,
+    published neither with the short file nor without it; writing it again
+    lets it commit."""
+    s3 = s3server.client()
+    s3server.put(bucket, "run/")
+    fill(small_disk, 12 * MiB)
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    opts = (f"cache_dir={small_disk}/cache", "cache_min_free=1M", "commit_delay=600")
+    w = mount(bucket, options=opts, mountpoint=mp)
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    d = w / "run/ckpt-1"
+    os.mkdir(d)
+    a = det_bytes(6, 2 * MiB)
+    (d / "a.bin").write_bytes(a)
+    written, err = write_until_full(d / "big.bin")
+    assert err is not None and err.errno in (errno.ENOSPC, errno.EDQUOT), (written, err)
+    kill_ckptfs(w)
+    os.unlink(small_disk / "filler")  # the space comes back
+    w = mount(bucket, options=opts, mountpoint=mp)
+    d = w / "run/ckpt-1"
+    assert_poisoned(w, d, o)
+    assert pending_markers(s3, bucket, "run/"), "the checkpoint is not pending"
+    big = det_bytes(8, 3 * MiB)
+    (d / "big.bin").write_bytes(big)
+    ckptfs_commit(d)
+    observer_settle()
+    assert tree_view(o / "run/ckpt-1") == {"a.bin": len(a), "big.bin": len(big)}

@@ -183,6 +183,45 @@ Test(facts, a_failed_write_keeps_the_checkpoint_from_sealing)
 	eng_close(e, false);
 }
 
+static int int_row(void *arg, sqlite3_stmt *s)
+{
+	*(int64_t *)arg = sqlite3_column_int64(s, 0);
+	return 0;
+}
+
+/* A put the journal cannot take (it is full: max_page_count stands in
+ * for the disk) fails and leaves nothing behind it in the model either:
+ * the next put of that file journals its row.  Before, the file stayed
+ * in the model with the id of a row the failed transaction had rolled
+ * back, the next put updated no row and returned 0, and a crash lost the
+ * file. */
+Test(facts, a_put_the_journal_cannot_take_leaves_no_trace)
+{
+	eng *e = open_eng();
+	uint64_t t;
+	char p[300];
+	cr_assert_eq(eng_txn_begin(e, "step.tmp", true, NULL, &t), 0);
+	int64_t pages = 0;
+	cr_assert_eq(jr_exec(e->j, int_row, &pages, "PRAGMA page_count", ""), 0);
+	char q[64];
+	snprintf(q, sizeof q, "PRAGMA max_page_count = %lld", (long long)pages);
+	cr_assert_eq(jr_exec(e->j, NULL, NULL, q, ""), 0);
+	static char big[64 << 10];
+	memset(big, 'x', sizeof big);
+	eng_meta m = {.mode = 0600, .xattrs = big, .xattrs_len = sizeof big};
+	uint64_t s1 = staged(e, "short", p);
+	cr_assert_eq(eng_file_put(e, t, "step.tmp/w.pt", s1, 5, &m), -ENOSPC);
+	cr_assert_eq(jr_exec(e->j, NULL, NULL, "PRAGMA max_page_count = 1000000",
+			     ""), 0);
+	m = (eng_meta){.mode = 0644};
+	cr_assert_eq(eng_file_put(e, t, "step.tmp/w.pt", s1, 5, &m), 0);
+	struct seen s = after_crash(&e);
+	cr_assert_eq(s.n, 1, "the put after the failed one is journaled");
+	cr_assert_str_eq(s.path[0], "step.tmp/w.pt");
+	cr_assert_eq(s.mode[0], 0644);
+	eng_close(e, false);
+}
+
 /* Facts about a transaction that does not exist (ended, or never begun)
  * fail with ENOENT and leave nothing behind. */
 Test(facts, unknown_transaction)
