@@ -137,7 +137,7 @@ void rd_getattr(fuse_req_t req, fuse_ino_t ino,
 	 */
 	bool refresh = false;
 	if (n->is_dir && !wr_is_local_dir(fs, n)) {
-		if (n->listing) {
+		if (n->listing && !n->listing_held) {
 			refresh = true;
 			fs_inode_ref(n);
 		} else if (fs_dir_load(fs, n) < 0) {

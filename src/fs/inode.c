@@ -33,6 +33,7 @@ typedef struct ghost {
 	struct timespec mtime;
 	double listing_time;
 	uint64_t listing_gen;
+	bool listing_held;
 	struct ghost *lprev, *lnext;
 } ghost;
 
@@ -45,6 +46,7 @@ typedef struct ghost {
 		(to)->mtime = (from)->mtime;                             \
 		(to)->listing_time = (from)->listing_time;               \
 		(to)->listing_gen = (from)->listing_gen;                 \
+		(to)->listing_held = (from)->listing_held;               \
 		(from)->listing = NULL;                                  \
 		(from)->manifest = NULL;                                 \
 	} while (0)

@@ -100,6 +100,11 @@ struct fs_inode {
 	double listing_began; /* when the fetch of that listing was sent */
 	uint64_t listing_gen; /* fs listing generation it was fetched in */
 	bool listing_busy; /* a thread is fetching it */
+	/* the listing was not fetched: the reap made it of the names this
+	 * mount committed (fs/write-idle.c leave_in_listings), to serve
+	 * while the store is unreachable; otherwise the directory counts as
+	 * not listed yet (its mtime, mode and owner unknown: asked) */
+	bool listing_held;
 	/* directory read-ahead (fs/readahead.c): the last file opened, and
 	 * the last one whose download read-ahead started (names) */
 	char *ra_last;

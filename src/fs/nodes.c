@@ -352,6 +352,7 @@ static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 		/* a checkpoint whose last file has not come (rule) */
 		vis_rules_apply(nd, &fs->complete);
 		d->listing = nd;
+		d->listing_held = false;
 		/* a directory found gone (or not committed yet) is asked
 		 * again at the next look, never answered from this listing:
 		 * a reader that just read a `latest` naming it must not get
@@ -487,9 +488,14 @@ static void recorded_dir_attrs(fs_inode *parent, fs_inode *c)
 	const vis_file *v = m ? vis_manifest_dir(m, rel) : NULL;
 	if (!v && c->manifest) /* a transaction root: its own "dir" */
 		v = vis_manifest_dir(c->manifest, "");
-	c->has_attrs = v != NULL;
-	if (!v)
+	if (!v) {
+		/* a directory this mount committed keeps what it committed
+		 * until its own listing says (fs/write-idle.c) */
+		if (!c->listing_held)
+			c->has_attrs = false;
 		return;
+	}
+	c->has_attrs = true;
 	c->mode = v->mode;
 	c->uid = v->uid;
 	c->gid = v->gid;
@@ -559,7 +565,8 @@ fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 						   : fs_now());
 		remote_attrs(parent, c);
 	} else {
-		if (!c->listing && (e->mtime.tv_sec || e->mtime.tv_nsec))
+		if ((!c->listing || c->listing_held) &&
+		    (e->mtime.tv_sec || e->mtime.tv_nsec))
 			c->mtime = e->mtime;
 		remote_dir_attrs(parent, c);
 	}
@@ -584,7 +591,7 @@ bool fs_meta_wanted(fs_ctx *fs, const fs_inode *n)
 static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 {
 	/* a directory whose mtime is not known yet: make stat ask again */
-	if (n->is_dir && !n->listing)
+	if (n->is_dir && (!n->listing || n->listing_held))
 		return 0.0;
 	/* nor one where this mount added or removed a name, listed before
 	 * its latest change to the bucket landed: the mtime that change

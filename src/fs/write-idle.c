@@ -61,6 +61,7 @@ static ns_dir *held_listing(fs_ctx *fs, const char *path, bool make)
 			ns_dir_init(n->listing, NULL, NULL);
 			n->listing_time = 0;
 			n->listing_gen = fs->listing_gen;
+			n->listing_held = true;
 		}
 	}
 	return n->listing;

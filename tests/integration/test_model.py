@@ -142,7 +142,6 @@ REGRESSIONS = {
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
 # of a divergence found and not fixed (the sequence may pass: timing)
 XFAIL = {
-    "symlink_mtime_after_restore": "mtime-lastmodified-transient",
     "rename_over_just_written_file":
         "not fixed (src/fs renames vs the commit of a single-file "
         "transaction; a rename must show at once, doc/posix.md does not "
