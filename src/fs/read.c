@@ -17,13 +17,19 @@
  * read fails with EIO.  The page cache mode (keep_cache) follows the
  * version the inode holds.
  */
+#include "fs/read.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
 #include <time.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
+#include "fs/handles.h"
+#include "fs/local.h"
+#include "fs/nodes.h"
+#include "fs/readahead.h"
 #include "proto/crc.h"
 #include "util/log.h"
 
@@ -187,7 +193,7 @@ static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr,
 	const ns_dir *before = d ? d->listing : NULL;
 	if (!fresh && !any_age && !n->detached && d && d->listing &&
 	    d->listing->n <= LIST_REVALIDATE_MAX &&
-	    !wr_is_local_dir(fs, d) && fs_dir_load(fs, d) == 0 &&
+	    !fs_local_is_dir(fs, d) && fs_dir_load(fs, d) == 0 &&
 	    d->listing != before)
 		fresh = listed_attrs(fs, n, hr);
 	fs_itable_unlock(fs->it);
@@ -320,7 +326,7 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (d)
 		fs_inode_ref(d);
 	while (d) { /* each held while the lock is dropped to list it */
-		if (!wr_is_local_dir(fs, d))
+		if (!fs_local_is_dir(fs, d))
 			fs_dir_refresh_ahead(fs, d);
 		fs_inode *up = d->detached ? NULL : d->parent;
 		if (up)

@@ -7,11 +7,15 @@
  * kept: wr_ordered, wr_ordered_for), or for a second of quiet with no
  * listing being fetched (the idle thread, fs/write-idle.c).
  */
+#include "fs/write-deletes.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/write-local.h"
 #include "util/log.h"
 
 void wr_dels_clear(struct wr_deletes *d)
@@ -50,12 +54,6 @@ void wr_flush_deletes(fs_ctx *fs)
 				  d->v[i].path, strerror(-rc));
 	}
 	wr_dels_clear(d);
-}
-
-void wr_fetch_done(fs_ctx *fs)
-{
-	if (fs->dels && fs->dels->n)
-		fs->dels->last = wr_now_s();
 }
 
 /* Holds a remote delete of path (see the top of the file). */

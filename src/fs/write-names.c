@@ -4,6 +4,8 @@
  * and a held delete (wr_hold_delete, fs/write-deletes.c); renames decide
  * which transaction a name moves to.
  */
+#include "fs/write-names.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -16,7 +18,18 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/local.h"
+#include "fs/metaread.h"
+#include "fs/nodes.h"
+#include "fs/write-cow.h"
+#include "fs/write-deletes.h"
+#include "fs/write-idle.h"
+#include "fs/write-local.h"
+#include "fs/write-sync.h"
+#include "fs/write-txn.h"
+#include "fs/write.h"
 #include "proto/keys.h"
 #include "proto/meta.h"
 #include "util/log.h"
@@ -37,7 +50,7 @@ static int wr_name_state(fs_ctx *fs, fs_inode *p, const char *name,
 		*local = o->kind != OV_WHITEOUT;
 		return 0;
 	}
-	if (wr_is_local_dir(fs, p))
+	if (fs_local_is_dir(fs, p))
 		return 0;
 	int rc = fs_dir_load(fs, p);
 	if (rc < 0)
@@ -788,7 +801,7 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ov_node *so = ov_get(&fs->ov, from);
 		if (so && so->kind != OV_WHITEOUT) {
 			rc = rename_local(fs, so, np, to);
-		} else if (wr_is_local_dir(fs, np) && !src_dir) {
+		} else if (fs_local_is_dir(fs, np) && !src_dir) {
 			/* a remote file into a local directory: copy it in
 			 * (copy-on-write), then the old name goes */
 			fs_inode *sc = fs_itable_child(fs->it, p, name, false);
@@ -804,7 +817,7 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 				o->dirty = true;
 				rc = rename_local(fs, o, np, to);
 			}
-		} else if (wr_is_local_dir(fs, np)) {
+		} else if (fs_local_is_dir(fs, np)) {
 			rc = -EXDEV; /* mv copies it */
 		} else {
 			/* remote to remote: server-side, in order */
