@@ -11,6 +11,7 @@
 #include "fs/write-deletes.h"
 #include "fs/write-local.h"
 #include "proto/meta.h"
+#include "util/vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -106,18 +107,12 @@ static void merge_one(void *arg, ov_node *o)
 	}
 	if (o->kind == OV_WHITEOUT || m->rc)
 		return;
-	if (dh->n == m->cap || !dh->v) {
-		size_t cap = m->cap ? 2 * m->cap : 16;
-		if (cap < dh->n + 1)
-			cap = dh->n + 16;
-		fs_dirent_snap *v = realloc(dh->v, cap * sizeof *v);
-		if (!v) {
-			m->rc = -1;
-			return;
-		}
-		dh->v = v;
-		m->cap = cap;
+	fs_dirent_snap *v = vec_reserve(dh->v, &m->cap, sizeof *v, dh->n + 1, 16);
+	if (!v) {
+		m->rc = -1;
+		return;
 	}
+	dh->v = v;
 	fs_dirent_snap *s = &dh->v[dh->n];
 	memset(s, 0, sizeof *s);
 	s->name = strdup(name);

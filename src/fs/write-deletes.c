@@ -17,6 +17,7 @@
 #include "fs/ctx.h"
 #include "fs/write-local.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 void wr_dels_clear(struct wr_deletes *d)
 {
@@ -89,12 +90,10 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 			wr_flush_deletes(fs);
 	}
 	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 64;
-		wr_del *v = realloc(d->v, cap * sizeof *v);
+		wr_del *v = vec_grow(d->v, &d->cap, sizeof *v, 64);
 		if (!v)
 			return -ENOMEM;
 		d->v = v;
-		d->cap = cap;
 	}
 	d->v[d->n].path = strdup(path);
 	d->v[d->n].keep = keep ? strdup(keep) : NULL;

@@ -25,6 +25,7 @@
 #include "fs/write-txn.h"
 #include "proto/meta.h"
 #include "util/clock.h"
+#include "util/vec.h"
 
 typedef struct drop_ctx {
 	fs_ctx *fs;
@@ -66,11 +67,10 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 			if (!go)
 				continue;
 			if (k == cap) {
-				ov_node **nv = realloc(v, 2 * cap * sizeof *v);
+				ov_node **nv = vec_grow(v, &cap, sizeof *v, 64);
 				if (!nv)
 					break;
 				v = nv;
-				cap *= 2;
 			}
 			v[k++] = o;
 		}
