@@ -1,5 +1,5 @@
 /*
- * The mount's context (struct fs_ctx, fs/ops-internal.h): created before
+ * The mount's context (struct fs_ctx, fs/ctx.h): created before
  * the FUSE session, closed and freed after it.  Everything the operations
  * share hangs off it: the inode table, the manifest cache, the passthrough
  * state, open handles, and the write path's overlay, held deletes and
@@ -30,7 +30,7 @@ static void inode_freed(void *arg, fs_inode *n)
 		fs_pt_backing_close(&fs->pt, n->pt_backing_id);
 }
 
-/* The write path's state (fs/write-internal.h). */
+/* The write path's state (fs/write-*.h). */
 static void writes_init(fs_ctx *fs)
 {
 	ov_init(&fs->ov);

@@ -1,5 +1,6 @@
 /*
- * The control socket's commit triggers (fs/ops.h): `ckptfs commit PATH`
+ * The control socket's commit triggers (fs_commit_path and fs_sync of fs/ops.h,
+ * through fs/context.c): `ckptfs commit PATH`
  * seals the transactions at, under or holding a path and waits for them;
  * `ckptfs sync` (and unmount) seals every open transaction and waits for
  * the whole queue.
