@@ -200,6 +200,9 @@ if [ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ]; then
 	fi
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+	# the crash loops' restarts under the sanitizers: 6 kills (the gcc
+	# run above has 10, bench/crashloop.py the long one)
+	export CKPTFS_CRASHLOOP_KILLS=${CKPTFS_ASAN_CRASHLOOP_KILLS:-6}
 	run_integration "$top/build-asan/ckptfs" asan \
 		"${ASAN_SUITES[@]/#/$top/tests/integration/}"
 fi

@@ -110,6 +110,10 @@ int eng_txn_begin(eng *e, const char *path, bool is_dir,
 	if (!rc && final)
 		rc = eng_announce(e, path, (uint64_t)id);
 	ckpt_lock(&e->mu);
+	/* mu was dropped for the announce: another thread (`ckptfs drop`)
+	 * may have given the transaction up meanwhile */
+	if (t && !(t = eng_find_txn(e, id)) && !rc)
+		rc = -ENOENT;
 	if (rc && t) {
 		jr_txn_delete(e->j, id);
 		t->done = true;

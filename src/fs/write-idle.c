@@ -25,6 +25,7 @@
 #include "fs/write-txn.h"
 #include "proto/meta.h"
 #include "util/clock.h"
+#include "util/log.h"
 #include "util/vec.h"
 
 typedef struct drop_ctx {
@@ -42,6 +43,56 @@ static bool pending_has(const drop_ctx *d, uint64_t id)
 		if (d->pending[i] == id)
 			return true;
 	return false;
+}
+
+/*
+ * What a reaped node leaves in the listings this mount holds.  Those may
+ * predate the commit, and while the store is unreachable the last listing
+ * of a directory is served (fs/nodes.c dir_fetch_once): without this, a
+ * checkpoint just committed would vanish from its own writer for the
+ * whole outage.  So a committed name goes into its parent's listing and a
+ * delete that went through takes the name out; a directory this mount
+ * made gets a listing of its own, filled by its children here.  Nothing
+ * here makes a listing fresh: the next look lists the store as before,
+ * and only when that fails are these served.  A file entry carries no
+ * ETag (the version is the store's to tell).  Table locked.
+ */
+static ns_dir *held_listing(fs_ctx *fs, const char *path, bool make)
+{
+	fs_inode *n = fs_itable_find(fs->it, path);
+	if (!n || !n->is_dir)
+		return NULL;
+	if (!n->listing && make) {
+		n->listing = calloc(1, sizeof *n->listing);
+		if (n->listing) {
+			ns_dir_init(n->listing, NULL, NULL);
+			n->listing_time = 0;
+			n->listing_gen = fs->listing_gen;
+		}
+	}
+	return n->listing;
+}
+
+static void leave_in_listings(fs_ctx *fs, ov_node **v, size_t k)
+{
+	for (size_t i = 0; i < k; i++)
+		if (v[i]->kind == OV_DIR && !v[i]->shadows && !v[i]->merge)
+			held_listing(fs, v[i]->path, true);
+	for (size_t i = 0; i < k; i++) {
+		const ov_node *o = v[i];
+		char *pp = ov_parent(o->path);
+		ns_dir *l = pp ? held_listing(fs, pp, false) : NULL;
+		free(pp);
+		if (!l)
+			continue;
+		const char *slash = strrchr(o->path, '/');
+		const char *name = slash ? slash + 1 : o->path;
+		if (o->kind == OV_WHITEOUT)
+			ns_dir_drop(l, name);
+		else if (ns_dir_put(l, name, o->kind == OV_DIR, o->size,
+				    o->mtime) < 0)
+			log_warn("out of memory keeping /%s listed", o->path);
+	}
 }
 
 /* Removes the nodes of transactions now visible remotely, and whiteouts
@@ -75,6 +126,7 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 			v[k++] = o;
 		}
 	}
+	leave_in_listings(fs, v, k);
 	for (size_t i = 0; i < k; i++) {
 		/* the remote object is another version than any the inode
 		 * saw before it became local: forget its attributes */

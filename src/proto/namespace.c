@@ -318,6 +318,58 @@ ns_dir_find(const ns_dir *d, const char *name)
 	return NULL;
 }
 
+/* The index where name is or would go in the finished listing. */
+static size_t
+ns_dir_slot(const ns_dir *d, const char *name)
+{
+	size_t lo = 0, hi = d->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(name, d->v[mid].name) <= 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+int
+ns_dir_put(ns_dir *d, const char *name, bool is_dir, uint64_t size,
+	   struct timespec mtime)
+{
+	size_t i = ns_dir_slot(d, name);
+	bool there = i < d->n && strcmp(d->v[i].name, name) == 0;
+	char *nm = strdup(name);
+	if (nm == NULL || (!there && ns_reserve(d, 1) < 0)) {
+		free(nm);
+		return -1;
+	}
+	if (there) {
+		free(d->v[i].name);
+		free(d->v[i].etag);
+	} else {
+		memmove(&d->v[i + 1], &d->v[i], (d->n - i) * sizeof *d->v);
+		d->n++;
+	}
+	d->v[i] = (ns_entry){.name = nm, .is_dir = is_dir,
+			     .size = is_dir ? 0 : size, .mtime = mtime};
+	d->vanished = false;
+	return 0;
+}
+
+void
+ns_dir_drop(ns_dir *d, const char *name)
+{
+	size_t i = ns_dir_slot(d, name);
+	if (i >= d->n || strcmp(d->v[i].name, name) != 0)
+		return;
+	free(d->v[i].name);
+	free(d->v[i].etag);
+	memmove(&d->v[i], &d->v[i + 1], (d->n - i - 1) * sizeof *d->v);
+	d->n--;
+}
+
 bool
 ns_dir_hint(ns_dir *d, const char *name)
 {

@@ -74,6 +74,15 @@ void ns_dir_finish(ns_dir *d);
 /* Bisects the finished listing.  NULL when absent. */
 const ns_entry *ns_dir_find(const ns_dir *d, const char *name);
 
+/* Puts an entry into the finished listing, in name order, replacing one
+ * of that name (a file's etag may be NULL: version not known); clears
+ * `vanished`.  For names a mount knows are in the bucket although the
+ * listing it holds predates them (fs/write-idle.c).  -1 on ENOMEM. */
+int ns_dir_put(ns_dir *d, const char *name, bool is_dir, uint64_t size,
+	       struct timespec mtime);
+/* Removes name from the finished listing, if there. */
+void ns_dir_drop(ns_dir *d, const char *name);
+
 /* Marks file entry name of the finished listing as hinted (its object
  * carries ckptfs metadata: doc/commit.md, "Metadata hints").  Returns
  * whether such a file entry was there (a hint of a name the listing lacks,

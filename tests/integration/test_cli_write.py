@@ -214,32 +214,47 @@ def test_sync_includes_a_file_whose_release_comes_after_close(
         assert mode is None or int(mode, 8) & 0o7777 == 0o604, mode
 
 
-def test_sync_draws_a_progress_bar_on_a_terminal(s3server, bucket, mounts):
-    w, o = mounts
-    write(w.path / "ckpt-8" / "big.pt", det_bytes(30, 256 * MiB))
-    master, slave = pty.openpty()
-    t0 = time.monotonic()
-    proc = subprocess.Popen([CKPTFS_BIN, "sync", str(w.path)],
-                            stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    out = proc.communicate(timeout=300)[0].decode()
-    elapsed = time.monotonic() - t0
-    tty = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        tty += chunk
-    os.close(master)
-    assert proc.returncode == 0, tty.decode(errors="replace")
-    assert "visible" in out, out
-    if elapsed > 3:  # progress comes about once a second
+def test_sync_draws_a_progress_bar_on_a_terminal(s3server, bucket, mount, tmp_path):
+    """`ckptfs sync` on a terminal draws a bar redrawn in place (\\r) while
+    it waits.  The writer's link holds every upload of the file 1.5 s
+    (fault proxy), so the sync takes several of the bar's one-second ticks
+    on any machine; 16 MiB is enough (it was 256 MiB on a fast link and
+    asserted the bar only when the sync happened to last 3 s)."""
+    from faultproxy import FaultProxy
+
+    def slow_uploads(method, path, query, hdrs):
+        if method in ("PUT", "POST") and "/ckpt-8/big.pt" in path:
+            time.sleep(1.5)
+        return None
+    data = det_bytes(30, 16 * MiB)
+    with FaultProxy(s3server.endpoint, inspect=slow_uploads) as proxy:
+        mp = tmp_path / "w-slow"
+        mp.mkdir()
+        argv = mount.argv(bucket, PFX, mp, [f"cache_dir={tmp_path / 'c-slow'}",
+                                            "commit_delay=600"], endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        w = mount(bucket, argv=argv, mountpoint=mp, timeout=60)
+        write(w.path / "ckpt-8" / "big.pt", data)
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([CKPTFS_BIN, "sync", str(w.path)],
+                                stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        out = proc.communicate(timeout=120)[0].decode()
+        tty = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            tty += chunk
+        os.close(master)
+        assert proc.returncode == 0, tty.decode(errors="replace")
+        assert "visible" in out, out
         assert b"sync [" in tty and b"\r" in tty, tty[-500:]
-    assert s3_objects(s3server, bucket, f"{PFX}/ckpt-8/") == {
-        f"{PFX}/ckpt-8/big.pt": det_bytes(30, 256 * MiB)}
+        assert s3_objects(s3server, bucket, f"{PFX}/ckpt-8/") == {
+            f"{PFX}/ckpt-8/big.pt": data}
 
 
 def test_sync_of_a_read_only_mount(s3server, bucket, mounts):

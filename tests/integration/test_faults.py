@@ -827,3 +827,44 @@ def test_one_minute_outage_mid_save(s3server, bucket, proxies, mount, tmp_path, 
                      + (f"landed {t_landed:.1f}s after; " if limit != "default" else "")
                      + f"sync 0 {t_sync:.1f}s after the server came back; "
                      f"{poll.seen} observer looks; proxy {dict(p.stats)}\n")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["commit", "sync"])
+def test_what_was_just_committed_stays_listed_when_the_server_goes_down(
+        s3server, bucket, proxies, mount, tmp_path, how):
+    """A checkpoint directory committed (`ckptfs commit`, or `ckptfs sync`),
+    then the server unreachable: the writer still lists the directory and
+    its files, with their sizes, as a local filesystem would; it does not
+    answer ENOENT because the listing it kept from before the outage
+    predates the commit (before, the committed names were dropped from
+    the mount's own records and that older listing was served: the
+    directory vanished for the whole outage)."""
+    s3server.put(bucket, "run/")
+    p = proxies(seed=11)
+    w = mount_via(mount, s3server, bucket, p, tmp_path, "w", "commit_delay=600",
+                  "retry_timeout=1", "dir_timeout=1")
+    assert os.listdir(w / "run") == []  # a listing of run/ before the commit
+    d = w / "run" / "ckpt-1"
+    os.mkdir(d)
+    os.mkdir(d / "sub")
+    files = {"model.bin": det_bytes(61, 2 * MiB + 5), "sub/rng.bin": det_bytes(62, 77)}
+    for rel, data in files.items():
+        (d / rel).write_bytes(data)
+    if how == "commit":
+        helpers.ckptfs_commit(d)
+    else:
+        assert helpers.ckptfs_sync(w).returncode == 0
+    time.sleep(1.0)  # the mount's idle pass has run: the names are remote now
+    p.down(60)
+    time.sleep(2.5)  # past dir_timeout and the kernel's caches
+    try:
+        assert os.listdir(w / "run") == ["ckpt-1"], "run/ lost the checkpoint"
+        assert sorted(os.listdir(d)) == ["model.bin", "sub"]
+        assert os.listdir(d / "sub") == ["rng.bin"]
+        assert os.stat(d / "model.bin").st_size == len(files["model.bin"])
+        assert os.stat(d / "sub" / "rng.bin").st_size == len(files["sub/rng.bin"])
+    finally:
+        p.down(0)
+    assert sorted(os.listdir(d)) == ["model.bin", "sub"]
+    assert (d / "model.bin").read_bytes() == files["model.bin"]

@@ -869,3 +869,46 @@ Test(ns_dir, metadata_hints)
 	cr_assert_not(ns_dir_only_hints(&d));
 	ns_dir_free(&d);
 }
+
+/* --- names put into and dropped from a finished listing --------------- */
+
+/* What a mount committed itself goes into the listing it holds (which may
+ * predate the commit) in order, replacing a same-named entry; a removal
+ * takes the name out; a listing found gone is not gone any more. */
+Test(ns_dir, put_and_drop_keep_order)
+{
+	ns_dir d;
+	s3_object o[] = {obj("p/b", 1, 10), obj("p/d", 2, 10)};
+
+	ns_dir_init(&d, NULL, NULL);
+	add_objs(&d, "p/", o, N(o));
+	ns_dir_finish(&d);
+	d.vanished = true;
+	cr_assert_eq(ns_dir_put(&d, "c", true, 99, (struct timespec){20, 5}), 0);
+	cr_assert_eq(ns_dir_put(&d, "a", false, 7, (struct timespec){21, 0}), 0);
+	cr_assert_eq(ns_dir_put(&d, "e", false, 8, (struct timespec){22, 0}), 0);
+	cr_assert_eq(ns_dir_put(&d, "b", false, 3, (struct timespec){23, 0}), 0);
+	cr_assert_not(d.vanished);
+	cr_assert_eq(d.n, 5);
+	assert_sorted_unique(&d);
+	cr_assert_eq(must_find(&d, "c", true)->size, 0);
+	const ns_entry *b = must_find(&d, "b", false);
+	cr_assert_eq(b->size, 3);
+	cr_assert_null(b->etag); /* the version is not known */
+	cr_assert_eq(b->mtime.tv_sec, 23);
+	cr_assert_eq(must_find(&d, "a", false)->size, 7);
+	ns_dir_drop(&d, "c");
+	ns_dir_drop(&d, "zz"); /* absent: nothing */
+	ns_dir_drop(&d, "e");
+	cr_assert_eq(d.n, 3);
+	assert_sorted_unique(&d);
+	cr_assert_null(ns_dir_find(&d, "c"));
+	cr_assert_null(ns_dir_find(&d, "e"));
+	must_find(&d, "d", false);
+	ns_dir_free(&d);
+
+	ns_dir_init(&d, NULL, NULL); /* an empty listing made by hand */
+	cr_assert_eq(ns_dir_put(&d, "x", true, 0, (struct timespec){0, 0}), 0);
+	must_find(&d, "x", true);
+	ns_dir_free(&d);
+}

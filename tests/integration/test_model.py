@@ -1,0 +1,173 @@
+"""A model-based random test of the filesystem's semantics (issue 22 point
+6, doc/posix.md).
+
+Random sequences of calls through a mount (create, writes at random
+offsets and sizes, truncate, renames of files and directories over
+existing targets, unlink, mkdir, rmdir, chmod, chown, utimensat, setxattr,
+removexattr, symlink), mixed with another host's writes and removals (a
+second writable mount, in its own subtree), boto3 PUTs and DELETEs (in
+another subtree), `ckptfs sync`, unmount + remount and SIGKILL + remount.
+Every call is replayed on a local tmpfs (the oracle): the errno must be
+the same, and after every step the mount must show the tmpfs's tree
+(names, types, sizes, content hashes, mode, owner, mtime to the
+nanosecond when set by utimensat (else within 3 s), symlink targets, user
+xattrs); after every sync an observer mount (its own cache, read-only)
+must show it too.  The differences doc/posix.md documents are applied by
+named rules (model_lib.RULES) and nothing else.
+
+Seeds: CKPTFS_MODEL_SEED=N replays one seed; CKPTFS_MODEL_SEEDS (default
+3) seeds of CKPTFS_MODEL_STEPS (default 50) steps otherwise.  A failure
+prints the seed and the steps, then shrinks them (delta debugging, at most
+CKPTFS_MODEL_SHRINK_S seconds, default 120) and prints the shortest
+sequence; paste it into REGRESSIONS.  The long run: bench/model-bench.py.
+
+Why a seeded generator and not hypothesis.stateful: every example costs a
+bucket, three FUSE mounts and a tmpfs, so hypothesis's many small
+examples and its shrinker's hundreds of replays do not fit the CI budget;
+the steps need the oracle's state to be mostly valid; and a plain
+generator needs no new dependency.
+"""
+import os
+import random
+
+import pytest
+
+import model_lib as ml
+
+SEEDS = int(os.environ.get("CKPTFS_MODEL_SEEDS", "3"))
+STEPS = int(os.environ.get("CKPTFS_MODEL_STEPS", "50"))
+SHRINK_S = float(os.environ.get("CKPTFS_MODEL_SHRINK_S", "120"))
+ONE_SEED = os.environ.get("CKPTFS_MODEL_SEED")
+
+
+@pytest.fixture
+def make_world(s3server, mount, tmp_path):
+    n = [0]
+
+    def make(check_every=1):
+        n[0] += 1
+        return ml.World(s3server, s3server.new_bucket("model"), mount,
+                        tmp_path / f"w{n[0]}", check_every=check_every,
+                        log=print)
+    return make
+
+
+def _seeds():
+    if ONE_SEED is not None:
+        return [int(ONE_SEED)]
+    base = int(os.environ.get("CKPTFS_MODEL_BASE", "20261130"))
+    return [base + i for i in range(SEEDS)]
+
+
+def _report(seed, d, steps, make_world):
+    print(f"\nCKPTFS_MODEL_SEED={seed} diverged: {d}")
+    print("steps:", ml.format_steps(steps[:d.step_no + 1]), flush=True)
+    if SHRINK_S <= 0:
+        return steps[:d.step_no + 1], d
+    short, sd = ml.shrink(make_world, steps, d, SHRINK_S)
+    print(f"shortest ({len(short)} steps): {sd}\n{ml.format_steps(short)}")
+    return short, sd
+
+
+@pytest.mark.timeout(int(os.environ.get("CKPTFS_MODEL_TIMEOUT", "900")))
+def test_random_sequences(make_world):
+    """CKPTFS_MODEL_KEEP_GOING=1 runs every seed even after a divergence
+    (bench/model-bench.py sets it) and prints a summary line."""
+    seeds = _seeds()
+    keep_going = os.environ.get("CKPTFS_MODEL_KEEP_GOING") == "1"
+    total, found, known = 0, [], []
+    for seed in seeds:
+        d, steps, w = ml.generate_and_run(make_world, seed, STEPS)
+        total += w.steps_run
+        print(f"seed {seed}: {w.steps_run} steps, rules used "
+              f"{ {k: v for k, v in w.rules_used.items() if v} }"
+              + (f", DIVERGED: {d}" if d else ""), flush=True)
+        for hit in w.known_hits:
+            known.append((seed, hit))
+            print(f"seed {seed}: known {hit[2]} at step {hit[0]} "
+                  f"{hit[1]!r}: {hit[3]}")
+        if d is not None:
+            found.append((seed, d, _report(seed, d, steps, make_world)))
+            if not keep_going:
+                break
+    print(f"model: {total} steps run over {len(seeds)} seeds, "
+          f"{len(found)} divergences, {len(known)} known ones")
+    for seed, d, (short, sd) in found:
+        print(f"  seed {seed}: {sd} ({len(short)} steps)")
+    for seed, hit in known:
+        print(f"  seed {seed}: known {hit[2]} at step {hit[0]}")
+    if found:
+        seed, d, (short, sd) = found[0]
+        pytest.fail(f"seed {seed}: {d}\nshortest ({len(short)} steps): "
+                    f"{sd}\n{ml.format_steps(short)}")
+    assert total >= len(seeds) * STEPS
+
+
+# Found and not yet shrunk (bench run of 2026-11-29, 301 steps): seed 5003
+# with CKPTFS_MODEL_STEPS=250 diverges at step 78: mkdir c/g/b answers
+# ENOENT through the mount where the local filesystem makes it (after a
+# remount and renames of c).
+
+# Sequences the random test found, shrunk; each one diverged once.
+REGRESSIONS = {
+    # seed 20261130 (first cut), shrunk to 4 of 11 steps: a symlink
+    # committed, its mtime set, the writer shows the object's
+    # LastModified for a moment (xfail below; timing-dependent).
+    "symlink_mtime_after_restore": [
+        ('symlink', 'f0', 'c'),
+        ('sync',),
+        ('utimens', 'c', 1729556586524837483, 1729556586524837483),
+        ('rmdir', 'a'),
+        ('rmdir', 'a'),
+    ],
+    # bench seed 5000 (500-step run), shrunk from 91 to 10 steps: a file
+    # renamed over another, both just written at the top (single-file
+    # transactions, committing on close) after a sync: the mount shows the
+    # old target and the source, as if the rename had not happened; not
+    # reproduced by the last four steps alone (timing with the commits).
+    "rename_over_just_written_file": [
+        ('chmod', 'b', 292),
+        ('sync',),
+        ('utimens', 'f1', None, None),
+        ('removexattr', 'c', 'user.m'),
+        ('write', 'b', 1919, 2167, 648871391),
+        ('create', 'f1', 12260, 307429779),
+        ('rmdir', 'f0'),
+        ('create', 'f1', 1544, 279606219),
+        ('create', 'f0', 4193, 94214350),
+        ('rename', 'f1', 'f0'),
+    ],
+}
+
+# name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
+# of a divergence found and not fixed (the sequence may pass: timing)
+XFAIL = {
+    "symlink_mtime_after_restore": "mtime-lastmodified-transient",
+    "rename_over_just_written_file":
+        "not fixed (src/fs renames vs the commit of a single-file "
+        "transaction; a rename must show at once, doc/posix.md does not "
+        "document a delay): the old target and the source still shown",
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", sorted(REGRESSIONS) or [None])
+def test_regression(name, make_world):
+    if name is None:
+        pytest.skip("no regression sequences")
+    d, w = ml.run_steps(make_world, REGRESSIONS[name])
+    if d is not None and name in XFAIL and XFAIL[name] not in ml.KNOWN:
+        pytest.xfail(f"{XFAIL[name]}: {d}")
+    assert d is None, f"{name}: {d}"
+    if name in XFAIL and any(h[2] == XFAIL[name] for h in w.known_hits):
+        pytest.xfail(f"{XFAIL[name]}: {ml.KNOWN[XFAIL[name]]}")
+
+
+def test_generator_is_reproducible(tmp_path):
+    """One seed gives one sequence: the seed printed on failure replays
+    it (the generator reads the oracle's names, so an empty one here)."""
+    (tmp_path / "o").mkdir()
+    a = ml.Gen(7, tmp_path / "o")
+    b = ml.Gen(7, tmp_path / "o")
+    assert [a.step() for _ in range(50)] == [b.step() for _ in range(50)]
+    assert random.Random(7).random() == random.Random(7).random()
