@@ -202,6 +202,158 @@ static bool hinted_in(const keylist *l, const char *p, const char *rel)
 	return yes;
 }
 
+/* eng_rename_dir's copies: every object under the old name (l, keys
+ * plen bytes into the prefix p) but the root's own manifests and hints
+ * goes to the new name; the files among them are recorded in nf (*n of
+ * them), with the attributes the source's manifests vm (governed: any
+ * committed, files under base) or metadata give them.  0 or -1 (x). */
+static int copy_objects(eng *e, const eng_snap *sn, const keylist *l,
+			size_t plen, buf *p, const vis_manifest *vm,
+			const char *base, bool governed, eng_snap_file *nf,
+			size_t *n_out, s3_err *x)
+{
+	int rc = 0;
+	size_t n = 0;
+	for (size_t i = 0; !rc && nf && i < l->n; i++) {
+		const char *rel = l->v[i] + plen;
+		/* hints are not copied: the new name's manifest governs
+		 * everything under it and carries the attributes */
+		if (proto_is_meta_key(rel) || proto_in_hint_dir(rel))
+			continue;
+		buf d = BUF_INIT;
+		buf_printf(&d, "%s%s/%s", e->prefix, sn->dest, rel);
+		char etag[S3_ETAG_MAX] = "";
+		rc = copy_one(e, l->v[i], buf_cstr(&d), l->o[i].size,
+			      l->o[i].etag, etag, x);
+		buf_free(&d);
+		size_t rl = strlen(rel);
+		if (rc || !rl || rel[rl - 1] == '/')
+			continue; /* directory objects are not files */
+		const vis_file *v = governed ? src_file(vm, base, rel) : NULL;
+		if (governed && !v)
+			continue; /* invisible in the source: not listed */
+		eng_snap_file *s = &nf[n++];
+		s->path = strdup(rel);
+		s->etag = strdup(etag);
+		s->size = l->o[i].size;
+		s->crc = v && v->has_crc ? v->crc32c : 0;
+		/* a copy has the same bytes: the same block checksums */
+		s->blocks = v && v->blocks && v->size == s->size &&
+				    v->block == PROTO_BLOCK
+				? strdup(v->blocks)
+				: NULL;
+		if (v) {
+			vis_file_meta(v, &s->m);
+		} else if (hinted_in(l, buf_cstr(p), rel)) {
+			/* outside manifests with ckptfs metadata: the
+			 * manifest keeps what the object recorded */
+			s3_head_ext_result h = {0};
+			rc = s3_head_ext(e->s3, l->v[i], &h, x);
+			if (!rc)
+				object_attrs(&h, &s->m);
+			s3_head_ext_result_free(&h);
+		} else {
+			s->m.mode = 0644;
+		}
+	}
+	*n_out = n;
+	return rc;
+}
+
+/* eng_rename_dir's manifest at the new name, for the files nf (n) and
+ * directories md (nd) copied; committed only once the old name's delete
+ * record exists (proto/manifest.h, "renamed_from").  *final_json: the
+ * manifest without that condition, to store after the commit point.
+ * 0 or -1 (x). */
+static int put_new_manifest(eng *e, const eng_snap *sn,
+			    const vis_manifest *vm, const char *base,
+			    bool governed, eng_snap_file *nf, size_t n,
+			    proto_mdir *md, const proto_meta *dm, size_t nd,
+			    char **final_json, s3_err *x)
+{
+	int rc;
+	proto_mfile *mf = calloc(n + 1, sizeof *mf);
+	for (size_t i = 0; mf && i < n; i++) {
+		const vis_file *v = governed ? src_file(vm, base,
+							nf[i].path)
+					     : NULL;
+		mf[i] = (proto_mfile){nf[i].path, nf[i].size,
+				      nf[i].etag, nf[i].crc,
+				      v && v->has_crc, &nf[i].m,
+				      PROTO_BLOCK, nf[i].blocks};
+	}
+	char *json = mf && md && dm ? proto_manifest_json(
+					e->writer, (uint64_t)sn->id,
+					eng_wall_ns(), mf, n, md, nd)
+			      : NULL;
+	char *key = proto_manifest_key(e->prefix, sn->dest, e->writer);
+	/* committed only once the old name's delete record exists
+	 * (proto/manifest.h, "renamed_from") */
+	char *rel = proto_rel_path(sn->dest, sn->root);
+	char *cond = json && rel ? proto_manifest_with_from(json, rel)
+				 : NULL;
+	/* no renewal of the new name's marker may land after its
+	 * manifest: it would hide it past the commit point */
+	eng_stop_renewal(e, sn->dest, 0);
+	rc = cond ? eng_put_mem(e, key, cond, "application/json", NULL, 0, x)
+		  : -1;
+	if (rc)
+		eng_resume_renewal(e, sn->dest, 0);
+	*final_json = json;
+	free(cond);
+	free(rel);
+	free(key);
+	free(mf);
+	return rc;
+}
+
+/* eng_rename_dir's addendum at the new name: it lists the new name's
+ * files (nf, n: their paths made full here) and, moved inside its root
+ * (base not empty), the moved directories' attributes (md, nd), which
+ * the root's readers find there.  0 or -1 (x). */
+static int put_moved_addendum(eng *e, const eng_snap *sn, eng_snap_file *nf,
+			      size_t n, const char *base, proto_mdir *md,
+			      size_t nd, s3_err *x)
+{
+	int rc;
+	/* the addendum lists the new name's files */
+	eng_snap tmp = *sn;
+	tmp.f = nf;
+	tmp.nf = n;
+	tmp.nd = 0;
+	tmp.is_dir = true;
+	/* moved inside its root: the root's readers find the moved
+	 * directories' attributes there */
+	char **dpath = base[0] ? calloc(nd + 1, sizeof *dpath) : NULL;
+	proto_meta *adm = dpath ? calloc(nd + 1, sizeof *adm) : NULL;
+	size_t k = 0;
+	bool ok = adm != NULL;
+	for (size_t i = 0; ok && i < nd; i++) {
+		if (!md[i].m)
+			continue; /* recorded no attributes */
+		dpath[k] = eng_join(sn->dest, md[i].path);
+		ok = dpath[k] != NULL;
+		if (ok)
+			adm[k++] = *md[i].m; /* borrowed from dm */
+	}
+	if (ok) {
+		tmp.nd = k;
+		tmp.dpath = dpath;
+		tmp.dm = adm;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *full = eng_join(sn->dest, nf[i].path);
+		free(nf[i].path);
+		nf[i].path = full;
+	}
+	rc = eng_put_addendum(e, &tmp, sn->dest, x);
+	for (size_t i = 0; dpath && i < k; i++)
+		free(dpath[i]);
+	free(dpath);
+	free(adm);
+	return rc;
+}
+
 int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 {
 	CKPTFS_ASSERT_NOT_HELD(&e->mu);
@@ -259,126 +411,19 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	/* copy every object but the root's own manifests */
 	eng_snap_file *nf = calloc(l.n + 1, sizeof *nf);
 	size_t n = 0;
-	for (size_t i = 0; !rc && nf && i < l.n; i++) {
-		const char *rel = l.v[i] + plen;
-		/* hints are not copied: the new name's manifest governs
-		 * everything under it and carries the attributes */
-		if (proto_is_meta_key(rel) || proto_in_hint_dir(rel))
-			continue;
-		buf d = BUF_INIT;
-		buf_printf(&d, "%s%s/%s", e->prefix, sn->dest, rel);
-		char etag[S3_ETAG_MAX] = "";
-		rc = copy_one(e, l.v[i], buf_cstr(&d), l.o[i].size,
-			      l.o[i].etag, etag, x);
-		buf_free(&d);
-		size_t rl = strlen(rel);
-		if (rc || !rl || rel[rl - 1] == '/')
-			continue; /* directory objects are not files */
-		const vis_file *v = governed ? src_file(&vm, base, rel) : NULL;
-		if (governed && !v)
-			continue; /* invisible in the source: not listed */
-		eng_snap_file *s = &nf[n++];
-		s->path = strdup(rel);
-		s->etag = strdup(etag);
-		s->size = l.o[i].size;
-		s->crc = v && v->has_crc ? v->crc32c : 0;
-		/* a copy has the same bytes: the same block checksums */
-		s->blocks = v && v->blocks && v->size == s->size &&
-				    v->block == PROTO_BLOCK
-				? strdup(v->blocks)
-				: NULL;
-		if (v) {
-			vis_file_meta(v, &s->m);
-		} else if (hinted_in(&l, buf_cstr(&p), rel)) {
-			/* outside manifests with ckptfs metadata: the
-			 * manifest keeps what the object recorded */
-			s3_head_ext_result h = {0};
-			rc = s3_head_ext(e->s3, l.v[i], &h, x);
-			if (!rc)
-				object_attrs(&h, &s->m);
-			s3_head_ext_result_free(&h);
-		} else {
-			s->m.mode = 0644;
-		}
-	}
+	if (!rc)
+		rc = copy_objects(e, sn, &l, plen, &p, &vm, base, governed, nf,
+				  &n, x);
 	/* the directories keep the attributes they recorded, in the new
 	 * name's manifest and, inside a root, in the root's addendum */
 	proto_mdir *md = calloc(vm.n_dirs + 2, sizeof *md);
 	proto_meta *dm = calloc(vm.n_dirs + 2, sizeof *dm);
 	size_t nd = md && dm ? src_dirs(&vm, base, md, dm) : 0;
-	if (!rc) {
-		proto_mfile *mf = calloc(n + 1, sizeof *mf);
-		for (size_t i = 0; mf && i < n; i++) {
-			const vis_file *v = governed ? src_file(&vm, base,
-								nf[i].path)
-						     : NULL;
-			mf[i] = (proto_mfile){nf[i].path, nf[i].size,
-					      nf[i].etag, nf[i].crc,
-					      v && v->has_crc, &nf[i].m,
-					      PROTO_BLOCK, nf[i].blocks};
-		}
-		char *json = mf && md && dm ? proto_manifest_json(
-						e->writer, (uint64_t)sn->id,
-						eng_wall_ns(), mf, n, md, nd)
-				      : NULL;
-		char *key = proto_manifest_key(e->prefix, sn->dest, e->writer);
-		/* committed only once the old name's delete record exists
-		 * (proto/manifest.h, "renamed_from") */
-		char *rel = proto_rel_path(sn->dest, sn->root);
-		char *cond = json && rel ? proto_manifest_with_from(json, rel)
-					 : NULL;
-		/* no renewal of the new name's marker may land after its
-		 * manifest: it would hide it past the commit point */
-		eng_stop_renewal(e, sn->dest, 0);
-		rc = cond ? eng_put_mem(e, key, cond, "application/json", NULL, 0, x)
-			  : -1;
-		if (rc)
-			eng_resume_renewal(e, sn->dest, 0);
-		final_json = json;
-		free(cond);
-		free(rel);
-		free(key);
-		free(mf);
-	}
-	if (!rc) {
-		/* the addendum lists the new name's files */
-		eng_snap tmp = *sn;
-		tmp.f = nf;
-		tmp.nf = n;
-		tmp.nd = 0;
-		tmp.is_dir = true;
-		/* moved inside its root: the root's readers find the moved
-		 * directories' attributes there */
-		char **dpath = base[0] ? calloc(nd + 1, sizeof *dpath) : NULL;
-		proto_meta *adm = dpath ? calloc(nd + 1, sizeof *adm) : NULL;
-		size_t k = 0;
-		bool ok = adm != NULL;
-		for (size_t i = 0; ok && i < nd; i++) {
-			if (!md[i].m)
-				continue; /* recorded no attributes */
-			dpath[k] = eng_join(sn->dest, md[i].path);
-			ok = dpath[k] != NULL;
-			if (ok)
-				adm[k++] = *md[i].m; /* borrowed from dm */
-		}
-		if (ok) {
-			tmp.nd = k;
-			tmp.dpath = dpath;
-			tmp.dm = adm;
-		}
-		eng_snap_file *saved = nf;
-		for (size_t i = 0; i < n; i++) {
-			char *full = eng_join(sn->dest, nf[i].path);
-			free(nf[i].path);
-			nf[i].path = full;
-		}
-		rc = eng_put_addendum(e, &tmp, sn->dest, x);
-		nf = saved;
-		for (size_t i = 0; dpath && i < k; i++)
-			free(dpath[i]);
-		free(dpath);
-		free(adm);
-	}
+	if (!rc)
+		rc = put_new_manifest(e, sn, &vm, base, governed, nf, n, md, dm,
+				      nd, &final_json, x);
+	if (!rc)
+		rc = put_moved_addendum(e, sn, nf, n, base, md, nd, x);
 	/* the old name's delete record is the commit point: from here on
 	 * the rename is finished, not undone (gone_exists above) */
 	if (!rc)

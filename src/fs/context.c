@@ -1,5 +1,5 @@
 /*
- * The mount's context (struct fs_ctx, fs/ops-internal.h): created before
+ * The mount's context (struct fs_ctx, fs/ctx.h): created before
  * the FUSE session, closed and freed after it.  Everything the operations
  * share hangs off it: the inode table, the manifest cache, the passthrough
  * state, open handles, and the write path's overlay, held deletes and
@@ -13,8 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/ops-internal.h"
-#include "fs/write-internal.h"
+#include "fs/ctx.h"
+#include "fs/handles.h"
+#include "fs/write-deletes.h"
+#include "fs/write-idle.h"
+#include "fs/write-resume.h"
+#include "fs/write-sync.h"
+#include "fs/write.h"
 #include "util/log.h"
 
 /* The kernel forgot an inode: its passthrough backing can go. */
@@ -25,7 +30,7 @@ static void inode_freed(void *arg, fs_inode *n)
 		fs_pt_backing_close(&fs->pt, n->pt_backing_id);
 }
 
-/* The write path's state (fs/write-internal.h). */
+/* The write path's state (fs/write-*.h). */
 static void writes_init(fs_ctx *fs)
 {
 	ov_init(&fs->ov);
@@ -137,4 +142,33 @@ fs_pt *fs_ctx_pt(fs_ctx *fs)
 eng *fs_ctx_engine(fs_ctx *fs)
 {
 	return fs->eng;
+}
+
+/* ---- the write path's part of fs/ops.h -------------------------------- */
+
+void fs_ctx_set_engine(fs_ctx *fs, eng *e, double commit_delay)
+{
+	wr_set_engine(fs, e, commit_delay);
+}
+
+void fs_ctx_stop_writes(fs_ctx *fs)
+{
+	wr_shutdown(fs);
+}
+
+void fs_ctx_restore(fs_ctx *fs)
+{
+	wr_restore(fs);
+}
+
+int fs_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
+{
+	return wr_commit_path(fs, relpath, err, errsz);
+}
+
+int fs_sync(fs_ctx *fs,
+	    void (*progress)(void *arg, uint64_t done, uint64_t total),
+	    void *arg)
+{
+	return wr_sync(fs, progress, arg);
 }

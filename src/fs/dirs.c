@@ -6,12 +6,18 @@
  * proto/namespace.h).  A directory handle is a snapshot of the listing
  * merged with the overlay, so offsets stay stable while it is refreshed.
  */
+#include "fs/dirs.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
+#include "fs/handles.h"
+#include "fs/local.h"
+#include "fs/metaread.h"
+#include "fs/nodes.h"
 #include "proto/namespace.h"
 #include "util/log.h"
 
@@ -28,7 +34,7 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	fs_inode *local = NULL;
-	int wr = wr_lookup(fs, p, name, &local);
+	int wr = fs_local_lookup(fs, p, name, &local);
 	if (wr && local) {
 		local->nlookup++;
 		struct fuse_entry_param ep;
@@ -39,7 +45,7 @@ void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	/* a large directory's names, and subdirectories, keep answering
 	 * from the last listing while it is refreshed (fs_dir_stale_entry) */
-	bool remote = !wr && !wr_is_local_dir(fs, p);
+	bool remote = !wr && !fs_local_is_dir(fs, p);
 	const ns_entry *e = remote ? fs_dir_stale_entry(fs, p, name) : NULL;
 	bool refresh = e && !p->listing_busy; /* e: past dir_timeout */
 	int rc = e || !remote ? 0 : fs_dir_load(fs, p);
@@ -122,7 +128,7 @@ void rd_getattr(fuse_req_t req, fuse_ino_t ino,
 	fs_inode *n = fs_lock_inode(req, fs, ino);
 	if (!n)
 		return;
-	if (!n->is_dir && !wr_fill_stat(fs, n, &(struct stat){0})) {
+	if (!n->is_dir && !fs_local_fill_stat(fs, n, &(struct stat){0})) {
 		fs_inode_ref(n);
 		fs_check_meta(fs, n);
 		fs_itable_unref(fs->it, n);
@@ -136,7 +142,7 @@ void rd_getattr(fuse_req_t req, fuse_ino_t ino,
 	 * pending marker a listing is three, ~100 ms on the bench's server.
 	 */
 	bool refresh = false;
-	if (n->is_dir && !wr_is_local_dir(fs, n)) {
+	if (n->is_dir && !fs_local_is_dir(fs, n)) {
 		if (n->listing && !n->listing_held) {
 			refresh = true;
 			fs_inode_ref(n);
@@ -172,7 +178,7 @@ void rd_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, d ? ENOTDIR : ENOENT);
 		return;
 	}
-	bool local = wr_is_local_dir(fs, d);
+	bool local = fs_local_is_dir(fs, d);
 	int rc = local ? 0 : fs_dir_load(fs, d);
 	if (rc < 0) {
 		fs_itable_unlock(fs->it);
@@ -199,7 +205,7 @@ void rd_opendir(fuse_req_t req, fuse_ino_t ino,
 			break;
 		dh->n++;
 	}
-	if (wr_merge_listing(fs, d, dh) < 0) {
+	if (fs_local_merge_listing(fs, d, dh) < 0) {
 		fs_itable_unlock(fs->it);
 		fs_dirhandle_free(dh);
 		fuse_reply_err(req, ENOMEM);
@@ -216,7 +222,7 @@ void rd_opendir(fuse_req_t req, fuse_ino_t ino,
 	 * its marker in neither: a crashed in-place save redone), or after
 	 * its marker went; nothing in it is committed, so it is not there
 	 * (an abandoned transaction is hidden, proto/visibility.h) */
-	if (!local && !wr_has_local_node(fs, d) && dh->n == 0 &&
+	if (!local && !fs_local_has_node(fs, d) && dh->n == 0 &&
 	    d->listing && (d->listing->vanished || fs_dir_uncommitted(d)) &&
 	    d->path[0]) {
 		fs_itable_unlock(fs->it);
@@ -272,7 +278,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			 * says): the type must be right from the first
 			 * reply, the kernel refuses an inode changing type */
 			if (!c->is_dir && c->size == 0 && !c->has_attrs &&
-			    !wr_fill_stat(fs, c, &st)) {
+			    !fs_local_fill_stat(fs, c, &st)) {
 				fs_inode_ref(c);
 				held = c;
 				fs_check_meta(fs, c);

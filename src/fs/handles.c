@@ -7,10 +7,14 @@
  * wr_handle_free (fs/write.c), which hands the file over between
  * fs_handle_settle and fs_handle_drop.
  */
+#include "fs/handles.h"
+
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
 
 /* Table locked. */
 void fs_handle_link(fs_ctx *fs, fs_handle *h)
@@ -150,4 +154,29 @@ void fs_dirhandle_free(fs_dirhandle *dh)
 	}
 	free(dh->v);
 	free(dh);
+}
+
+/* The thread group of thread id t, or 0 when /proc does not say (gone). */
+static pid_t tgid_of(pid_t t)
+{
+	char p[64], line[128];
+	snprintf(p, sizeof p, "/proc/%d/status", (int)t);
+	FILE *f = fopen(p, "re");
+	pid_t g = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "Tgid:", 5)) {
+			g = (pid_t)atoi(line + 5);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return g;
+}
+
+bool fs_same_process(pid_t a, pid_t b)
+{
+	if (a == b || a <= 0 || b <= 0)
+		return true;
+	pid_t ga = tgid_of(a), gb = tgid_of(b);
+	return !ga || !gb || ga == gb;
 }

@@ -17,6 +17,7 @@
 #include "s3/upload.h"
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 #define MANIFEST_MAX (64u << 20)
 
@@ -48,6 +49,7 @@ struct hidden {
 	struct mark *v;
 	size_t n;
 	size_t base_len;
+	size_t cap; /* of v */
 };
 
 static void hidden_free(struct hidden *h)
@@ -76,7 +78,9 @@ static int page_markers(void *arg, const char *prefix,
 		bool expired = !gone &&
 			       !vis_marker_live(o->mtime.tv_sec, lease, now);
 		const char *w = o->key + plen + strlen(child) + 1;
-		struct mark *nv = realloc(h->v, (h->n + 1) * sizeof *nv);
+		struct mark *nv = h->n < h->cap
+					  ? h->v
+					  : vec_grow(h->v, &h->cap, sizeof *nv, 16);
 		char *writer = strndup(w, (size_t)(strrchr(w, '@') - w));
 		if (!nv || !writer) {
 			if (nv)
@@ -99,6 +103,7 @@ struct writers {
 	char **v;
 	time_t *at;
 	size_t n;
+	size_t cap; /* of v and at */
 };
 
 static void writers_free(struct writers *w)
@@ -109,7 +114,7 @@ static void writers_free(struct writers *w)
 	free(w->at);
 	w->v = NULL;
 	w->at = NULL;
-	w->n = 0;
+	w->n = w->cap = 0;
 }
 
 /* Whether writer committed its own manifest at or after t. */
@@ -173,7 +178,7 @@ static int hide_pending(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 {
 	buf p = BUF_INIT;
 	buf_printf(&p, "%s%s/", dir_prefix, PROTO_PENDING_DIR);
-	struct hidden h = {NULL, 0, 0};
+	struct hidden h = {NULL, 0, 0, 0};
 	int rc = list_all(s3, buf_cstr(&p), NULL, page_markers, &h, e);
 	for (size_t i = 0; rc == 0 && i < h.n; i++) {
 		const char *c = h.v[i].child;
@@ -260,7 +265,7 @@ static int own_marker_live(s3_client *s3, const char *dir_prefix,
 	size_t base = strlen(mp) - 1;
 	while (base > 0 && mp[base - 1] != '/')
 		base--;
-	struct hidden h = {NULL, 0, base};
+	struct hidden h = {NULL, 0, base, 0};
 	int rc = list_all(s3, mp, NULL, page_markers, &h, e);
 	free(mp);
 	*live = marks_hide(&h, NULL, committed);
@@ -354,17 +359,24 @@ static void add_own_writer(struct writers *w, const char *key, time_t at)
 	if (strncmp(n, "manifest.", 9) || l < 15 || strcmp(n + l - 5, ".json"))
 		return;
 	char *writer = strndup(n + 9, l - 14);
-	char **nv = writer && !strchr(writer, '.')
-			    ? realloc(w->v, (w->n + 1) * sizeof *nv)
-			    : NULL;
-	if (nv)
-		w->v = nv;
-	time_t *na = nv ? realloc(w->at, (w->n + 1) * sizeof *na) : NULL;
-	if (!na) {
+	if (!writer || strchr(writer, '.')) {
 		free(writer);
 		return;
 	}
-	w->at = na;
+	if (w->n == w->cap) { /* v and at grow together */
+		size_t cap = w->cap, cap_at = w->cap;
+		char **nv = vec_grow(w->v, &cap, sizeof *nv, 16);
+		if (nv)
+			w->v = nv;
+		time_t *na = nv ? vec_grow(w->at, &cap_at, sizeof *na, 16)
+				: NULL;
+		if (!na) {
+			free(writer);
+			return;
+		}
+		w->at = na;
+		w->cap = cap;
+	}
 	w->at[w->n] = at;
 	w->v[w->n++] = writer;
 }

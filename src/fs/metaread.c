@@ -17,11 +17,15 @@
  * reads every one (buckets written by ckptfs before hints); off none.
  * Files not read show the mount's defaults.
  */
+#include "fs/metaread.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
+#include "fs/local.h"
+#include "fs/nodes.h"
 #include "proto/meta.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -42,7 +46,7 @@ static bool needs_meta(fs_ctx *fs, const fs_inode *n)
 		return false;
 	if (!fs_meta_wanted(fs, n))
 		return false; /* object_meta: no hint, or off */
-	return !wr_fill_stat(fs, n, &(struct stat){0});
+	return !fs_local_fill_stat(fs, n, &(struct stat){0});
 }
 
 typedef struct meta_item {

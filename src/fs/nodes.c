@@ -18,15 +18,17 @@
  * Until then the entry is returned with attr_timeout 0 so that a stat asks
  * again (getattr lists the directory to learn it).
  */
+#include "fs/nodes.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs/ctx.h"
 #include "fs/listing.h"
-#include "fs/ops-internal.h"
-#include "fs/write-internal.h"
+#include "fs/local.h"
 #include "proto/namespace.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -72,7 +74,7 @@ static char *dir_prefix(fs_ctx *fs, const fs_inode *d)
 
 void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 {
-	if (wr_fill_stat(fs, n, st))
+	if (fs_local_fill_stat(fs, n, st))
 		return;
 	memset(st, 0, sizeof *st);
 	st->st_ino = n->ino;
@@ -332,7 +334,7 @@ static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 	fs_itable_lock(fs->it);
 	d->listing_busy = false;
 	if (--fs->fetching == 0)
-		wr_fetch_done(fs);
+		fs_local_fetch_done(fs);
 	fs_itable_broadcast(fs->it);
 	if (stale && d->listing) {
 		log_warn("%s (serving the last listing of /%s)", e.msg,
@@ -602,7 +604,7 @@ static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 	/* a file whose object metadata was not read yet (fs_check_meta) */
 	if (!n->is_dir && !n->has_attrs && n->etag && fs_meta_wanted(fs, n) &&
 	    !fs_meta_read_for(n, n->etag, n->obj_mtime) &&
-	    !wr_fill_stat(fs, n, &(struct stat){0}))
+	    !fs_local_fill_stat(fs, n, &(struct stat){0}))
 		return 0.0;
 	return fs->o.attr_timeout;
 }

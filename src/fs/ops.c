@@ -20,7 +20,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
+#include "fs/dirs.h"
+#include "fs/handles.h"
+#include "fs/read.h"
+#include "fs/write-attrs.h"
+#include "fs/write-names.h"
+#include "fs/write.h"
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -47,7 +53,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 	fs_handle *h = (fs_handle *)(uintptr_t)fi->fh;
 	/* a fork's copy of the descriptor closing is no close of the
 	 * handle's: it stays open in the opener (fs/write.c wr_flush) */
-	bool own = wr_same_process(h->opener, fuse_req_ctx(req)->pid);
+	bool own = fs_same_process(h->opener, fuse_req_ctx(req)->pid);
 	fs_itable_lock(fs->it);
 	if (own && !h->flushed) {
 		h->flushed = true;

@@ -11,6 +11,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "util/hex.h"
+#include "util/vec.h"
+
 static uint64_t hash_str(const char *s)
 {
 	uint64_t h = 1469598103934665603ULL;
@@ -180,13 +183,12 @@ int ov_move(ov_table *t, const char *from, const char *to)
 			if (strcmp(n->path, from) && !under(n->path, from, fl))
 				continue;
 			if (k == cap) {
-				ov_node **nv = realloc(v, 2 * cap * sizeof *v);
+				ov_node **nv = vec_grow(v, &cap, sizeof *v, 16);
 				if (!nv) {
 					free(v);
 					return -1;
 				}
 				v = nv;
-				cap *= 2;
 			}
 			v[k++] = n;
 		}
@@ -406,7 +408,6 @@ int ov_xattr_list(const ov_node *n, char *out, size_t size)
 
 int ov_xattr_encode(const ov_node *n, buf *out)
 {
-	static const char hex[] = "0123456789abcdef";
 	const char *p = n->xattrs.data, *end = p + n->xattrs.len;
 	for (const char *q = p; q && q < end;) {
 		size_t nl = strlen(q);
@@ -416,7 +417,8 @@ int ov_xattr_encode(const ov_node *n, buf *out)
 			return -1;
 		const unsigned char *v = (const unsigned char *)q + nl + 5;
 		for (uint32_t i = 0; i < vl; i++) {
-			char h[2] = {hex[v[i] >> 4], hex[v[i] & 15]};
+			char h[3];
+			hex_encode(&v[i], 1, h);
 			if (buf_append(out, h, 2) < 0)
 				return -1;
 		}

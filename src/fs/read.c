@@ -17,13 +17,19 @@
  * read fails with EIO.  The page cache mode (keep_cache) follows the
  * version the inode holds.
  */
+#include "fs/read.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
 #include <time.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
+#include "fs/handles.h"
+#include "fs/local.h"
+#include "fs/nodes.h"
+#include "fs/readahead.h"
 #include "proto/crc.h"
 #include "util/log.h"
 
@@ -187,11 +193,73 @@ static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr,
 	const ns_dir *before = d ? d->listing : NULL;
 	if (!fresh && !any_age && !n->detached && d && d->listing &&
 	    d->listing->n <= LIST_REVALIDATE_MAX &&
-	    !wr_is_local_dir(fs, d) && fs_dir_load(fs, d) == 0 &&
+	    !fs_local_is_dir(fs, d) && fs_dir_load(fs, d) == 0 &&
 	    d->listing != before)
 		fresh = listed_attrs(fs, n, hr);
 	fs_itable_unlock(fs->it);
 	return fresh;
+}
+
+/* Pins the version a handle of n (key) reads: the one listed or HEADed
+ * recently (fresh_attrs), else a fresh HEAD; the server unreachable, the
+ * version listed last (*offline; the caller checks it is cached whole).
+ * Returns a new handle, or NULL after replying the error (key and n's
+ * reference dropped).  Table not locked. */
+static fs_handle *open_version(fuse_req_t req, fs_ctx *fs, fs_inode *n,
+			       char *key, s3_head_result *hr, s3_err *e,
+			       bool *offline)
+{
+	/* pin the version this handle reads: the one listed or HEADed
+	 * recently (fresh_attrs), else a fresh HEAD */
+	fs_handle *h = calloc(1, sizeof *h);
+	bool fresh = fresh_attrs(fs, n, hr, false);
+	/* the server unreachable: the version listed last, if it is cached
+	 * whole (checked below), as listings serve the last one */
+	bool ok = fresh;
+	*offline = false;
+	if (h && key && !fresh) {
+		ok = s3_head(fs->s3, key, hr, e) == 0;
+		if (!ok && s3_err_transient(e) &&
+		    fresh_attrs(fs, n, hr, true))
+			ok = *offline = true;
+	}
+	if (!h || !key || !ok) {
+		int err = h && key ? e->err : ENOMEM;
+		if (h && key)
+			log_warn("open %s: %s", key, e->msg);
+		free(h);
+		free(key);
+		fs_itable_lock(fs->it);
+		fs_itable_unref(fs->it, n);
+		fs_itable_unlock(fs->it);
+		fuse_reply_err(req, err);
+		return NULL;
+	}
+	return h;
+}
+
+/* After the reply to an open of n: a directory read file after file has
+ * its listing, and those of the directories above it (the path walk's
+ * lookups), listed again before they expire, by this worker, so the next
+ * opens and lookups find them fresh (doc/architecture.md, "Reads").
+ * Drops the open's reference to n.  Table not locked. */
+static void refresh_up(fs_ctx *fs, fs_inode *n)
+{
+	fs_itable_lock(fs->it);
+	fs_inode *d = n->detached ? NULL : n->parent;
+	if (d)
+		fs_inode_ref(d);
+	while (d) { /* each held while the lock is dropped to list it */
+		if (!fs_local_is_dir(fs, d))
+			fs_dir_refresh_ahead(fs, d);
+		fs_inode *up = d->detached ? NULL : d->parent;
+		if (up)
+			fs_inode_ref(up);
+		fs_itable_unref(fs->it, d);
+		d = up;
+	}
+	fs_itable_unref(fs->it, n);
+	fs_itable_unlock(fs->it);
 }
 
 void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -208,33 +276,12 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char *key = fs_object_key(fs, n);
 	fs_itable_unlock(fs->it);
 
-	/* pin the version this handle reads: the one listed or HEADed
-	 * recently (fresh_attrs), else a fresh HEAD */
 	s3_head_result hr;
 	s3_err e;
-	fs_handle *h = calloc(1, sizeof *h);
-	bool fresh = fresh_attrs(fs, n, &hr, false);
-	/* the server unreachable: the version listed last, if it is cached
-	 * whole (checked below), as listings serve the last one */
-	bool offline = false, ok = fresh;
-	if (h && key && !fresh) {
-		ok = s3_head(fs->s3, key, &hr, &e) == 0;
-		if (!ok && s3_err_transient(&e) &&
-		    fresh_attrs(fs, n, &hr, true))
-			ok = offline = true;
-	}
-	if (!h || !key || !ok) {
-		int err = h && key ? e.err : ENOMEM;
-		if (h && key)
-			log_warn("open %s: %s", key, e.msg);
-		free(h);
-		free(key);
-		fs_itable_lock(fs->it);
-		fs_itable_unref(fs->it, n);
-		fs_itable_unlock(fs->it);
-		fuse_reply_err(req, err);
+	bool offline = false;
+	fs_handle *h = open_version(req, fs, n, key, &hr, &e, &offline);
+	if (!h)
 		return;
-	}
 	h->node = n;
 	h->key = key;
 	h->size = hr.size;
@@ -311,25 +358,7 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_handle_free(fs, h, true); /* interrupted open */
 	else if (cached) /* after the reply: the open never waits for it */
 		fs_readahead_opened(fs, n);
-	fs_itable_lock(fs->it);
-	/* a directory read file after file: its listing, and those of the
-	 * directories above it (the path walk's lookups), are listed again
-	 * before they expire, by this worker, after the reply, so the next
-	 * opens and lookups find them fresh (doc/architecture.md, "Reads") */
-	fs_inode *d = n->detached ? NULL : n->parent;
-	if (d)
-		fs_inode_ref(d);
-	while (d) { /* each held while the lock is dropped to list it */
-		if (!wr_is_local_dir(fs, d))
-			fs_dir_refresh_ahead(fs, d);
-		fs_inode *up = d->detached ? NULL : d->parent;
-		if (up)
-			fs_inode_ref(up);
-		fs_itable_unref(fs->it, d);
-		d = up;
-	}
-	fs_itable_unref(fs->it, n);
-	fs_itable_unlock(fs->it);
+	refresh_up(fs, n);
 }
 
 /*

@@ -23,10 +23,13 @@
  * then no file over it is read ahead), so it cannot evict what it fetched
  * before it is read, nor take the room the reader's next open needs.
  */
+#include "fs/readahead.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
+#include "fs/nodes.h"
 #include "proto/keys.h"
 #include "util/buf.h"
 #include "util/log.h"

@@ -7,6 +7,8 @@
  * attributes of remote files are read from what the manifest or the
  * object metadata recorded; only local nodes take new ones.
  */
+#include "fs/write-attrs.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/metaread.h"
+#include "fs/nodes.h"
+#include "fs/write-cow.h"
+#include "fs/write-deletes.h"
+#include "fs/write-local.h"
+#include "fs/write-txn.h"
 #include "proto/meta.h"
 
 /* A closed file of a transaction that is committing or committed, whose

@@ -5,12 +5,16 @@
  * checked against its manifest's block CRCs as a read would be; never
  * guessed (fs/write.c has the overview).
  */
+#include "fs/write-cow.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "fs/write-internal.h"
+#include "fs/ctx.h"
+#include "fs/nodes.h"
+#include "fs/write-txn.h"
 #include "proto/crc.h"
 #include "proto/meta.h"
 #include "util/log.h"

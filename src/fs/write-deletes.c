@@ -7,12 +7,17 @@
  * kept: wr_ordered, wr_ordered_for), or for a second of quiet with no
  * listing being fetched (the idle thread, fs/write-idle.c).
  */
+#include "fs/write-deletes.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/write-local.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 void wr_dels_clear(struct wr_deletes *d)
 {
@@ -52,12 +57,6 @@ void wr_flush_deletes(fs_ctx *fs)
 	wr_dels_clear(d);
 }
 
-void wr_fetch_done(fs_ctx *fs)
-{
-	if (fs->dels && fs->dels->n)
-		fs->dels->last = wr_now_s();
-}
-
 /* Holds a remote delete of path (see the top of the file). */
 int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 		   const char *keep)
@@ -91,12 +90,10 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 			wr_flush_deletes(fs);
 	}
 	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 64;
-		wr_del *v = realloc(d->v, cap * sizeof *v);
+		wr_del *v = vec_grow(d->v, &d->cap, sizeof *v, 64);
 		if (!v)
 			return -ENOMEM;
 		d->v = v;
-		d->cap = cap;
 	}
 	d->v[d->n].path = strdup(path);
 	d->v[d->n].keep = keep ? strdup(keep) : NULL;

@@ -8,6 +8,8 @@
  * (reap); and the upload hold (eng_hold_uploads) while writable handles
  * are open.
  */
+#include "fs/write-idle.h"
+
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdlib.h>
@@ -16,10 +18,15 @@
 
 #include <jansson.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/write-deletes.h"
+#include "fs/write-local.h"
+#include "fs/write-txn.h"
 #include "proto/meta.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 typedef struct drop_ctx {
 	fs_ctx *fs;
@@ -112,11 +119,10 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 			if (!go)
 				continue;
 			if (k == cap) {
-				ov_node **nv = realloc(v, 2 * cap * sizeof *v);
+				ov_node **nv = vec_grow(v, &cap, sizeof *v, 64);
 				if (!nv)
 					break;
 				v = nv;
-				cap *= 2;
 			}
 			v[k++] = o;
 		}
@@ -374,16 +380,11 @@ void wr_shutdown(fs_ctx *fs)
 	fs->idle_running = false;
 }
 
-void fs_ctx_set_engine(fs_ctx *fs, eng *e, double commit_delay)
+void wr_set_engine(fs_ctx *fs, eng *e, double commit_delay)
 {
 	fs->eng = e;
 	fs->commit_delay = commit_delay;
 	if (e && !fs->idle_running &&
 	    pthread_create(&fs->idle_thread, NULL, idle_main, fs) == 0)
 		fs->idle_running = true;
-}
-
-void fs_ctx_stop_writes(fs_ctx *fs)
-{
-	wr_shutdown(fs);
 }

@@ -4,6 +4,8 @@
  * and a held delete (wr_hold_delete, fs/write-deletes.c); renames decide
  * which transaction a name moves to.
  */
+#include "fs/write-names.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -16,7 +18,18 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/local.h"
+#include "fs/metaread.h"
+#include "fs/nodes.h"
+#include "fs/write-cow.h"
+#include "fs/write-deletes.h"
+#include "fs/write-idle.h"
+#include "fs/write-local.h"
+#include "fs/write-sync.h"
+#include "fs/write-txn.h"
+#include "fs/write.h"
 #include "proto/keys.h"
 #include "proto/meta.h"
 #include "util/log.h"
@@ -37,7 +50,7 @@ static int wr_name_state(fs_ctx *fs, fs_inode *p, const char *name,
 		*local = o->kind != OV_WHITEOUT;
 		return 0;
 	}
-	if (wr_is_local_dir(fs, p))
+	if (fs_local_is_dir(fs, p))
 		return 0;
 	int rc = fs_dir_load(fs, p);
 	if (rc < 0)
@@ -687,6 +700,102 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 	return rc;
 }
 
+/* wr_rename over an existing name: the target at to (newname in np)
+ * goes first, when it may (a directory only for a directory, and empty).
+ * 0 or -errno. */
+static int rename_clear_target(fs_ctx *fs, fs_inode *np, const char *newname,
+			       const char *to, bool src_dir)
+{
+	int rc = 0;
+	ov_node *dobj = ov_get(&fs->ov, to);
+	const ns_entry *de = !dobj && np->listing
+				     ? ns_dir_find(np->listing, newname)
+				     : NULL;
+	bool dst_dir = dobj ? dobj->kind == OV_DIR : de && de->is_dir;
+	if (dst_dir && !src_dir)
+		rc = -EISDIR;
+	else if (!dst_dir && src_dir)
+		rc = -ENOTDIR;
+	else if (dst_dir && dobj && ov_has_children(&fs->ov, to))
+		rc = -ENOTEMPTY;
+	else if (dst_dir && !dobj) {
+		fs_inode *c = fs_itable_child(fs->it, np, newname, true);
+		bool empty = false;
+		if (c) {
+			fs_inode_ref(c);
+			rc = wr_remote_dir_empty(fs, c, &empty);
+			fs_itable_unref(fs->it, c);
+		}
+		if (rc == 0 && !empty)
+			rc = -ENOTEMPTY;
+	}
+	if (rc == 0 && dobj) {
+		/* a remote original under the local target is
+		 * replaced by what moves in: no delete needed for a
+		 * file (the PUT replaces it) */
+		bool shadows = dobj->shadows;
+		dobj->shadows = false;
+		if (!dst_dir && dobj->txn && dobj->txn->sealed)
+			/* committing: the file moving in replaces its
+			 * object, in order (a delete now would be
+			 * queued behind the newer transaction) */
+			ov_remove(&fs->ov, dobj);
+		else
+			rc = wr_remove_local(fs, dobj);
+		ov_node *w = ov_get(&fs->ov, to);
+		if (w && w->kind == OV_WHITEOUT)
+			ov_remove(&fs->ov, w);
+		(void)shadows;
+	}
+	return rc;
+}
+
+/* wr_rename's move of from (name in p) to to (in np): a local node
+ * moves in the overlay, a remote file into a local directory is copied
+ * in, a remote name is renamed server-side.  0 or -errno. */
+static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
+		       fs_inode *np, const char *from, const char *to,
+		       bool src_dir)
+{
+	int rc = 0;
+	ov_node *so = ov_get(&fs->ov, from);
+	if (so && so->kind != OV_WHITEOUT) {
+		rc = rename_local(fs, so, np, to);
+	} else if (fs_local_is_dir(fs, np) && !src_dir) {
+		/* a remote file into a local directory: copy it in
+		 * (copy-on-write), then the old name goes */
+		fs_inode *sc = fs_itable_child(fs->it, p, name, false);
+		ov_node *o = NULL;
+		if (!sc)
+			rc = -ENOMEM;
+		if (rc == 0) {
+			fs_inode_ref(sc);
+			rc = wr_make_local_file(fs, sc, false, &o);
+			fs_itable_unref(fs->it, sc);
+		}
+		if (rc == 0) {
+			o->dirty = true;
+			rc = rename_local(fs, o, np, to);
+		}
+	} else if (fs_local_is_dir(fs, np)) {
+		rc = -EXDEV; /* mv copies it */
+	} else {
+		/* remote to remote: server-side, in order */
+		wr_ordered(fs);
+		char *mroot = wr_manifest_root(fs, np);
+		rc = eng_remote_rename(fs->eng, from, to, src_dir,
+				       mroot);
+		free(mroot);
+		if (rc == 0) {
+			fs_itable_unlock(fs->it);
+			rc = eng_sync(fs->eng, NULL, NULL);
+			fs_itable_lock(fs->it);
+			fs->listing_gen++;
+		}
+	}
+	return rc;
+}
+
 void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
@@ -742,85 +851,10 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		src_dir = so ? so->kind == OV_DIR : se && se->is_dir;
 	}
 	/* the target goes first (rename over an existing name) */
-	if (rc == 0 && (dst_local || dst_remote)) {
-		ov_node *dobj = ov_get(&fs->ov, to);
-		const ns_entry *de = !dobj && np->listing
-					     ? ns_dir_find(np->listing, newname)
-					     : NULL;
-		bool dst_dir = dobj ? dobj->kind == OV_DIR : de && de->is_dir;
-		if (dst_dir && !src_dir)
-			rc = -EISDIR;
-		else if (!dst_dir && src_dir)
-			rc = -ENOTDIR;
-		else if (dst_dir && dobj && ov_has_children(&fs->ov, to))
-			rc = -ENOTEMPTY;
-		else if (dst_dir && !dobj) {
-			fs_inode *c = fs_itable_child(fs->it, np, newname, true);
-			bool empty = false;
-			if (c) {
-				fs_inode_ref(c);
-				rc = wr_remote_dir_empty(fs, c, &empty);
-				fs_itable_unref(fs->it, c);
-			}
-			if (rc == 0 && !empty)
-				rc = -ENOTEMPTY;
-		}
-		if (rc == 0 && dobj) {
-			/* a remote original under the local target is
-			 * replaced by what moves in: no delete needed for a
-			 * file (the PUT replaces it) */
-			bool shadows = dobj->shadows;
-			dobj->shadows = false;
-			if (!dst_dir && dobj->txn && dobj->txn->sealed)
-				/* committing: the file moving in replaces its
-				 * object, in order (a delete now would be
-				 * queued behind the newer transaction) */
-				ov_remove(&fs->ov, dobj);
-			else
-				rc = wr_remove_local(fs, dobj);
-			ov_node *w = ov_get(&fs->ov, to);
-			if (w && w->kind == OV_WHITEOUT)
-				ov_remove(&fs->ov, w);
-			(void)shadows;
-		}
-	}
-	if (rc == 0) {
-		ov_node *so = ov_get(&fs->ov, from);
-		if (so && so->kind != OV_WHITEOUT) {
-			rc = rename_local(fs, so, np, to);
-		} else if (wr_is_local_dir(fs, np) && !src_dir) {
-			/* a remote file into a local directory: copy it in
-			 * (copy-on-write), then the old name goes */
-			fs_inode *sc = fs_itable_child(fs->it, p, name, false);
-			ov_node *o = NULL;
-			if (!sc)
-				rc = -ENOMEM;
-			if (rc == 0) {
-				fs_inode_ref(sc);
-				rc = wr_make_local_file(fs, sc, false, &o);
-				fs_itable_unref(fs->it, sc);
-			}
-			if (rc == 0) {
-				o->dirty = true;
-				rc = rename_local(fs, o, np, to);
-			}
-		} else if (wr_is_local_dir(fs, np)) {
-			rc = -EXDEV; /* mv copies it */
-		} else {
-			/* remote to remote: server-side, in order */
-			wr_ordered(fs);
-			char *mroot = wr_manifest_root(fs, np);
-			rc = eng_remote_rename(fs->eng, from, to, src_dir,
-					       mroot);
-			free(mroot);
-			if (rc == 0) {
-				fs_itable_unlock(fs->it);
-				rc = eng_sync(fs->eng, NULL, NULL);
-				fs_itable_lock(fs->it);
-				fs->listing_gen++;
-			}
-		}
-	}
+	if (rc == 0 && (dst_local || dst_remote))
+		rc = rename_clear_target(fs, np, newname, to, src_dir);
+	if (rc == 0)
+		rc = rename_move(fs, p, name, np, from, to, src_dir);
 	if (rc == 0) {
 		fs_inode *c = fs_itable_find(fs->it, from);
 		if (c)

@@ -2,6 +2,8 @@
  * Write passthrough: files written through the mount are written by the
  * kernel straight into their staging file (see below).
  */
+#include "fs/write-pt.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/write-local.h"
+#include "fs/write-sync.h"
+#include "fs/write-txn.h"
 #include "util/log.h"
 
 /*

@@ -5,13 +5,17 @@
  * until the engine, resuming on its own, has made it visible (doc/commit.md,
  * "Resume rules").
  */
+#include "fs/write-resume.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/write-local.h"
 #include "util/log.h"
 
 typedef struct restore_ctx {
@@ -168,7 +172,7 @@ static void restore_removal(void *arg, const char *path, bool is_dir)
 		w->wo_time = wr_now_s();
 }
 
-void fs_ctx_restore(fs_ctx *fs)
+void wr_restore(fs_ctx *fs)
 {
 	if (!fs->eng)
 		return;

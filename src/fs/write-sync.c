@@ -1,15 +1,22 @@
 /*
- * The control socket's commit triggers (fs/ops.h): `ckptfs commit PATH`
+ * The control socket's commit triggers (fs_commit_path and fs_sync of fs/ops.h,
+ * through fs/context.c): `ckptfs commit PATH`
  * seals the transactions at, under or holding a path and waits for them;
  * `ckptfs sync` (and unmount) seals every open transaction and waits for
  * the whole queue.
  */
+#include "fs/write-sync.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/write-deletes.h"
+#include "fs/write-idle.h"
+#include "fs/write-txn.h"
 
 /*
  * Waits (at most 2 s) for the releases of writable handles the application
@@ -28,7 +35,7 @@ void wr_wait_releases(fs_ctx *fs)
 		;
 }
 
-int fs_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
+int wr_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
 {
 	if (!fs->eng) {
 		snprintf(err, errsz, "the mount is read-only");
@@ -78,7 +85,7 @@ int fs_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
 	return 0;
 }
 
-int fs_sync(fs_ctx *fs,
+int wr_sync(fs_ctx *fs,
 	    void (*progress)(void *arg, uint64_t done, uint64_t total),
 	    void *arg)
 {

@@ -6,12 +6,17 @@
  * files themselves: created empty, or copied when the engine already has
  * the old one (wr_writable_stage).
  */
+#include "fs/write-txn.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/write-deletes.h"
+#include "fs/write-local.h"
 #include "util/log.h"
 
 char *wr_manifest_root(fs_ctx *fs, fs_inode *p)

@@ -27,6 +27,8 @@
  * around every engine call that can wait on the network (marker PUTs,
  * waits) and around data copies.
  */
+#include "fs/write.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +37,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/write-internal.h"
+#include "commit/engine.h"
+#include "fs/ctx.h"
+#include "fs/handles.h"
+#include "fs/write-cow.h"
+#include "fs/write-idle.h"
+#include "fs/write-local.h"
+#include "fs/write-pt.h"
+#include "fs/write-sync.h"
+#include "fs/write-txn.h"
 #include "util/log.h"
 
 fs_handle *wr_local_handle(fs_ctx *fs, fs_inode *n, ov_node *o,
@@ -272,7 +282,7 @@ void wr_flush(fs_ctx *fs, fs_handle *h, fuse_req_t req)
 	 * open): the opener still writes, through passthrough straight into
 	 * the staging file, so the file is not handed over now; the opener's
 	 * own close, or the release of the last descriptor, does it */
-	bool own = wr_same_process(h->opener, fuse_req_ctx(req)->pid);
+	bool own = fs_same_process(h->opener, fuse_req_ctx(req)->pid);
 	fs_itable_lock(fs->it);
 	ov_node *o = h->ov; /* the handle holds it */
 	wr_pt_absorb(fs, o);

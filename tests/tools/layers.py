@@ -7,12 +7,25 @@ between files, no file that does five jobs.
 Checks, printing each violation:
   * includes: a file may include headers of its own folder and of folders
     lower in LAYERS, never of a higher one;
-  * calls: the object files of libckptfs.a in DIR (default: build) are
-    read with nm; file A depends on file B when A uses a symbol B defines.
+  * cycles between files, in the whole tree and inside each folder.  File
+    A.c depends on file B.c when
+      - A calls a function of B (or uses its data): the object files of
+        libckptfs.a in DIR (default: build) are read with nm, A uses a
+        symbol B defines;
+      - A names B's header in an #include: B.h, or B-internal.h (a header
+        is B's when it is named after B.c; the includes of A's own A.h
+        count as A's; a header named after no .c file, like fs/ctx.h,
+        holds shared types and belongs to no file).
     Every strongly connected component of more than one file is a cycle
-    (cache.c <-> fetch.c, or a five-file loop through the write path);
-  * size: no source file over --max-lines lines.
-Exit status 0 when there is none."""
+    (cache.c <-> fetch.c, or a loop through a header that one file owns
+    and many use); a cycle only through headers is printed as a header
+    cycle.  KNOWN_HEADER_CYCLES lists those not yet broken: printed, not
+    counted;
+  * size: no source file over --max-lines lines, no function over
+    --max-function lines (from the line with its name to its closing
+    brace).
+Exit status 0 when there is none.  --order prints each folder's files in
+layers, lowest first (a file depends only on files in lower layers)."""
 
 import argparse
 import os
@@ -73,6 +86,97 @@ def objects(build):
     return edges
 
 
+INCLUDE = re.compile(r'\s*#\s*include\s+"([^"]+)"')
+
+
+def owner(header):
+    """The .c file a header (path relative to src/) belongs to, or None."""
+    stem = re.sub(r"(-internal)?\.h$", "", header)
+    c = SRC / (stem + ".c")
+    return str(c.relative_to(REPO)) if c.exists() else None
+
+
+def include_edges():
+    """File -> files whose headers it includes (see the top)."""
+    edges = {}
+    for c in sorted(SRC.rglob("*.c")):
+        me = str(c.relative_to(REPO))
+        own = c.with_suffix(".h")
+        deps = set()
+        for f in (c, own) if own.exists() else (c,):
+            for line in f.read_text(errors="replace").splitlines():
+                m = INCLUDE.match(line)
+                o = owner(m.group(1)) if m else None
+                if o and o != me:
+                    deps.add(o)
+        if deps:
+            edges[me] = deps
+    return edges
+
+
+# Header cycles not yet broken (issue 24): folders whose files share one
+# X-internal.h that X.c owns while X.c calls them.  Printed on every run,
+# not counted; remove a line when its folder gets headers per file.
+KNOWN_HEADER_CYCLES = [
+    "src/s3/xml-chars.c <-> src/s3/xml.c",
+    "src/s3/aws-files.c <-> src/s3/config.c",
+    "src/s3/creds-http.c <-> src/s3/creds-local.c <-> src/s3/creds-parse.c"
+    " <-> src/s3/creds-process.c <-> src/s3/creds-remote.c"
+    " <-> src/s3/creds-sts.c <-> src/s3/creds.c",
+    "src/s3/client.c <-> src/s3/request.c",
+    "src/cache/index-db.c <-> src/cache/index.c <-> src/cache/owner.c",
+]
+
+
+def functions(f):
+    """(name, first line, lines) of each function defined in C file f: in
+    the project's style (.clang-format) a body opens with a '{' alone at
+    column 0 and closes with a '}' at column 0; the function starts at the
+    line above the '{' that names it."""
+    out = []
+    lines = f.read_text(errors="replace").splitlines()
+    n = 0
+    while n < len(lines):
+        if lines[n].rstrip() != "{":
+            n += 1
+            continue
+        start = n - 1
+        while start > 0 and not re.match(r"[A-Za-z_].*\(", lines[start]):
+            start -= 1
+        m = re.search(r"([A-Za-z_]\w*)\s*\(", lines[start])
+        end = n + 1
+        while end < len(lines) and not lines[end].startswith("}"):
+            end += 1
+        out.append((m.group(1) if m else "?", start + 1, end - start + 1))
+        n = end + 1
+    return out
+
+
+def order(edges):
+    """Each folder's files in layers, lowest first (files in a cycle share
+    a layer)."""
+    files = sorted(str(c.relative_to(REPO)) for c in SRC.rglob("*.c"))
+    level = {}
+
+    def lvl(f, path=()):
+        if f in level:
+            return level[f]
+        if f in path:
+            return 0
+        level[f] = max((lvl(d, path + (f,)) + 1 for d in edges.get(f, ())
+                        if os.path.dirname(d) == os.path.dirname(f)), default=0)
+        return level[f]
+    out = []
+    for d in sorted({os.path.dirname(f) for f in files}):
+        mine = [f for f in files if os.path.dirname(f) == d]
+        top = max(lvl(f) for f in mine)
+        out.append(d + "/")
+        for i in range(top + 1):
+            out.append(f"  {i}: " + " ".join(os.path.basename(f) for f in mine
+                                             if lvl(f) == i))
+    return out
+
+
 def sccs(edges):
     index, low, stack, on, out = {}, {}, [], set(), []
     nodes = set(edges) | {d for v in edges.values() for d in v}
@@ -110,10 +214,28 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=str(REPO / "build"))
     ap.add_argument("--max-lines", type=int, default=900)
+    ap.add_argument("--max-function", type=int, default=120)
+    ap.add_argument("--order", action="store_true")
     a = ap.parse_args()
     problems = includes()
-    for comp in sccs(objects(a.build)):
-        problems.append("call cycle: " + " <-> ".join(comp))
+    calls, incl = objects(a.build), include_edges()
+    both = {f: set(calls.get(f, ())) | set(incl.get(f, ())) for f in set(calls) | set(incl)}
+    if a.order:
+        print("\n".join(order(both)))
+    call_cycles = {" <-> ".join(c) for c in sccs(calls)}
+    for comp in sccs(both):
+        text = " <-> ".join(comp)
+        if text in call_cycles:
+            problems.append("call cycle: " + text)
+        elif text in KNOWN_HEADER_CYCLES:
+            print("known header cycle (not counted): " + text)
+        else:
+            problems.append("header cycle: " + text)
+    for f in sorted(SRC.rglob("*.c")):
+        for name, line, n in functions(f):
+            if n > a.max_function:
+                problems.append(f"{f.relative_to(REPO)}:{line}: {name}() {n} lines "
+                                f"(more than {a.max_function})")
     for f in sorted(SRC.rglob("*.[ch]")):
         n = sum(1 for _ in f.open(errors="replace"))
         if n > a.max_lines:

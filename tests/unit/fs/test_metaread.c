@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/ops-internal.h"
+#include "fs/metaread.h"
+#include "fs/nodes.h"
 
 Test(metaread, pairs_round_trip)
 {

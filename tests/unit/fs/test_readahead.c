@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "fs/ops-internal.h"
+#include "fs/readahead.h"
 
 static ns_entry ents[] = {
 	{"a-dir", true, 0, NULL, {0, 0}, false},

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/write-internal.h"
+#include "fs/local.h"
+#include "fs/write-deletes.h"
 
 static fs_ctx fs;
 static struct wr_deletes dels;
@@ -53,11 +54,11 @@ Test(write_deletes, unrelated_fact_keeps_them_held)
 
 Test(write_deletes, fetch_restarts_quiet_time)
 {
-	wr_fetch_done(&fs);
+	fs_local_fetch_done(&fs);
 	cr_assert_eq(dels.last, 0.0);
 	cr_assert_eq(wr_hold_delete(&fs, "ckpt/a", false, NULL), 0);
 	dels.last = 0;
-	wr_fetch_done(&fs);
+	fs_local_fetch_done(&fs);
 	cr_assert_gt(dels.last, 0.0);
 }
 

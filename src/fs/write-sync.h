@@ -1,0 +1,22 @@
+/*
+ * fs/write-sync.c: commit triggers.  Every function requires the inode table locked unless it says otherwise;
+ * some drop it around network I/O or copies.
+ */
+#ifndef CKPTFS_FS_WRITE_SYNC_H
+#define CKPTFS_FS_WRITE_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fs/ctx.h"
+
+/* `ckptfs commit PATH` and `ckptfs sync` (fs_commit_path, fs_sync in
+ * fs/ops.h).  No lock. */
+int wr_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz);
+int wr_sync(fs_ctx *fs,
+	    void (*progress)(void *arg, uint64_t done, uint64_t total),
+	    void *arg);
+
+void wr_wait_releases(fs_ctx *fs); /* before a commit trigger */
+
+#endif
