@@ -178,7 +178,7 @@ Test(nodes, a_vanished_directory_is_never_answered_from_its_listing)
 	fx_list(fs, root);
 	fs_inode *d = fx_node(fs, root, "ckpt-1", true);
 	fake_list_reset();
-	fake_list.vanished = true;
+	fake_list.any.vanished = true;
 	cr_assert_eq(fs_dir_load(fs, d), 0);
 	cr_assert_eq(fake_list.calls, 1);
 	cr_assert_eq(fs_dir_load(fs, d), 0);
@@ -384,7 +384,7 @@ Test(nodes, a_committed_manifest_filters_and_speaks_for_its_files)
 	fake_list_add("stray", 1, 1700000000);
 	fake_list_add("d/", 0, 0);
 	fake_list_add("e/", 0, 0);
-	fake_list.manifest = j;
+	fake_list.any.manifest = j;
 	fs_inode *r = fx_listed_dir(fs, root, "ckpt");
 	cr_assert_not_null(r->manifest);
 	cr_assert_eq(r->listing->n, 2, "f and d only");
@@ -411,7 +411,7 @@ Test(nodes, a_recorded_directory_mtime_stands_until_a_newer_object)
 {
 	char *j = manifest(1700000000000000000LL, 1600000000000000000LL);
 	fake_list_add("d/", 0, 0);
-	fake_list.manifest = j;
+	fake_list.any.manifest = j;
 	fs_inode *r = fx_listed_dir(fs, root, "ckpt");
 	fs_inode *d = fx_child(fs, r, "d");
 	fake_list_add("x", 1, 1690000000); /* before the commit */
@@ -431,7 +431,7 @@ Test(nodes, a_root_with_only_pending_manifests_is_uncommitted)
 {
 	char *j = proto_intent_json("w", 1);
 	fake_list_add("f", 1, 1700000000);
-	fake_list.manifest = j;
+	fake_list.any.manifest = j;
 	fs_inode *r = fx_listed_dir(fs, root, "ckpt");
 	cr_assert(fs_dir_uncommitted(r));
 	cr_assert_eq(r->listing->n, 0, "nothing in it shows");
@@ -450,7 +450,7 @@ Test(nodes, block_checksums_only_for_the_recorded_version)
 			    "0000000100000002"}};
 	char *j = proto_manifest_json("w", 1, 1, f, 1, NULL, 0);
 	fake_list_add("f", size, 1700000000);
-	fake_list.manifest = j;
+	fake_list.any.manifest = j;
 	fs_inode *r = fx_listed_dir(fs, root, "ckpt");
 	cache_expect x = {0};
 	uint32_t *crc = NULL;

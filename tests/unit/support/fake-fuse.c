@@ -69,9 +69,9 @@ int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
 	return 0;
 }
 
-int fuse_reply_buf(fuse_req_t req, const char *buf, size_t size)
+int fuse_reply_buf(fuse_req_t req, const char *data, size_t size)
 {
-	(void)buf;
+	(void)data;
 	req->replies++;
 	req->err = 0;
 	req->buf_len = size;
@@ -83,5 +83,23 @@ int fuse_lowlevel_notify_inval_inode(struct fuse_session *se,
 {
 	(void)se, (void)ino, (void)off, (void)len;
 	fake_invals++;
+	return 0;
+}
+
+int fuse_reply_write(fuse_req_t req, size_t count)
+{
+	req->replies++;
+	req->err = 0;
+	req->written = count;
+	return 0;
+}
+
+int fuse_reply_attr(fuse_req_t req, const struct stat *attr,
+		    double attr_timeout)
+{
+	(void)attr_timeout;
+	req->replies++;
+	req->err = 0;
+	req->attr = *attr;
 	return 0;
 }

@@ -18,6 +18,8 @@ struct fuse_req {
 	struct fuse_entry_param ep; /* fuse_reply_entry's, fuse_reply_create's */
 	struct fuse_file_info fi;   /* fuse_reply_open's, fuse_reply_create's */
 	size_t buf_len;             /* fuse_reply_buf's size */
+	size_t written;             /* fuse_reply_write's count */
+	struct stat attr;           /* fuse_reply_attr's */
 };
 
 /* fuse_lowlevel_notify_inval_inode calls so far */

@@ -13,14 +13,42 @@ void fake_list_reset(void)
 	memset(&fake_list, 0, sizeof fake_list);
 }
 
+void fake_dir_add(fake_dir *d, const char *name, uint64_t size,
+		  time_t mtime_s)
+{
+	if (d->n >= FAKE_LIST_MAX)
+		return;
+	d->v[d->n].name = name;
+	d->v[d->n].size = size;
+	d->v[d->n].mtime = (struct timespec){mtime_s, 0};
+	d->n++;
+}
+
 void fake_list_add(const char *name, uint64_t size, time_t mtime_s)
 {
-	if (fake_list.n >= FAKE_LIST_MAX)
-		return;
-	fake_list.v[fake_list.n].name = name;
-	fake_list.v[fake_list.n].size = size;
-	fake_list.v[fake_list.n].mtime = (struct timespec){mtime_s, 0};
-	fake_list.n++;
+	fake_dir_add(&fake_list.any, name, size, mtime_s);
+}
+
+fake_dir *fake_list_in(const char *prefix)
+{
+	for (size_t i = 0; i < fake_list.ndirs; i++)
+		if (!strcmp(fake_list.dirs[i].prefix, prefix))
+			return &fake_list.dirs[i].d;
+	if (fake_list.ndirs == sizeof fake_list.dirs / sizeof *fake_list.dirs)
+		return NULL;
+	size_t i = fake_list.ndirs++;
+	snprintf(fake_list.dirs[i].prefix, sizeof fake_list.dirs[i].prefix,
+		 "%s", prefix);
+	return &fake_list.dirs[i].d;
+}
+
+/* The answer for dir_prefix. */
+static const fake_dir *answer(const char *dir_prefix)
+{
+	for (size_t i = 0; i < fake_list.ndirs; i++)
+		if (!strcmp(fake_list.dirs[i].prefix, dir_prefix))
+			return &fake_list.dirs[i].d;
+	return &fake_list.any;
 }
 
 int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
@@ -40,37 +68,38 @@ int fs_listing_fetch(s3_client *s3, fs_mcache *mc, const char *dir_prefix,
 			 fake_list.http_status);
 		return -1;
 	}
+	const fake_dir *a = answer(dir_prefix);
 	ns_dir_init(out, report, arg);
 	ns_dir_finish(out);
-	for (size_t i = 0; i < fake_list.n; i++) {
+	for (size_t i = 0; i < a->n; i++) {
 		char name[256];
-		snprintf(name, sizeof name, "%s", fake_list.v[i].name);
+		snprintf(name, sizeof name, "%s", a->v[i].name);
 		size_t len = strlen(name);
 		bool dir = len && name[len - 1] == '/';
 		if (dir)
 			name[len - 1] = '\0';
-		if (ns_dir_put(out, name, dir, fake_list.v[i].size,
-			       fake_list.v[i].mtime) < 0)
+		if (ns_dir_put(out, name, dir, a->v[i].size,
+			       a->v[i].mtime) < 0)
 			return -1;
 		if (!dir) { /* a listed file has an ETag */
 			char etag[300];
 			snprintf(etag, sizeof etag, "\"%s-%llu-%lld\"", name,
-				 (unsigned long long)fake_list.v[i].size,
-				 (long long)fake_list.v[i].mtime.tv_sec);
+				 (unsigned long long)a->v[i].size,
+				 (long long)a->v[i].mtime.tv_sec);
 			ns_entry *en = (ns_entry *)ns_dir_find(out, name);
 			en->etag = strdup(etag);
 		}
-		struct timespec t = fake_list.v[i].mtime;
+		struct timespec t = a->v[i].mtime;
 		if (t.tv_sec > out->newest.tv_sec)
 			out->newest = t;
 	}
-	out->vanished = fake_list.vanished;
-	if (fake_list.manifest) {
+	out->vanished = a->vanished;
+	if (a->manifest) {
 		vis_manifest *m = calloc(1, sizeof *m);
 		char *err = NULL;
 		vis_manifest_init(m);
-		if (vis_manifest_add_json(m, fake_list.manifest,
-					  strlen(fake_list.manifest), &err) < 0) {
+		if (vis_manifest_add_json(m, a->manifest,
+					  strlen(a->manifest), &err) < 0) {
 			fprintf(stderr, "fake manifest: %s\n", err ? err : "?");
 			free(err);
 		}
