@@ -117,6 +117,21 @@ static inline int fx_create(fs_ctx *fs, fuse_ino_t parent, const char *name,
 	return err;
 }
 
+/* Opens ino with flags: 0 (the handle in fi, the reply's flags too) or
+ * the errno. */
+static inline int fx_open(fs_ctx *fs, fuse_ino_t ino, int flags,
+			  struct fuse_file_info *fi)
+{
+	memset(fi, 0, sizeof *fi);
+	fi->flags = flags;
+	struct fuse_req *r = fx_req(fs);
+	fs_lowlevel_ops()->open(r, ino, fi);
+	int err = fx_replied(r);
+	if (!err)
+		*fi = r->fi;
+	return err;
+}
+
 /* The application closes the handle in fi: flush, then release. */
 static inline void fx_close(fs_ctx *fs, fuse_ino_t ino,
 			    struct fuse_file_info *fi)
