@@ -323,22 +323,31 @@ Test(nodes, a_changed_directory_is_asked_again_after_its_commit)
 
 /* ---- versions ----------------------------------------------------------- */
 
+/* The root lists "latest" (4 bytes), then it is replaced by a 5-byte
+ * version: the inode of the first (*first) and that of the second. */
+static fs_inode *replaced_latest(bool pages_held, fs_inode **first)
+{
+	fake_list_add("latest", 4, 1700000000);
+	fx_list(fs, root);
+	fs_inode *a = fx_child(fs, root, "latest");
+	cr_assert_eq(fx_child(fs, root, "latest"), a, "same version");
+	if (pages_held)
+		a->kc_etag = strdup(a->etag);
+	fake_list_reset();
+	fake_list_add("latest", 5, 1700000100);
+	fx_list(fs, root);
+	*first = a;
+	return fx_child(fs, root, "latest");
+}
+
 /* An object replaced remotely while the kernel may hold pages of the old
  * version gets a new inode: handles and mappings of the old one keep the
  * old size and bytes, as a file replaced by rename does on a disk. */
 Test(nodes, a_new_version_gets_a_new_inode_once_pages_are_held)
 {
-	fake_list_add("latest", 4, 1700000000);
-	fx_list(fs, root);
-	fs_inode *a = fx_child(fs, root, "latest");
-	uint64_t ino = a->ino;
-	cr_assert_eq(fx_child(fs, root, "latest")->ino, ino, "same version");
-	a->kc_etag = strdup(a->etag); /* the kernel may hold its pages */
-	fake_list_reset();
-	fake_list_add("latest", 5, 1700000100);
-	fx_list(fs, root);
-	fs_inode *b = fx_child(fs, root, "latest");
-	cr_assert_neq(b->ino, ino);
+	fs_inode *a;
+	fs_inode *b = replaced_latest(true, &a);
+	cr_assert_neq(b->ino, a->ino);
 	cr_assert_eq(b->size, 5);
 	cr_assert(a->detached);
 	cr_assert_eq(a->size, 4, "the old inode keeps the old size");
@@ -346,14 +355,9 @@ Test(nodes, a_new_version_gets_a_new_inode_once_pages_are_held)
 
 Test(nodes, a_new_version_without_pages_keeps_the_inode)
 {
-	fake_list_add("latest", 4, 1700000000);
-	fx_list(fs, root);
-	uint64_t ino = fx_child(fs, root, "latest")->ino;
-	fake_list_reset();
-	fake_list_add("latest", 5, 1700000100);
-	fx_list(fs, root);
-	fs_inode *b = fx_child(fs, root, "latest");
-	cr_assert_eq(b->ino, ino);
+	fs_inode *a;
+	fs_inode *b = replaced_latest(false, &a);
+	cr_assert_eq(b, a);
 	cr_assert_eq(b->size, 5);
 }
 

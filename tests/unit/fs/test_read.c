@@ -50,6 +50,14 @@ static void release(fuse_ino_t ino, struct fuse_file_info *fi)
 	cr_assert_eq(fx_replied(r), 0);
 }
 
+/* The application opens ino and closes it. */
+static void open_once(fuse_ino_t ino)
+{
+	struct fuse_file_info fi;
+	cr_assert_eq(fx_open(fs, ino, O_RDONLY, &fi), 0);
+	release(ino, &fi);
+}
+
 /* The remote file b is replaced by a 7-byte version (the next LISTs). */
 static void replace_b(void)
 {
@@ -102,9 +110,8 @@ Test(read, pages_are_kept_across_opens_of_one_version)
 Test(read, a_replaced_file_opens_on_a_new_inode)
 {
 	fuse_ino_t b = fx_lookup(fs, ckpt, "b");
+	open_once(b);
 	struct fuse_file_info fi;
-	cr_assert_eq(fx_open(fs, b, O_RDONLY, &fi), 0);
-	release(b, &fi);
 	replace_b();
 	fs->listing_gen++; /* the next lookup lists again */
 	fuse_ino_t b2 = fx_lookup(fs, ckpt, "b");
@@ -125,9 +132,8 @@ Test(read, a_replaced_file_opens_on_a_new_inode)
 Test(read, an_open_that_finds_a_new_version_answers_estale)
 {
 	fuse_ino_t b = fx_lookup(fs, ckpt, "b");
+	open_once(b);
 	struct fuse_file_info fi;
-	cr_assert_eq(fx_open(fs, b, O_RDONLY, &fi), 0);
-	release(b, &fi);
 	fs->o.attr_timeout = 0; /* its attributes are old now */
 	replace_b();
 	fs_itable_lock(fs->it);
@@ -171,9 +177,8 @@ Test(read, an_open_of_another_size_drops_the_kernel_attributes)
 	static char session;
 	fs->se = (struct fuse_session *)&session;
 	fuse_ino_t b = fx_lookup(fs, ckpt, "b");
+	open_once(b);
 	struct fuse_file_info fi;
-	cr_assert_eq(fx_open(fs, b, O_RDONLY, &fi), 0);
-	release(b, &fi);
 	cr_assert_eq(fake_invals, 0, "the size the kernel has");
 	/* the same inode's attributes updated to a new size (stat of a
 	 * growing file) without a lookup telling the kernel */

@@ -159,13 +159,8 @@ Test(write_names, a_checkpoint_nothing_names_is_aborted_by_its_rm)
  * held, and hidden by a whiteout meanwhile. */
 Test(write_names, a_committing_file_is_deleted_after_its_commit)
 {
-	cr_assert_eq(fx_mkdir(fs, ROOT_INO, "new", 0755), 0);
-	fuse_ino_t d = fx_lookup(fs, ROOT_INO, "new");
-	cr_assert_eq(fx_write_file(fs, d, "f", "abc"), 0);
-	fs_itable_lock(fs->it);
-	ov_txn *x = ov_get(&fs->ov, "new")->txn;
-	cr_assert_eq(wr_seal(fs, x), 0);
-	fs_itable_unlock(fs->it);
+	fuse_ino_t d = fx_dir_with_file(fs, ROOT_INO, "new", "f", "abc");
+	cr_assert_eq(fx_seal(fs, "new"), 0);
 	cr_assert_eq(fx_unlink(fs, d, "f"), 0);
 	cr_assert(!fake_eng_has("drop"));
 	cr_assert_eq(held_deletes(), 1);
@@ -303,12 +298,10 @@ Test(write_names, renames_into_a_new_directory)
  * one.  Renaming a transaction's root commits it. */
 Test(write_names, renaming_a_transaction_root_commits_it)
 {
-	cr_assert_eq(fx_mkdir(fs, ROOT_INO, "ckpt-9.tmp", 0755), 0);
-	fuse_ino_t d = fx_lookup(fs, ROOT_INO, "ckpt-9.tmp");
-	cr_assert_eq(fx_write_file(fs, d, "w", "abc"), 0);
+	fx_dir_with_file(fs, ROOT_INO, "ckpt-9.tmp", "w", "abc");
+	cr_assert_eq(fx_seal(fs, "ckpt-9.tmp"), 0);
 	fs_itable_lock(fs->it);
-	ov_txn *x = ov_get(&fs->ov, "ckpt-9.tmp")->txn;
-	cr_assert_eq(wr_seal(fs, x), 0);
+	ov_txn *x = fx_txn_of(fs, "ckpt-9.tmp");
 	cr_assert(!x->sealed, "a temp name waits for its final name");
 	fs_itable_unlock(fs->it);
 	cr_assert_eq(fx_rename(fs, ROOT_INO, "ckpt-9.tmp", ROOT_INO, "ckpt-9",
@@ -330,12 +323,8 @@ Test(write_names, renaming_a_transaction_root_commits_it)
  * be renamed only as a whole. */
 Test(write_names, a_committing_file_does_not_move)
 {
-	cr_assert_eq(fx_mkdir(fs, ROOT_INO, "new", 0755), 0);
-	fuse_ino_t d = fx_lookup(fs, ROOT_INO, "new");
-	cr_assert_eq(fx_write_file(fs, d, "f", "abc"), 0);
-	fs_itable_lock(fs->it);
-	cr_assert_eq(wr_seal(fs, ov_get(&fs->ov, "new")->txn), 0);
-	fs_itable_unlock(fs->it);
+	fuse_ino_t d = fx_dir_with_file(fs, ROOT_INO, "new", "f", "abc");
+	cr_assert_eq(fx_seal(fs, "new"), 0);
 	cr_assert_eq(fx_rename(fs, d, "f", d, "g", 0), EBUSY);
 	cr_assert_neq(fx_lookup(fs, d, "f"), 0);
 }

@@ -47,28 +47,15 @@ static void teardown(void)
 
 TestSuite(write_txn, .init = setup, .fini = teardown, .timeout = 30);
 
-/* The transaction of the local node at path (table locked). */
-static ov_txn *txn_of(const char *path)
-{
-	ov_node *o = ov_get(&fs->ov, path);
-	cr_assert_not_null(o, "%s is local", path);
-	cr_assert_not_null(o->txn);
-	return o->txn;
-}
-
-/* Seals the transaction of path; its return code. */
 static int seal(const char *path)
 {
-	fs_itable_lock(fs->it);
-	int rc = wr_seal(fs, txn_of(path));
-	fs_itable_unlock(fs->it);
-	return rc;
+	return fx_seal(fs, path);
 }
 
 static bool sealed(const char *path)
 {
 	fs_itable_lock(fs->it);
-	bool s = txn_of(path)->sealed;
+	bool s = fx_txn_of(fs, path)->sealed;
 	fs_itable_unlock(fs->it);
 	return s;
 }
@@ -116,9 +103,7 @@ Test(write_txn, a_new_name_in_a_committed_directory_names_its_manifests)
  * transaction of its own whose manifest root is that directory. */
 Test(write_txn, a_name_under_a_committing_directory_names_it)
 {
-	cr_assert_eq(fx_mkdir(fs, ROOT_INO, "run", 0755), 0);
-	fuse_ino_t run = fx_lookup(fs, ROOT_INO, "run");
-	cr_assert_eq(fx_write_file(fs, run, "w", "abc"), 0);
+	fuse_ino_t run = fx_dir_with_file(fs, ROOT_INO, "run", "w", "abc");
 	cr_assert_eq(seal("run"), 0);
 	cr_assert(sealed("run"));
 	cr_assert_eq(fx_write_file(fs, run, "late", "z"), 0);
@@ -155,9 +140,7 @@ Test(write_txn, a_single_file_commits_when_closed)
  * they are now, before the commit point. */
 Test(write_txn, the_seal_records_directories_changed_since)
 {
-	cr_assert_eq(fx_mkdir(fs, ROOT_INO, "run", 0755), 0);
-	fuse_ino_t run = fx_lookup(fs, ROOT_INO, "run");
-	cr_assert_eq(fx_write_file(fs, run, "w", "abc"), 0);
+	fx_dir_with_file(fs, ROOT_INO, "run", "w", "abc");
 	size_t before = fake.n;
 	cr_assert_eq(seal("run"), 0);
 	cr_assert_eq(fake.n, before + 2);
@@ -237,9 +220,7 @@ Test(write_txn, a_failed_write_poisons_its_transaction)
  * goes to a copy (of the bytes kept), the engine's stays as handed. */
 Test(write_txn, a_handed_staging_file_is_copied_before_a_write)
 {
-	cr_assert_eq(fx_mkdir(fs, ROOT_INO, "run", 0755), 0);
-	fuse_ino_t run = fx_lookup(fs, ROOT_INO, "run");
-	cr_assert_eq(fx_write_file(fs, run, "w", "abcdef"), 0);
+	fx_dir_with_file(fs, ROOT_INO, "run", "w", "abcdef");
 	fs_itable_lock(fs->it);
 	ov_node *o = ov_get(&fs->ov, "run/w");
 	ov_stage *handed = o->st;

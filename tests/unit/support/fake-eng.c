@@ -129,22 +129,26 @@ int eng_txn_begin(eng *e, const char *path, bool is_dir,
 	return 0;
 }
 
+static int put(const char *fact, uint64_t txn, const char *path,
+	       uint64_t size)
+{
+	note("%s %llu %s %llu", fact, (unsigned long long)txn, path,
+	     (unsigned long long)size);
+	return 0;
+}
+
 int eng_file_put(eng *e, uint64_t txn, const char *path, uint64_t sid,
 		 uint64_t size, const eng_meta *m)
 {
 	(void)e, (void)sid, (void)m;
-	note("put %llu %s %llu", (unsigned long long)txn, path,
-	     (unsigned long long)size);
-	return 0;
+	return put("put", txn, path, size);
 }
 
 int eng_file_put_short(eng *e, uint64_t txn, const char *path, uint64_t sid,
 		       uint64_t size, const eng_meta *m)
 {
 	(void)e, (void)sid, (void)m;
-	note("putshort %llu %s %llu", (unsigned long long)txn, path,
-	     (unsigned long long)size);
-	return 0;
+	return put("putshort", txn, path, size);
 }
 
 int eng_file_set_meta(eng *e, uint64_t txn, const char *path,

@@ -157,4 +157,34 @@ static inline int fx_write_file(fs_ctx *fs, fuse_ino_t parent,
 	return 0;
 }
 
+/* A new directory name in parent holding file (text): the directory's
+ * inode number. */
+static inline fuse_ino_t fx_dir_with_file(fs_ctx *fs, fuse_ino_t parent,
+					  const char *name, const char *file,
+					  const char *text)
+{
+	cr_assert_eq(fx_mkdir(fs, parent, name, 0755), 0);
+	fuse_ino_t d = fx_lookup(fs, parent, name);
+	cr_assert_eq(fx_write_file(fs, d, file, text), 0);
+	return d;
+}
+
+/* The transaction of the local node at path (table locked). */
+static inline ov_txn *fx_txn_of(fs_ctx *fs, const char *path)
+{
+	ov_node *o = ov_get(&fs->ov, path);
+	cr_assert_not_null(o, "%s is local", path);
+	cr_assert_not_null(o->txn);
+	return o->txn;
+}
+
+/* A commit trigger for the transaction of path: wr_seal's return code. */
+static inline int fx_seal(fs_ctx *fs, const char *path)
+{
+	fs_itable_lock(fs->it);
+	int rc = wr_seal(fs, fx_txn_of(fs, path));
+	fs_itable_unlock(fs->it);
+	return rc;
+}
+
 #endif
