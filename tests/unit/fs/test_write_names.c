@@ -111,6 +111,7 @@ Test(write_names, a_file_never_handed_over_vanishes_without_a_trace)
 	fs_itable_unlock(fs->it);
 	cr_assert_eq(fake.n, facts, "nothing for the engine");
 	fx_close(fs, 0, &fi); /* the application still had it open */
+	cr_assert_eq(fake.n, facts, "nor at its close");
 }
 
 /* rmdir of the root of a transaction still open aborts it. */

@@ -18,6 +18,9 @@ void fake_eng_reset(void)
 }
 
 static void note(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void note(const char *fmt, ...)
 {
 	if (fake.n >= FAKE_ENG_MAX)
 		return;
