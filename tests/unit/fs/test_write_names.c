@@ -68,6 +68,21 @@ Test(write_names, a_removed_remote_file_is_hidden_until_its_delete_lands)
 	cr_assert_eq(fx_lookup(fs, ckpt, "a"), 0, "until the listing drops it");
 }
 
+/* ls shows what this mount did at once, whatever the listing it holds
+ * still says: a removed name goes, a name made here comes. */
+Test(write_names, ls_shows_removals_and_new_names_at_once)
+{
+	char names[256];
+	fx_readdir(fs, ckpt, names, sizeof names);
+	cr_assert_str_eq(names, ". .. a b");
+	cr_assert_eq(fx_unlink(fs, ckpt, "a"), 0);
+	cr_assert_eq(fx_mkdir(fs, ckpt, "c", 0755), 0);
+	cr_assert_eq(fx_write_file(fs, ckpt, "0", "x"), 0);
+	fx_readdir(fs, ckpt, names, sizeof names);
+	cr_assert_str_eq(names, ". .. 0 b c");
+	cr_assert_eq(fake_list.calls, 2, "from the listing it holds");
+}
+
 /* rm -r of a directory becomes one directory delete: the file deletes
  * held before are replaced by it (readers never see it shrink). */
 Test(write_names, rm_r_of_a_remote_directory_is_one_delete)

@@ -71,10 +71,12 @@ int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
 
 int fuse_reply_buf(fuse_req_t req, const char *data, size_t size)
 {
-	(void)data;
 	req->replies++;
 	req->err = 0;
 	req->buf_len = size;
+	if (data)
+		memcpy(req->buf, data,
+		       size < sizeof req->buf ? size : sizeof req->buf);
 	return 0;
 }
 

@@ -17,7 +17,8 @@ struct fuse_req {
 	int err;             /* fuse_reply_err's, 0 for any other reply */
 	struct fuse_entry_param ep; /* fuse_reply_entry's, fuse_reply_create's */
 	struct fuse_file_info fi;   /* fuse_reply_open's, fuse_reply_create's */
-	size_t buf_len;             /* fuse_reply_buf's size */
+	size_t buf_len;             /* fuse_reply_buf's size ... */
+	char buf[8192];             /* ... and its first bytes */
 	size_t written;             /* fuse_reply_write's count */
 	struct stat attr;           /* fuse_reply_attr's */
 };

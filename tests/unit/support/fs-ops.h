@@ -9,6 +9,7 @@
 #define CKPTFS_TEST_FS_OPS_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fs/write-internal.h"
@@ -155,6 +156,35 @@ static inline int fx_write_file(fs_ctx *fs, fuse_ino_t parent,
 	fuse_ino_t ino = fx_lookup(fs, parent, name);
 	fx_close(fs, ino, &fi);
 	return 0;
+}
+
+/* The names `ls -a` shows in directory ino, space-separated in name
+ * order ("." and ".." first), in out. */
+static inline void fx_readdir(fs_ctx *fs, fuse_ino_t ino, char *out,
+			      size_t size)
+{
+	struct fuse_file_info fi = {0};
+	struct fuse_req *r = fx_req(fs);
+	fs_lowlevel_ops()->opendir(r, ino, &fi);
+	cr_assert_eq(fx_replied(r), 0, "opendir: %s", strerror(r->err));
+	fi = r->fi;
+	r = fx_req(fs);
+	fs_lowlevel_ops()->readdir(r, ino, sizeof r->buf, 0, &fi);
+	cr_assert_eq(fx_replied(r), 0, "readdir: %s", strerror(r->err));
+	/* struct fuse_dirent: ino, off (8 bytes each), namelen, type (4
+	 * each), the name, padded to 8 bytes */
+	out[0] = '\0';
+	for (size_t at = 0; at + 24 <= r->buf_len;) {
+		uint32_t len;
+		memcpy(&len, r->buf + at + 16, sizeof len);
+		size_t used = strlen(out);
+		snprintf(out + used, size - used, "%s%.*s", used ? " " : "",
+			 (int)len, r->buf + at + 24);
+		at += (24 + len + 7) & ~(size_t)7;
+	}
+	r = fx_req(fs);
+	fs_lowlevel_ops()->releasedir(r, ino, &fi);
+	cr_assert_eq(fx_replied(r), 0);
 }
 
 /* A new directory name in parent holding file (text): the directory's
