@@ -1,0 +1,48 @@
+/* A commit engine for unit tests of src/fs (tests/unit/support/fake-eng.c):
+ * every eng_* function the FUSE layer calls, linked in place of
+ * src/commit's (a test program that links it pulls no commit object from
+ * libckptfs.a).  It records the facts it is handed, one line each, so a
+ * test can assert what would reach the bucket and in which order, and
+ * lets a test make a call fail. */
+#ifndef CKPTFS_TEST_FAKE_ENG_H
+#define CKPTFS_TEST_FAKE_ENG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commit/engine.h"
+
+#define FAKE_ENG_MAX 64
+
+typedef struct fake_eng {
+	/* the facts, in order: "begin dir a/b mroot=-" (id in txn[]),
+	 * "seal 1", "put 2 a/b/f 5", "drop 1 a/x", "dirput 1 a/b",
+	 * "move 1 a/x 1 a/y", "abort 1", "delete a/x file",
+	 * "rename a b dir mroot=-", "sync" */
+	char log[FAKE_ENG_MAX][160];
+	size_t n;
+	/* transactions begun, by id (1 ...): root, is_dir, sealed, ended
+	 * (aborted, or marked done by the test), poisoned */
+	struct {
+		char root[128];
+		bool is_dir, sealed, ended, poisoned;
+	} txn[FAKE_ENG_MAX];
+	uint64_t next_id;
+	int seal_rc;  /* what eng_txn_seal returns (0) */
+	int begin_rc; /* what eng_txn_begin returns (0) */
+	const char *temp_suffix; /* eng_path_has_temp: a component ending so */
+} fake_eng;
+
+/* The engine the fake functions use; reset by fake_eng_reset. */
+extern fake_eng fake;
+/* The pointer to give fs_ctx.eng. */
+#define FAKE_ENG ((eng *)&fake)
+
+void fake_eng_reset(void);
+/* Index of the first log line equal to line, or -1. */
+int fake_eng_find(const char *line);
+/* Whether the log holds a line starting with prefix. */
+bool fake_eng_has(const char *prefix);
+
+#endif
