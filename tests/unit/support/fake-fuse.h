@@ -8,7 +8,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
+#include "fs/dirs.h"
+#include "fs/handles.h"
+#include "fs/local.h"
+#include "fs/nodes.h"
+#include "fs/ops.h"
+#include "fs/read.h"
 
 struct fuse_req {
 	fs_ctx *fs;

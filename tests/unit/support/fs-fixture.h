@@ -11,7 +11,13 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "fs/ops-internal.h"
+#include "fs/ctx.h"
+#include "fs/dirs.h"
+#include "fs/handles.h"
+#include "fs/local.h"
+#include "fs/nodes.h"
+#include "fs/ops.h"
+#include "fs/read.h"
 #include "util/log.h"
 
 #include "fake-listing.h"

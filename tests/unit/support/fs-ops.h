@@ -12,7 +12,24 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fs/write-internal.h"
+#include "fs/ctx.h"
+#include "fs/dirs.h"
+#include "fs/handles.h"
+#include "fs/local.h"
+#include "fs/nodes.h"
+#include "fs/ops.h"
+#include "fs/read.h"
+#include "fs/write.h"
+#include "fs/write-attrs.h"
+#include "fs/write-cow.h"
+#include "fs/write-deletes.h"
+#include "fs/write-idle.h"
+#include "fs/write-local.h"
+#include "fs/write-names.h"
+#include "fs/write-pt.h"
+#include "fs/write-resume.h"
+#include "fs/write-sync.h"
+#include "fs/write-txn.h"
 
 #include "fake-eng.h"
 #include "fake-fuse.h"
