@@ -154,6 +154,12 @@ void fs_ctx_set_engine(fs_ctx *fs, eng *e, double commit_delay)
 void fs_ctx_stop_writes(fs_ctx *fs)
 {
 	wr_shutdown(fs);
+	/* the engine closes next: what was never handed to it goes now
+	 * (a failed write's staging file), not when fs_ctx_free frees the
+	 * overlay and the discard would reach the closed engine */
+	fs_itable_lock(fs->it);
+	ov_discard_unhanded(&fs->ov);
+	fs_itable_unlock(fs->it);
 }
 
 void fs_ctx_restore(fs_ctx *fs)

@@ -237,6 +237,21 @@ bool ov_has_children(ov_table *t, const char *dir)
 	return false;
 }
 
+static void discard_one(void *arg, ov_node *n)
+{
+	(void)arg;
+	ov_stage *s = n->st;
+	if (s && !s->handed && s->discard) {
+		s->discard(s->discard_arg, s->sid);
+		s->discard = NULL;
+	}
+}
+
+void ov_discard_unhanded(ov_table *t)
+{
+	ov_each(t, discard_one, NULL);
+}
+
 void ov_each(ov_table *t, void (*fn)(void *arg, ov_node *n), void *arg)
 {
 	for (size_t i = 0; i < t->nb; i++)

@@ -119,6 +119,11 @@ void ov_children(ov_table *t, const char *dir,
 		 void (*fn)(void *arg, ov_node *n), void *arg);
 /* Whether some linked non-whiteout node lies under dir. */
 bool ov_has_children(ov_table *t, const char *dir);
+/* Discards now the staging files of the nodes' stages never handed to
+ * the engine (their discard callbacks run and are cleared), so that
+ * freeing the table later calls nothing: at unmount, before the engine
+ * that names their paths closes. */
+void ov_discard_unhanded(ov_table *t);
 /* Calls fn for every node (fn may not remove nodes). */
 void ov_each(ov_table *t, void (*fn)(void *arg, ov_node *n), void *arg);
 

@@ -505,6 +505,12 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fs_ctx *fs = fs_req_ctx(req);
 	int err;
 	fs_itable_lock(fs->it);
+	/* a file closed just before (`dd ...; rm f`) may still have its
+	 * release on the way: its handle keeps the staging file, and the
+	 * space rm frees on a local disk would come back only later (a
+	 * write right after rm got ENOSPC on a full cache disk) */
+	if (!dir)
+		wr_wait_releases(fs);
 	fs_inode *p = wr_parent_dir(fs, parent, &err);
 	if (!p) {
 		fs_itable_unlock(fs->it);

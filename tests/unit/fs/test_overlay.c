@@ -184,3 +184,33 @@ Test(overlay, paths)
 	free(c);
 	free(d);
 }
+
+static int discarded[4];
+
+static void count_discard(void *arg, uint64_t sid)
+{
+	(void)arg;
+	if (sid < 4)
+		discarded[sid]++;
+}
+
+/* At unmount the staging files never handed over go while the engine
+ * that names them is open: once, and freeing the table later calls
+ * nothing (before, it reached the closed engine). */
+Test(overlay, unhanded_stages_are_discarded_once_before_the_table_goes)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	ov_stage *a = ov_stage_new(p[0], 1), *b = ov_stage_new(p[1], 2);
+	a->discard = b->discard = count_discard;
+	b->handed = true; /* the engine has it: its file is the engine's */
+	ov_set_stage(ov_add(&t, "a", OV_FILE, NULL), a);
+	ov_set_stage(ov_add(&t, "b", OV_FILE, NULL), b);
+	ov_discard_unhanded(&t);
+	cr_assert_eq(discarded[1], 1);
+	cr_assert_eq(discarded[2], 0);
+	ov_destroy(&t);
+	cr_assert_eq(discarded[1], 1, "discarded again when the table went");
+	cr_assert_eq(discarded[2], 0);
+	cr_assert_eq(ov_init(&t), 0); /* for the teardown */
+}
