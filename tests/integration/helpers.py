@@ -905,3 +905,19 @@ class CorruptProxy:
                 x.close()
             except OSError:
                 pass
+
+
+def read_pty(master):
+    """Everything a pty's other side wrote (it has closed), then closes
+    master."""
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return out

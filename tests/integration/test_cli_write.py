@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from helpers import CKPTFS_BIN, det_bytes, run
+from helpers import CKPTFS_BIN, det_bytes, read_pty, run
 
 MiB = 1 << 20
 PFX = "pfx"
@@ -240,16 +240,7 @@ def test_sync_draws_a_progress_bar_on_a_terminal(s3server, bucket, mount, tmp_pa
                                 stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
         out = proc.communicate(timeout=120)[0].decode()
-        tty = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            tty += chunk
-        os.close(master)
+        tty = read_pty(master)
         assert proc.returncode == 0, tty.decode(errors="replace")
         assert "visible" in out, out
         assert b"sync [" in tty and b"\r" in tty, tty[-500:]

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from helpers import CKPTFS_BIN, CorruptProxy, ckptfs_commit, det_bytes, run
+from helpers import CKPTFS_BIN, CorruptProxy, ckptfs_commit, det_bytes, read_pty, run
 
 MiB = 1 << 20
 FILES = {"model.bin": det_bytes(11, 20 * MiB), "config.json": b'{"a": 1}\n',
@@ -190,16 +190,7 @@ def test_progress_on_a_terminal(ckpt):
     p = subprocess.run([CKPTFS_BIN, "verify", str(ckpt / "ckpt-1")], stdout=subprocess.PIPE,
                        stderr=slave, timeout=120)
     os.close(slave)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
+    out = read_pty(master)
     assert p.returncode == 0
     assert b"verify [" in out
     assert b"verify [" not in p.stdout

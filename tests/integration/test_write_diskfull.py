@@ -19,16 +19,20 @@ from helpers import (CKPTFS_BIN, UploadThrottleProxy, ckptfs_commit, ckptfs_stat
 MiB = 1 << 20
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    d = tmp_path / "smallfs"
+def _tmpfs(d, size):
+    """A tmpfs of `size` at d (made), unmounted when the generator ends."""
     d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0700",
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700",
                     "tmpfs", str(d)], check=True)
     try:
         yield d
     finally:
         subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    yield from _tmpfs(tmp_path / "smallfs", "32m")
 
 
 def writer_on(mount, bucket, disk, *more):
@@ -289,14 +293,7 @@ def test_a_persistent_error_is_logged_with_a_rate_limit(
 def pt_disk(tmp_path):
     """A 1300 MiB tmpfs: more than cache_min_free (1 MiB) + 1 GiB free, so
     writes go through passthrough (doc/commit.md "Write passthrough")."""
-    d = tmp_path / "ptfs"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1300m,mode=0700",
-                    "tmpfs", str(d)], check=True)
-    try:
-        yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
+    yield from _tmpfs(tmp_path / "ptfs", "1300m")
 
 
 @pytest.mark.timeout(180)
