@@ -12,7 +12,9 @@
  * through a window of ranged GETs that carry If-Match, checked against the
  * block CRCs too, so a handle never mixes two versions of an object and
  * losing the cache never fails a read by itself.  An object replaced
- * before a handle returned any byte is switched to (switch_version, the
+ * before a cold open's first chunk came is pinned again at open
+ * (version_gone); one replaced later, before a handle returned any byte,
+ * is switched to (switch_version, the
  * version served recorded on the inode by mark_served); otherwise the
  * read fails with EIO.  The page cache mode (keep_cache) follows the
  * version the inode holds.
@@ -201,18 +203,18 @@ static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr,
 }
 
 /* Pins the version a handle of n (key) reads: the one listed or HEADed
- * recently (fresh_attrs), else a fresh HEAD; the server unreachable, the
+ * recently (fresh_attrs), else (or with head) a fresh HEAD; the server unreachable, the
  * version listed last (*offline; the caller checks it is cached whole).
  * Returns a new handle, or NULL after replying the error (key and n's
  * reference dropped).  Table not locked. */
 static fs_handle *open_version(fuse_req_t req, fs_ctx *fs, fs_inode *n,
 			       char *key, s3_head_result *hr, s3_err *e,
-			       bool *offline)
+			       bool *offline, bool head)
 {
 	/* pin the version this handle reads: the one listed or HEADed
-	 * recently (fresh_attrs), else a fresh HEAD */
+	 * recently (fresh_attrs), else (or when head says so) a fresh HEAD */
 	fs_handle *h = calloc(1, sizeof *h);
-	bool fresh = fresh_attrs(fs, n, hr, false);
+	bool fresh = !head && fresh_attrs(fs, n, hr, false);
 	/* the server unreachable: the version listed last, if it is cached
 	 * whole (checked below), as listings serve the last one */
 	bool ok = fresh;
@@ -262,6 +264,27 @@ static void refresh_up(fs_ctx *fs, fs_inode *n)
 	fs_itable_unlock(fs->it);
 }
 
+/* How many times an open pins a version again when the one it pinned is
+ * gone from the bucket before its first chunk came (version_gone). */
+#define REPIN_TRIES 3
+
+/*
+ * Whether the version a cold handle pinned was replaced in the bucket
+ * before its first chunk came (the GET's If-Match failed).  The open
+ * waits for that chunk before it replies, so the size the kernel and the
+ * application (fstat, mmap) learn at open belongs to bytes the handle can
+ * still read: before, a reader of safetensors shards replaced on another
+ * host mapped the old version's size and got the new version's bytes.
+ * The first read would wait for that chunk anyway.  A file cached whole
+ * (or read uncached, or offline) is not waited for.
+ */
+static bool version_gone(fs_handle *h, bool offline)
+{
+	if (!h->cf || h->hit || offline)
+		return false;
+	return cache_file_ready(h->cf, 0, 1) == -ESTALE;
+}
+
 void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fs_ctx *fs = fs_req_ctx(req);
@@ -279,22 +302,39 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	s3_head_result hr;
 	s3_err e;
 	bool offline = false;
-	fs_handle *h = open_version(req, fs, n, key, &hr, &e, &offline);
-	if (!h)
-		return;
-	h->node = n;
-	h->key = key;
-	h->size = hr.size;
-	snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
-	pthread_mutex_init(&h->mu, NULL);
-	pthread_rwlock_init(&h->busy, NULL);
-	h->ra = 1u << 20;
-	attach_cache(fs, h);
-	if (offline && !h->hit) {
-		log_warn("open %s: %s", key, e.msg);
+	fs_handle *h;
+	for (int tries = 0;; tries++) {
+		h = open_version(req, fs, n, key, &hr, &e, &offline,
+				 tries > 0);
+		if (!h)
+			return;
+		h->node = n;
+		h->key = key;
+		h->size = hr.size;
+		snprintf(h->etag, sizeof h->etag, "%s", hr.etag);
+		pthread_mutex_init(&h->mu, NULL);
+		pthread_rwlock_init(&h->busy, NULL);
+		h->ra = 1u << 20;
+		attach_cache(fs, h);
+		if (offline && !h->hit) {
+			log_warn("open %s: %s", key, e.msg);
+			fs_handle_free(fs, h, false);
+			fuse_reply_err(req, e.err ? e.err : EIO);
+			return;
+		}
+		if (tries == REPIN_TRIES || !version_gone(h, offline))
+			break;
+		/* pin again, from a HEAD: this handle goes, n and key stay */
+		log_info("open %s: replaced since it was listed; opening the "
+			 "new version", key);
+		h->key = NULL;
+		fs_itable_lock(fs->it);
+		fs_inode_ref(n);
+		n->attr_time = 0;
+		if (n->parent)
+			n->parent->listing_time = -1e9;
+		fs_itable_unlock(fs->it);
 		fs_handle_free(fs, h, false);
-		fuse_reply_err(req, e.err ? e.err : EIO);
-		return;
 	}
 	if (offline)
 		log_info("open %s: %s (reading the cached version)", key,
@@ -451,12 +491,14 @@ static bool local_cache_error(int err)
 }
 
 /*
- * The object was replaced since open pinned its version: the listing that
- * open trusted was up to attr_timeout old, and the old bytes are gone from
- * the bucket (the GET's If-Match failed).  A handle that has returned
- * nothing yet takes the current version, as if it had been opened a
- * moment later: a reader of a `latest` file another host rewrites gets
- * the new text, not EIO, whatever its new size.  Other
+ * The object was replaced since open pinned its version, and the old bytes
+ * are gone from the bucket (the GET's If-Match failed).  A cold cached
+ * handle's open already made sure of its first chunk (version_gone), so
+ * this is a later chunk of a large file, or an uncached handle.  A handle
+ * that has returned nothing yet takes the current version, as if it had
+ * been opened a moment later: an uncached handle whatever its new size (a
+ * reader of a `latest` file another host rewrites gets the new text, not
+ * EIO), a cached one only at the size its open gave.  Other
  * handles of the inode do not stop it as long as the kernel holds no bytes
  * of another version (served_etag: every handle opened on the vanished
  * version, as concurrent readers of one `latest` file do, switches the
@@ -481,8 +523,12 @@ static int switch_version(fs_ctx *fs, fs_handle *h)
 			     !strcmp(h->node->served_etag, hr.etag));
 	fs_itable_unlock(fs->it);
 	pthread_mutex_lock(&h->mu);
+	/* a cached handle's open secured its first chunk (version_gone), so
+	 * the application may have mapped the old size: only a version of
+	 * that size can stand in for it without tearing what it reads */
 	bool can = clean && !strcmp(h->etag, was) &&
-		   !atomic_load(&h->served) && !h->stale_cf;
+		   !atomic_load(&h->served) && !h->stale_cf &&
+		   (!h->cf || hr.size == h->size);
 	/* a longer version: the kernel's size of the file grows first (a
 	 * store of no bytes at the new end, which takes no page lock), else
 	 * its reads would stop at the old size; a shorter one ends the read

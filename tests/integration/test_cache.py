@@ -1010,6 +1010,33 @@ def test_open_of_a_version_of_another_size_shows_its_size_to_fstat_and_mmap(
 
 
 @pytest.mark.timeout(60)
+def test_replaced_after_listing_a_mapped_file_is_one_version_whole(
+        s3server, bucket, mount, cdir):
+    """Another host replaces a shard with one of another size after this
+    mount listed it (attr_timeout=30: open trusts that listing).  A reader
+    that opens, fstats and maps it (safetensors) gets one version whole:
+    the size and the bytes of the same version, never the new bytes cut
+    to the old size (test_frameworks' safetensors replay, 4 runs in 10
+    under load: 600 100 bytes of the 600 200-byte shard)."""
+    old, new = det_bytes(11, 600_100), det_bytes(12, 600_200)
+    s3server.put(bucket, "run/shard", old)
+    m = mount(bucket, options=copts(cdir, "attr_timeout=30", "entry_timeout=30",
+                                    "dir_timeout=30", "dir_readahead=0"))
+    assert os.stat(m / "run/shard").st_size == len(old)  # listed
+    s3server.put(bucket, "run/shard", new)
+    with open(m / "run/shard", "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+        try:
+            got = bytes(mm)
+        finally:
+            mm.close()
+    assert (size, sha256_bytes(got)) == (len(new), sha256_bytes(new)), (
+        f"fstat said {size} bytes; the bytes mapped are "
+        f"{'the new version cut to the old size' if got == new[:size] else 'neither version'}")
+
+
+@pytest.mark.timeout(60)
 def test_replaced_file_open_twice_before_first_read_reads_the_new_version(
         s3server, bucket, mount, cdir):
     """Two readers on this host (Megatron's loader on two ranks, or a

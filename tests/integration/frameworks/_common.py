@@ -180,6 +180,10 @@ def check(what, got, want):
     """Fail (exit status 1, message on stderr) when a loaded file differs
     from what was saved."""
     if got != want:
+        dump = os.environ.get("CKPTFS_FW_DUMP")
+        if dump and got is not None:  # for diagnosis: what the reader got
+            with open(os.path.join(dump, f"{what}.{os.getpid()}.got"), "wb") as f:
+                f.write(got)
         detail = (f"{len(got)} bytes, sha256 {sha(got)[:16]}" if got is not None else "missing")
         raise SystemExit(f"LOAD MISMATCH {what}: got {detail}; saved {len(want)} bytes, "
                          f"sha256 {sha(want)[:16]}")
