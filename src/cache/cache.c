@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/index-db.h"
 #include "cache/internal.h"
 #include "proto/crc.h"
 #include "util/clock.h"

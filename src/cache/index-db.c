@@ -1,7 +1,7 @@
 /*
  * index-db: the database under the cache index (index.h): the schema and
  * its migration, every prepared statement (enum cidx_sid in
- * index-internal.h), the plumbing that runs them (cidx_finish, cidx_run,
+ * index-state.h), the plumbing that runs them (cidx_finish, cidx_run,
  * transactions, cidx_enter/leave), the small helpers of the module (name
  * check, paths, error messages), the private directories and cache files
  * (created sparse at full size, unlinked, dropped with their rows), and
@@ -14,7 +14,10 @@
  * stats, stamps, open and close) and owner.c (owner ids, liveness,
  * reaping) call into it; it calls neither.  Statements are prepared once
  * and reset after each use (cidx_finish), so no binding outlives its call.
+ * Its functions are declared in index-db.h.
  */
+#include "cache/index-db.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -26,7 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/index-internal.h"
+#include "cache/index-state.h"
+#include "util/buf.h"
 #include "util/log.h"
 #include "util/sqldb.h"
 #include "util/sqlerr.h"

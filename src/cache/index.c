@@ -4,8 +4,10 @@
  * opens and closes the index; owner ids, lock files, liveness and the
  * reaping of dead owners are in owner.c, which it calls; the schema, the
  * statements, the SQL plumbing and the cache files' creation are in
- * index-db.c, below both.  The three share index-internal.h (struct cidx,
- * the statements and the helpers that run them).
+ * index-db.c, below both.  Each declares its functions in a header of its
+ * own name (index.h: this file's, the index's interface; owner.h;
+ * index-db.h); they share index-types.h (the value types) and
+ * index-state.h (struct cidx, the statement ids, rows).
  *
  * One connection per cidx, guarded by x->mu; every statement is prepared
  * once at open.  Every change runs in BEGIN IMMEDIATE, and that write lock
@@ -65,7 +67,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/index-internal.h"
+#include "cache/index-db.h"
+#include "cache/index-state.h"
+#include "cache/owner.h"
+#include "util/buf.h"
 #include "util/hex.h"
 #include "util/log.h"
 #include "util/sqlerr.h"

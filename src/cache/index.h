@@ -1,6 +1,8 @@
 /*
- * cidx: the SQLite index of the read cache, and the liveness of the
- * processes sharing it (design: doc/cache.md).
+ * cache/index.c: the SQLite index of the read cache, the interface the
+ * cache's files use (design: doc/cache.md).  The liveness of the
+ * processes sharing it is owner.h's (owner.c), the path of a cache file
+ * index-db.h's (cidx_path); the types are in index-types.h (included).
  *
  * One cidx per process.  Opening it creates the cache directory layout
  * (DIR 0700, DIR/objects, DIR/owners), the schema, a random owner id and the
@@ -24,33 +26,9 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-typedef struct cidx cidx;
-
-/* 64 hex chars + NUL: SHA-256(bucket NUL key NUL etag). */
-#define CIDX_NAME_LEN 65
-
-enum cidx_role {
-	CIDX_COMPLETE = 0, /* every byte is in the file */
-	CIDX_FILLER,       /* this process downloads the missing chunks */
-	CIDX_FOLLOWER,     /* another live process is downloading it */
-};
-
-typedef struct cidx_entry {
-	char name[CIDX_NAME_LEN];
-	uint64_t size;
-	uint32_t chunk_size;
-	uint32_t n_chunks;
-	/* per chunk, n_chunks each, malloc'd by cidx_acquire/cidx_refresh: */
-	uint8_t *done;  /* 1 when the chunk has a row */
-	uint32_t *crc;  /* its CRC32C when done */
-} cidx_entry;
+#include "cache/index-types.h"
 
 void cidx_entry_free(cidx_entry *e);
-
-typedef struct cidx_limits {
-	uint64_t cap;      /* cache_size in bytes, 0 = unlimited */
-	uint64_t min_free; /* bytes of free disk to keep, 0 = none */
-} cidx_limits;
 
 /* Opens (creating if needed) the index under dir.  On error returns -1 and
  * sets *err (malloc'd, names the path). */
@@ -62,9 +40,6 @@ const char *cidx_dir(const cidx *x);
 /* Fills name with the entry name of (bucket, key, etag). */
 void cidx_name(const char *bucket, const char *key, size_t key_len,
 	       const char *etag, char name[CIDX_NAME_LEN]);
-
-/* Path of the cache file of name: DIR/objects/<name[0..2]>/<name>. malloc'd */
-char *cidx_path(const cidx *x, const char *name);
 
 /*
  * At open: finds or creates the entry of (bucket, key, etag, size), pins it
@@ -120,14 +95,6 @@ int cidx_refresh(cidx *x, cidx_entry *e, enum cidx_role *role);
  * it has no pins; with pins, marks it so the last release removes it. */
 int cidx_discard(cidx *x, const char *name);
 
-typedef struct cidx_stats {
-	uint64_t entries;
-	uint64_t bytes;        /* sum of entry sizes */
-	uint64_t pinned_bytes; /* entries with a live pin */
-	uint64_t complete_entries;
-	uint64_t evictions;    /* by this process since open */
-} cidx_stats;
-
 int cidx_get_stats(cidx *x, cidx_stats *st);
 /* Whether other processes sharing the cache hold pins (live or not yet
  * reaped): whether asking them for their idle entries may make room. */
@@ -140,9 +107,6 @@ int cidx_others_pin(cidx *x, bool *any);
  */
 int cidx_free_disk(cidx *x, uint64_t size);
 
-/* Reaps dead owners (pins, orphaned fills, lock files). */
-int cidx_reap(cidx *x);
-
 /*
  * Stamps: the identity (device, inode, mtime, ctime, size) of a complete
  * cache file at a moment it was known good.  A file whose stat still
@@ -151,8 +115,5 @@ int cidx_reap(cidx *x);
 int cidx_stamp_set(cidx *x, const char *name, const struct stat *st);
 int cidx_stamp_matches(cidx *x, const char *name, const struct stat *st,
 		       bool *match);
-
-/* Liveness of another owner id (exposed for tests). */
-bool cidx_owner_alive(const cidx *x, const char *owner);
 
 #endif

@@ -8,7 +8,7 @@
  * entries no live owner pins any more are removed.  Entries, chunks and
  * eviction are in index.c, which reaps here before any eviction decision
  * so that every pin left is live; this file calls only the plumbing of
- * index-db.c, never index.c.
+ * index-db.c, never index.c.  Its functions are declared in owner.h.
  *
  * Liveness.  Each cidx holds flock(LOCK_EX) on owners/<id>.lock for its
  * lifetime.  The file is created as <id>.new, locked, and then renamed, so
@@ -31,7 +31,7 @@
  * files without an entry (left by a process killed between creating a
  * file and committing its row).
  */
-#include "cache/index.h"
+#include "cache/owner.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,7 +45,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cache/index-internal.h"
+#include "cache/index-db.h"
+#include "cache/index-state.h"
+#include "util/buf.h"
 #include "util/hex.h"
 #include "util/log.h"
 

@@ -1,9 +1,9 @@
 /*
  * aws-files: the AWS config and credentials files, read the way the AWS
  * CLI reads them (precedence in config.h), and the small helpers the
- * module's files share (messages, environment).  Below config.c (the
- * bucket URL and the resolved settings) and creds.c (the credential
- * providers), which reach it through config-internal.h.
+ * module's files share (messages, environment), declared in aws-files.h.
+ * Below config.c (the bucket URL and the resolved settings) and the
+ * credential files (creds*.c), which call it; it calls none of them.
  *
  * Reading AWS INI files.  libinih parses; three things around it are ours.
  *  - Debian's libinih cuts lines at INI_MAX_LINE (200) bytes, and session
@@ -29,7 +29,7 @@
  * ~/.aws/; "~/" is $HOME, else the password database's home.
  */
 
-#include "s3/config.h"
+#include "s3/aws-files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "s3/config-internal.h"
+#include "util/buf.h"
 
 #define AWS_FILE_MAX (4 << 20) /* larger AWS config files are a mistake */
 

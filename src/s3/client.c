@@ -1,5 +1,6 @@
 /*
- * s3client: the client object and the S3 operations a reader needs.
+ * s3client: the client object and the S3 operations a reader needs
+ * (declared in client.h; the object's fields are in client-state.h).
  *
  * s3_client_new derives from the resolved settings what every request
  * uses (base URL, the Host header we sign, path-style or virtual-host
@@ -16,7 +17,6 @@
  * the server's clock.  Writes are in upload.c and multipart.c.
  */
 #include "s3/client.h"
-#include "s3/client-internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "s3/client-state.h"
 #include "s3/listfold.h"
 #include "s3/sigv4.h"
 #include "s3/uri.h"

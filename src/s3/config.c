@@ -3,8 +3,8 @@
  * rules) and the resolved settings: where requests go (region, endpoint,
  * addressing style, CA bundle), picked from the mount options, the
  * environment and the AWS files the way the AWS CLI does (precedence in
- * config.h).  Reading the AWS files is in aws-files.c, the credential
- * providers and their chain in creds.c; all three share config-internal.h.
+ * config.h).  Reading the AWS files is in aws-files.c (aws-files.h), below
+ * this file; the credential providers and their chain are in creds*.c.
  */
 
 #include "s3/config.h"
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "s3/config-internal.h"
+#include "s3/aws-files.h"
 
 #define S3_PREFIX_MAX 1024     /* S3's key length limit */
 

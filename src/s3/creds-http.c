@@ -11,12 +11,14 @@
  * credential documents are small, and a server that sends more is
  * broken.  Messages name the URL and what went wrong, never a header.
  */
-#include "s3/creds-internal.h"
+#include "s3/creds-http.h"
 
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "s3/aws-files.h"
 
 #define CREDHTTP_MAX (64 * 1024)
 

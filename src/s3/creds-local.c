@@ -10,7 +10,7 @@
  * stops the chain, as in the AWS CLI; the message names file and line,
  * never the value.
  */
-#include "s3/creds-internal.h"
+#include "s3/creds-local.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "s3/aws-files.h"
+#include "s3/creds-parse.h"
 
 #define TOKEN_FILE_MAX 16384
 

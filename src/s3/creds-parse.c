@@ -16,7 +16,7 @@
  * Invariant: messages name the field that is wrong, never its value (any
  * value of these documents may be a secret).
  */
-#include "s3/creds-internal.h"
+#include "s3/creds-parse.h"
 
 #include <arpa/inet.h>
 #include <expat.h>
@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "s3/aws-files.h"
 #include "s3/xml.h"
 #include "util/vec.h"
 

@@ -11,7 +11,7 @@
  * reports it.  A profile with credential_process that fails stops the
  * chain (an error, not "nothing here").
  */
-#include "s3/creds-internal.h"
+#include "s3/creds-process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "s3/aws-files.h"
+#include "s3/creds-local.h"
+#include "s3/creds-parse.h"
 #include "util/clock.h"
 
 #define PROCESS_OUT_MAX (64 * 1024)

@@ -26,7 +26,7 @@
  * last provider and, as in the AWS CLI, its failures are "nothing here"
  * with the reason in the chain's message.
  */
-#include "s3/creds-internal.h"
+#include "s3/creds-remote.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +34,11 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+
+#include "s3/aws-files.h"
+#include "s3/creds-http.h"
+#include "s3/creds-local.h"
+#include "s3/creds-parse.h"
 
 #define CONTAINER_HOST "http://169.254.170.2"
 #define CONTAINER_ATTEMPTS 3

@@ -24,7 +24,7 @@
  * IDPCommunicationError).  Errors name the action, the endpoint and STS's
  * error code and message; never the token or keys.
  */
-#include "s3/creds-internal.h"
+#include "s3/creds-sts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "s3/aws-files.h"
+#include "s3/creds-http.h"
+#include "s3/creds-local.h"
+#include "s3/creds-parse.h"
+#include "s3/creds-process.h"
+#include "s3/creds-remote.h"
 #include "s3/sigv4.h"
 #include "s3/uri.h"
 

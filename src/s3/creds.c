@@ -9,7 +9,26 @@
  * Each provider either fills credentials (1), has nothing (0; it says
  * what it looked at and why, for the "no credentials" message), or fails
  * (-1: configured but broken, which stops the chain, as in botocore).
- * The providers live in creds-*.c (creds-internal.h lists them).
+ * The providers live in creds-*.c, each declaring what it offers in a
+ * header of its own name; lowest first (no file calls one above it):
+ *
+ *   creds-parse.c    s3_creds helpers; the documents providers read (the
+ *                    JSON of IMDS, container endpoints and
+ *                    credential_process, STS XML replies), timestamps,
+ *                    the container host rule, command-line splitting
+ *   creds-http.c     one blocking HTTP request with a deadline (curl easy)
+ *   creds-local.c    environment and the shared files' static keys;
+ *                    loading a profile from both files (once per fetch
+ *                    of the chain: creds_ctx_profile)
+ *   creds-remote.c   container credentials (ECS, EKS Pod Identity) and EC2
+ *                    instance metadata (IMDSv2)
+ *   creds-process.c  credential_process
+ *   creds-sts.c      web identity and assume-role (STS)
+ *   creds.c          the chain: order, cache, background refresh (this
+ *                    file; its interface is in config.h)
+ *
+ * The types they share (s3_creds, creds_ctx, creds_provider) are in
+ * config.h, and the AWS files and messages in aws-files.h.
  *
  * Caching and refresh.  The chain keeps the set it found and the provider
  * that gave it.  Sets that expire are refreshed by a background thread
@@ -49,7 +68,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "s3/creds-internal.h"
+#include "s3/aws-files.h"
+#include "s3/creds-local.h"
+#include "s3/creds-parse.h"
+#include "s3/creds-process.h"
+#include "s3/creds-remote.h"
+#include "s3/creds-sts.h"
 #include "util/clock.h"
 #include "util/log.h"
 

@@ -1,6 +1,8 @@
 /*
  * s3 requests: construction, signing, error mapping and the retry loop,
- * under every operation of the client (client.c, upload.c, multipart.c).
+ * under every operation of the client (client.c, upload.c, multipart.c),
+ * declared in request.h; the s3_client they run on is in client-state.h.
+ * Calls nothing of client.c.
  *
  * The on-wire path is the canonical path: keys are percent-encoded once with
  * '/' kept (S3 does not normalise), so what we sign is byte for byte what we
@@ -22,8 +24,7 @@
  * The retry accessors at the end (backoff, delays, server-work allowance,
  * quirks) let the callers that drive their own loops follow the policy.
  */
-#include "s3/client.h"
-#include "s3/client-internal.h"
+#include "s3/request.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -34,8 +35,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include "s3/client-state.h"
 #include "s3/sigv4.h"
 #include "s3/uri.h"
+#include "s3/xml.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/metrics.h"

@@ -7,7 +7,7 @@
  * encoding, DeleteObjects bodies, x-amz-meta-* headers, Content-MD5,
  * the expected multipart ETag), which are unit-tested on their own.
  *
- * Every call goes through s3_request_perform (client.h): SigV4 over every
+ * Every call goes through s3_request_perform (request.h): SigV4 over every
  * header sent, fresh credentials and timestamp per attempt, the client's
  * retry policy (transport errors, 5xx, 429, throttling codes; a retried
  * upload re-sends its body from the start of the fd range or buffer), the

@@ -1,7 +1,7 @@
 /*
  * s3xml: the characters XML 1.0 forbids but S3 keys may hold, carried
- * through expat as the bytes they stand for.  Used by the engine of xml.c
- * (xml-internal.h); calls nothing of it.
+ * through expat as the bytes they stand for (declared in xml-chars.h).
+ * Used by the engine of xml.c; calls nothing of it.
  *
  * Ceph RGW writes a byte below 0x20 that is not tab, LF or CR as a
  * character reference (&#x01;) wherever it does not percent-encode: in
@@ -25,10 +25,11 @@
  * refuses them.  A body that already holds such a processing instruction
  * is refused, so the bytes can only come from a reference.
  */
+#include "s3/xml-chars.h"
+
 #include <stdbool.h>
 #include <string.h>
 
-#include "s3/xml-internal.h"
 #include "util/buf.h"
 
 static bool forbidden_code_point(unsigned long cp)

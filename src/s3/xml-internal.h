@@ -1,8 +1,10 @@
 /*
- * xml-internal: the parsing engine of xml.c as seen by the document types
- * in xml-upload.c and by xml-chars.c.  Not part of the module's interface:
- * include it from src/s3/xml.c, src/s3/xml-upload.c and src/s3/xml-chars.c
- * only.
+ * s3/xml.c's engine, as the document types in xml-upload.c see it: the
+ * xml_spec a document type is, the parse state (xml_ctx) its hooks get,
+ * and the functions of xml.c the hooks call.  Holds nothing of another
+ * file (the forbidden characters are xml-chars.h's).  Not part of the
+ * module's interface: include it from src/s3/xml.c and
+ * src/s3/xml-upload.c only.
  *
  * A document type is an xml_spec: its root element (and an alternative)
  * and two hooks, open(path) when an element starts and close(path, text)
@@ -72,23 +74,6 @@ int xml_decode_key(xml_ctx *x, char **s, size_t *len, const char *name);
  * with arr untouched. */
 void *xml_grow_array(void *arr, size_t *cap, size_t n, size_t size);
 bool xml_is_encoding_url(const char *text);
-
-/*
- * xml-chars.c: rewrites the characters XML 1.0 forbids (C0 controls but
- * NUL, U+FFFE, U+FFFF, surrogates; as references or raw) in element text
- * into <?ckptfs-bytes HEX?> instructions, which the engine's processing
- * instruction handler turns back into those bytes with xml_chars_bytes.
- */
-#define XML_BYTES_PI "ckptfs-bytes"
-enum {
-	XML_CHARS_NONE = 0,
-	XML_CHARS_CARRIED = 1,
-	XML_CHARS_OOM = -1,
-	XML_CHARS_RESERVED = -2, /* the body holds a <?ckptfs-bytes?> */
-	XML_CHARS_BAD = -3,
-};
-int xml_chars_carry(const char *body, size_t len, buf *o);
-int xml_chars_bytes(const char *data, buf *out);
 
 /*
  * Parses body as a document of type spec into state.  err_doc: where an

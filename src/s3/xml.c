@@ -52,6 +52,7 @@
 #include <strings.h>
 
 #include "s3/uri.h"
+#include "s3/xml-chars.h"
 #include "s3/xml-internal.h"
 #include "util/buf.h"
 #include "util/vec.h"

@@ -19,8 +19,7 @@ Checks, printing each violation:
     Every strongly connected component of more than one file is a cycle
     (cache.c <-> fetch.c, or a loop through a header that one file owns
     and many use); a cycle only through headers is printed as a header
-    cycle.  KNOWN_HEADER_CYCLES lists those not yet broken: printed, not
-    counted;
+    cycle;
   * size: no source file over --max-lines lines, no function over
     --max-function lines (from the line with its name to its closing
     brace).
@@ -112,20 +111,6 @@ def include_edges():
         if deps:
             edges[me] = deps
     return edges
-
-
-# Header cycles not yet broken (issue 24): folders whose files share one
-# X-internal.h that X.c owns while X.c calls them.  Printed on every run,
-# not counted; remove a line when its folder gets headers per file.
-KNOWN_HEADER_CYCLES = [
-    "src/s3/xml-chars.c <-> src/s3/xml.c",
-    "src/s3/aws-files.c <-> src/s3/config.c",
-    "src/s3/creds-http.c <-> src/s3/creds-local.c <-> src/s3/creds-parse.c"
-    " <-> src/s3/creds-process.c <-> src/s3/creds-remote.c"
-    " <-> src/s3/creds-sts.c <-> src/s3/creds.c",
-    "src/s3/client.c <-> src/s3/request.c",
-    "src/cache/index-db.c <-> src/cache/index.c <-> src/cache/owner.c",
-]
 
 
 def functions(f):
@@ -227,8 +212,6 @@ def main():
         text = " <-> ".join(comp)
         if text in call_cycles:
             problems.append("call cycle: " + text)
-        elif text in KNOWN_HEADER_CYCLES:
-            print("known header cycle (not counted): " + text)
         else:
             problems.append("header cycle: " + text)
     for f in sorted(SRC.rglob("*.c")):

@@ -27,7 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cache/index-db.h"
 #include "cache/index.h"
+#include "cache/owner.h"
 #include "util/log.h"
 
 #define CS 4096u /* chunk size used throughout */

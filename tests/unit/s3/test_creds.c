@@ -10,7 +10,8 @@
  * with no AWS_* variables, IMDS disabled and HOME in a fresh directory.
  */
 #include "s3/config.h"
-#include "s3/creds-internal.h"
+#include "s3/creds-local.h"
+#include "s3/creds-parse.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>

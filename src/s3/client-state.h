@@ -1,16 +1,18 @@
 /*
- * client-internal: the s3_client object, shared by client.c (construction
- * and the operations) and request.c (the request loop and the retry
- * accessors).  Not part of the module's interface: include it from those
- * two files only.
+ * The s3_client object, shared by client.c (construction and the
+ * operations) and request.c (the request loop and the retry accessors).
+ * Types only: the functions are declared by client.h and request.h.  Not
+ * part of the module's interface: include it from those two files only.
  */
-#ifndef CKPTFS_S3_CLIENT_INTERNAL_H
-#define CKPTFS_S3_CLIENT_INTERNAL_H
+#ifndef CKPTFS_S3_CLIENT_STATE_H
+#define CKPTFS_S3_CLIENT_STATE_H
 
 #include <pthread.h>
 #include <stdint.h>
 
-#include "s3/client.h"
+#include "http/loop.h"
+#include "s3/config.h"
+#include "s3/request.h"
 #include "s3/retry.h"
 
 struct s3_client {

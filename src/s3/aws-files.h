@@ -1,15 +1,16 @@
 /*
- * config-internal: what aws-files.c (the AWS config and credentials files,
- * shared helpers) gives config.c (bucket URL, settings) and creds.c
- * (credential providers).  Not part of the module's interface: include it
- * from src/s3/aws-files.c, src/s3/config.c and src/s3/creds.c only.
+ * s3/aws-files.c: the AWS config and credentials files, and the small
+ * helpers of the module's files (messages, environment), for config.c
+ * (bucket URL, settings) and the credential files (creds-local.c reads
+ * profiles).  Not part of the module's interface: include it from
+ * src/s3/aws-files.c, src/s3/config.c and src/s3/creds*.c only.
  *
  * An aws_profile holds what one profile's section of an AWS file says,
  * each value with the line it came from (for messages that name file and
  * line without quoting it).  Secret values in it are wiped when freed.
  */
-#ifndef CKPTFS_S3_CONFIG_INTERNAL_H
-#define CKPTFS_S3_CONFIG_INTERNAL_H
+#ifndef CKPTFS_S3_AWS_FILES_H
+#define CKPTFS_S3_AWS_FILES_H
 
 #include <stdbool.h>
 #include <stddef.h>
