@@ -742,6 +742,13 @@ void cache_count_uncached(cache *c)
 	ckpt_unlock(&c->mu);
 }
 
+void cache_count_replaced(cache *c)
+{
+	ckpt_lock(&c->mu);
+	c->replaced_opens++;
+	ckpt_unlock(&c->mu);
+}
+
 void cache_get_stats(cache *c, cache_stats *st)
 {
 	memset(st, 0, sizeof *st);
@@ -759,6 +766,7 @@ void cache_get_stats(cache *c, cache_stats *st)
 	st->hits = c->hits;
 	st->misses = c->misses;
 	st->uncached_opens = c->uncached_opens;
+	st->replaced_opens = c->replaced_opens;
 	st->downloaded_bytes = c->downloaded;
 	st->verify_failures = c->verify_failures;
 	int64_t now = (int64_t)clock_mono();

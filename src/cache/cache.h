@@ -112,7 +112,7 @@ void cache_file_close(cache_file *f);
 int cache_adopt(cache *c, const char *key, const char *etag, const char *path);
 
 typedef struct cache_stats {
-	uint64_t hits, misses, uncached_opens;
+	uint64_t hits, misses, uncached_opens, replaced_opens;
 	uint64_t downloaded_bytes;
 	double download_rate; /* bytes/s over the last few seconds */
 	uint64_t active_downloads;
@@ -135,6 +135,8 @@ uint64_t cache_min_free(const cache *c);
 
 void cache_get_stats(cache *c, cache_stats *st);
 void cache_count_uncached(cache *c);
+/* An open found the version it pinned replaced before its first chunk. */
+void cache_count_replaced(cache *c);
 const char *cache_dir(const cache *c);
 
 #endif

@@ -104,7 +104,8 @@ struct cache {
 	struct stat idle_sig;  /* [mu] its stat when last looked at */
 	bool idle_sig_ok;      /* [mu] it existed then */
 	/* stats [mu] */
-	uint64_t hits, misses, uncached_opens, downloaded, verify_failures;
+	uint64_t hits, misses, uncached_opens, replaced_opens, downloaded;
+	uint64_t verify_failures;
 	uint64_t rate_bytes[RATE_SLOTS];
 	int64_t rate_sec[RATE_SLOTS];
 };

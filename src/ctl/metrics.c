@@ -107,6 +107,10 @@ const ctl_metric ctl_metrics[] = {
 	COUNTER("ckptfs_cache_uncached_opens_total", CTL_COUNT,
 		"cache.uncached_opens", "uncached opens", cs.uncached_opens,
 		"Opens read uncached: the cache could not take the object"),
+	COUNTER("ckptfs_cache_replaced_opens_total", CTL_COUNT,
+		"cache.replaced_opens", "replaced at open", cs.replaced_opens,
+		"Opens that found the version they pinned replaced in the "
+		"bucket before its first chunk came, and pinned the new one"),
 	COUNTER("ckptfs_cache_evictions_total", CTL_COUNT, "cache.evictions",
 		"evictions", cs.evictions, "Cache entries evicted"),
 	COUNTER("ckptfs_cache_verify_failures_total", CTL_COUNT,

@@ -325,6 +325,7 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (tries == REPIN_TRIES || !version_gone(h, offline))
 			break;
 		/* pin again, from a HEAD: this handle goes, n and key stay */
+		cache_count_replaced(fs->cache);
 		log_info("open %s: replaced since it was listed; opening the "
 			 "new version", key);
 		h->key = NULL;

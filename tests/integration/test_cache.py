@@ -1034,6 +1034,8 @@ def test_replaced_after_listing_a_mapped_file_is_one_version_whole(
     assert (size, sha256_bytes(got)) == (len(new), sha256_bytes(new)), (
         f"fstat said {size} bytes; the bytes mapped are "
         f"{'the new version cut to the old size' if got == new[:size] else 'neither version'}")
+    # and the mount counts it (doc/metrics.md)
+    assert cache_of(status(m))["replaced_opens"] == 1, status(m)
 
 
 @pytest.mark.timeout(60)
