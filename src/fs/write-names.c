@@ -786,13 +786,16 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 	} else if (fs_local_is_dir(fs, np)) {
 		rc = -EXDEV; /* mv copies it */
 	} else {
-		/* remote to remote: server-side, in order */
+		/* remote to remote: server-side, in order; it shows once
+		 * visible, so everything ahead of it commits first (eng_sync
+		 * seals the queue, and so does the overlay: wr_seal_all) */
 		wr_ordered(fs);
 		char *mroot = wr_manifest_root(fs, np);
 		rc = eng_remote_rename(fs->eng, from, to, src_dir,
 				       mroot);
 		free(mroot);
 		if (rc == 0) {
+			wr_seal_all(fs);
 			fs_itable_unlock(fs->it);
 			rc = eng_sync(fs->eng, NULL, NULL);
 			fs_itable_lock(fs->it);

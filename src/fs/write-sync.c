@@ -85,6 +85,23 @@ int wr_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
 	return 0;
 }
 
+/*
+ * Seals every transaction of the mount, those with open handles too, before
+ * an eng_sync: it seals the whole queue up to its tail, and a transaction
+ * it commits that is still open here is one the next name joins, in a
+ * transaction the engine has finished (a mkdir in it failed with ENOENT,
+ * and a file closed in it was handed to nobody: lost).  Sealed here, a
+ * name made later starts a transaction of its own (wr_txn_for_new), and
+ * a file still open is put in a new one when closed (wr_put_stage), as
+ * after `ckptfs commit`.  Table locked.
+ */
+void wr_seal_all(fs_ctx *fs)
+{
+	for (ov_txn *x = fs->ov.txns; x; x = x->next)
+		if (!x->done)
+			wr_seal(fs, x);
+}
+
 int wr_sync(fs_ctx *fs,
 	    void (*progress)(void *arg, uint64_t done, uint64_t total),
 	    void *arg)
@@ -94,9 +111,7 @@ int wr_sync(fs_ctx *fs,
 	fs_itable_lock(fs->it);
 	wr_wait_releases(fs);
 	wr_flush_deletes(fs);
-	for (ov_txn *x = fs->ov.txns; x; x = x->next)
-		if (!x->done && x->open == 0)
-			wr_seal(fs, x);
+	wr_seal_all(fs);
 	fs_itable_unlock(fs->it);
 	int rc = eng_sync(fs->eng, progress, arg);
 	/* what became visible is remote from now on, not in 250 ms */

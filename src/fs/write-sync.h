@@ -19,4 +19,8 @@ int wr_sync(fs_ctx *fs,
 
 void wr_wait_releases(fs_ctx *fs); /* before a commit trigger */
 
+/* Seals every transaction not done: before each eng_sync, which seals the
+ * engine's whole queue. */
+void wr_seal_all(fs_ctx *fs);
+
 #endif

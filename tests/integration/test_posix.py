@@ -455,6 +455,36 @@ def test_metadata_of_a_file_open_across_its_commit(bucket, mount, tmp_path):
     assert _meta(other / "ckpt-1") == want
 
 
+@pytest.mark.timeout(90)
+def test_names_made_after_a_sync_with_a_file_open(bucket, mount, tmp_path):
+    """`ckptfs sync` while a file of a new directory is open for writing,
+    then more bytes, a new file and a new subdirectory there: all reach
+    another mount.  Before, the sync committed the directory without
+    sealing it in the overlay, so the mkdir after it failed with ENOENT
+    and the files closed after it were handed to a transaction the engine
+    had finished (lost)."""
+    m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-a'}",
+                               "commit_delay=600"))
+    top = m / "ckpt-1"
+    top.mkdir()
+    with open(top / "open.log", "wb") as f:
+        f.write(b"first")
+        f.flush()
+        ckptfs_sync(m, timeout=20)
+        f.write(b" second")
+    (top / "after").write_bytes(b"after")
+    os.mkdir(top / "sub")
+    (top / "sub" / "x").write_bytes(b"x")
+    ckptfs_sync(m, timeout=20)
+    other = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-b'}",
+                                   "ro"))
+    assert {rel: p.read_bytes() for rel, p in
+            ((str(p.relative_to(other)), p) for p in
+             (other / "ckpt-1").rglob("*")) if p.is_file()} == {
+        "ckpt-1/open.log": b"first second", "ckpt-1/after": b"after",
+        "ckpt-1/sub/x": b"x"}
+
+
 # --------------------------------------------------------------------------
 # Special files through a crash: their type and device number are journaled
 
