@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -761,7 +762,7 @@ static int rename_clear_target(fs_ctx *fs, fs_inode *np, const char *newname,
  * in, a remote name is renamed server-side.  0 or -errno. */
 static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		       fs_inode *np, const char *from, const char *to,
-		       bool src_dir)
+		       bool src_dir, const struct timespec *now)
 {
 	int rc = 0;
 	ov_node *so = ov_get(&fs->ov, from);
@@ -789,8 +790,26 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		/* remote to remote: server-side, in order */
 		wr_ordered(fs);
 		char *mroot = wr_manifest_root(fs, np);
-		rc = eng_remote_rename(fs->eng, from, to, src_dir,
-				       mroot);
+		/* the directories it leaves and enters, their mtime moved
+		 * (doc/posix.md, "Directory attributes") */
+		eng_dir_attrs pd[2];
+		buf xa[2] = {BUF_INIT, BUF_INIT};
+		size_t npd = 0;
+		for (int i = 0; i < 2; i++) {
+			fs_inode *d = i ? np : p;
+			if ((i && np == p) ||
+			    !wr_recorded_dir(fs, d, &pd[npd].m, &xa[npd]))
+				continue;
+			pd[npd].path = d->path;
+			pd[npd++].m.mtime = *now;
+		}
+		/* the eng_sync below commits what is open: sealed here, a
+		 * transaction records its directories as they are now */
+		wr_seal_closed(fs);
+		rc = eng_remote_rename_in(fs->eng, from, to, src_dir, mroot, pd,
+					  npd);
+		buf_free(&xa[0]);
+		buf_free(&xa[1]);
 		free(mroot);
 		if (rc == 0) {
 			fs_itable_unlock(fs->it);
@@ -859,14 +878,16 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* the target goes first (rename over an existing name) */
 	if (rc == 0 && (dst_local || dst_remote))
 		rc = rename_clear_target(fs, np, newname, to, src_dir);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 	if (rc == 0)
-		rc = rename_move(fs, p, name, np, from, to, src_dir);
+		rc = rename_move(fs, p, name, np, from, to, src_dir, &now);
 	if (rc == 0) {
 		fs_inode *c = fs_itable_find(fs->it, from);
 		if (c)
 			fs_itable_move(fs->it, c, np, newname);
-		wr_dir_changed(fs, p);
-		wr_dir_changed(fs, np);
+		wr_dir_changed_at(fs, p, &now);
+		wr_dir_changed_at(fs, np, &now);
 		ov_node *moved = ov_get(&fs->ov, to);
 		if (moved && moved->kind != OV_WHITEOUT)
 			clock_gettime(CLOCK_REALTIME, &moved->ctime);

@@ -94,9 +94,7 @@ int wr_sync(fs_ctx *fs,
 	fs_itable_lock(fs->it);
 	wr_wait_releases(fs);
 	wr_flush_deletes(fs);
-	for (ov_txn *x = fs->ov.txns; x; x = x->next)
-		if (!x->done && x->open == 0)
-			wr_seal(fs, x);
+	wr_seal_closed(fs);
 	fs_itable_unlock(fs->it);
 	int rc = eng_sync(fs->eng, progress, arg);
 	/* what became visible is remote from now on, not in 250 ms */
