@@ -466,9 +466,10 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
  * transaction it was made in, or its own "dir" when it is a transaction
  * root: mode, owner, user xattrs and mtime (to the ns), as the writer
  * recorded them.  The recorded mtime stands until an object directly in
- * c is newer than the manifest that recorded it (a name came since, by
- * a later commit): then the newest LastModified shows, as for
- * directories other tools made (doc/posix.md, "Directory attributes").
+ * c is newer than the newest manifest that recorded it (a name came
+ * since by other means: ckptfs' commits record c again, as a "parent"):
+ * then the newest LastModified shows, as for directories other tools
+ * made (doc/posix.md, "Directory attributes").
  * Table locked. */
 static void recorded_dir_attrs(fs_inode *parent, fs_inode *c);
 
