@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -790,8 +789,7 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		/* remote to remote: server-side, in order */
 		wr_ordered(fs);
 		char *mroot = wr_manifest_root(fs, np);
-		/* the directories it leaves and enters, their mtime moved
-		 * (doc/posix.md, "Directory attributes") */
+		/* the directories it leaves and enters (doc/posix.md) */
 		eng_dir_attrs pd[2];
 		buf xa[2] = {BUF_INIT, BUF_INIT};
 		size_t npd = 0;
@@ -803,8 +801,7 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 			pd[npd].path = d->path;
 			pd[npd++].m.mtime = *now;
 		}
-		/* the eng_sync below commits what is open: sealed here, a
-		 * transaction records its directories as they are now */
+		/* eng_sync commits what is open: wr_seal records more */
 		wr_seal_closed(fs);
 		rc = eng_remote_rename_in(fs->eng, from, to, src_dir, mroot, pd,
 					  npd);
