@@ -232,7 +232,10 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 
 /* A directory inside transaction txn (not its root) with its attributes,
  * recorded in the manifest's "dirs"; a later put of the same path replaces
- * them (chmod, chown, utimensat). */
+ * them (chmod, chown, utimensat).  A path outside txn's root (the
+ * committed directory it is made in, or a file of it stored again) is
+ * recorded only in the addendum of a transaction inside a governed
+ * directory, its mtime as given (doc/posix.md, "Directory attributes"). */
 int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m);
 
 /*
@@ -285,6 +288,20 @@ int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
  * the target held.  manifest_root: as for eng_txn_begin, for `to`. */
 int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
 		      const char *manifest_root);
+
+/* A directory outside a transaction's root (a parent of it) and the
+ * attributes its manifest root's addendum records for it. */
+typedef struct eng_dir_attrs {
+	const char *path;
+	eng_meta m;
+} eng_dir_attrs;
+
+/* eng_remote_rename whose addendum (inside a governed directory) also
+ * records the n directories of parents, written through ckptfs, whose
+ * mtime the rename moved (doc/posix.md, "Directory attributes"). */
+int eng_remote_rename_in(eng *e, const char *from, const char *to,
+			 bool is_dir, const char *manifest_root,
+			 const eng_dir_attrs *parents, size_t n);
 
 /* ---- waiting and status ------------------------------------------------ */
 

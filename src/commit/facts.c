@@ -436,11 +436,10 @@ int eng_file_drop(eng *e, uint64_t txn, const char *path)
 	return rc;
 }
 
-int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
+/* eng_dir_put of t's directory path, mu held. */
+static int dir_put(eng *e, etxn *t, const char *path, const eng_meta *m)
 {
-	CKPTFS_ASSERT_NOT_HELD(&e->mu);
-	ckpt_lock(&e->mu);
-	etxn *t = eng_find_txn(e, txn);
+	CKPTFS_ASSERT_HELD(&e->mu);
 	edir *d = t ? calloc(1, sizeof *d) : NULL;
 	int rc = d ? 0 : t ? -ENOMEM : -ENOENT;
 	if (d) {
@@ -464,6 +463,14 @@ int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
 		rc = jr_dir_put(e->j, &r);
 		CKPTFS_ASSERT(rc || eng_journaled_dir(e, t->id, path));
 	}
+	return rc;
+}
+
+int eng_dir_put(eng *e, uint64_t txn, const char *path, const eng_meta *m)
+{
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
+	int rc = dir_put(e, eng_find_txn(e, txn), path, m);
 	ckpt_unlock(&e->mu);
 	return rc;
 }
@@ -632,16 +639,30 @@ int eng_txn_abort(eng *e, uint64_t txn)
 /* ---- remote namespace --------------------------------------------------- */
 
 static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
-		       bool is_dir, const char *mroot)
+		       bool is_dir, const char *mroot, const eng_dir_attrs *pd,
+		       size_t npd)
 {
 	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	ckpt_lock(&e->mu);
 	int64_t row = 0;
-	int rc = jr_txn_insert(e->j, k, from, to, is_dir, TS_SEALED, mroot,
-			       &row);
+	int rc = npd ? jr_begin(e->j) : 0;
+	if (!rc)
+		rc = jr_txn_insert(e->j, k, from, to, is_dir, TS_SEALED, mroot,
+				   &row);
+	etxn *t = NULL;
 	if (!rc &&
-	    !eng_txn_new(e, row, k, from, to, is_dir, TS_SEALED, mroot))
+	    !(t = eng_txn_new(e, row, k, from, to, is_dir, TS_SEALED, mroot)))
 		rc = -ENOMEM;
+	/* the parents it records (eng_remote_rename_in), with it or not at
+	 * all: nothing runs it before mu is released */
+	for (size_t i = 0; !rc && i < npd; i++)
+		rc = dir_put(e, t, pd[i].path, &pd[i].m);
+	if (npd && !rc)
+		rc = jr_commit(e->j);
+	else if (npd)
+		jr_rollback(e->j);
+	if (rc && t)
+		eng_free_txn(e, t);
 	CKPTFS_ASSERT(rc || eng_journaled_txn(e, row, TS_SEALED));
 	pthread_cond_broadcast(&e->cv);
 	ckpt_unlock(&e->mu);
@@ -650,17 +671,26 @@ static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 
 int eng_remote_delete(eng *e, const char *path, bool is_dir)
 {
-	return remote_step(e, T_RDEL, path, NULL, is_dir, NULL);
+	return remote_step(e, T_RDEL, path, NULL, is_dir, NULL, NULL, 0);
 }
 
 int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
 			   const char *keep)
 {
-	return remote_step(e, T_RDEL, path, keep, is_dir, NULL);
+	return remote_step(e, T_RDEL, path, keep, is_dir, NULL, NULL, 0);
 }
 
 int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
 		      const char *manifest_root)
 {
-	return remote_step(e, T_RREN, from, to, is_dir, manifest_root);
+	return remote_step(e, T_RREN, from, to, is_dir, manifest_root, NULL,
+			   0);
+}
+
+int eng_remote_rename_in(eng *e, const char *from, const char *to,
+			 bool is_dir, const char *manifest_root,
+			 const eng_dir_attrs *parents, size_t n)
+{
+	return remote_step(e, T_RREN, from, to, is_dir, manifest_root,
+			   parents, n);
 }

@@ -450,6 +450,11 @@ typedef struct eng_snap {
 	proto_meta *dm;
 	char **dpath;
 	size_t nd;
+	/* directories outside the root (its parents: eng_dir_put), which
+	 * only the addendum records */
+	proto_meta *om;
+	char **opath;
+	size_t no;
 	char **garbage;
 	size_t ng, gcap;
 } eng_snap;

@@ -163,13 +163,14 @@ static size_t src_dirs(const vis_manifest *vm, const char *base,
 		const vis_file *v = vis_manifest_dir(vm, d);
 		if (v)
 			vis_file_meta(v, &dm[n]);
-		md[n] = (proto_mdir){bl ? d + bl + 1 : d, v ? &dm[n] : NULL};
+		md[n] = (proto_mdir){bl ? d + bl + 1 : d, v ? &dm[n] : NULL,
+				     false};
 		n++;
 	}
 	const vis_file *rv = vis_manifest_dir(vm, base);
 	if (rv) { /* and the source's own (the new name's "dir") */
 		vis_file_meta(rv, &dm[n]);
-		md[n] = (proto_mdir){"", &dm[n]};
+		md[n] = (proto_mdir){"", &dm[n], false};
 		n++;
 	}
 	return n;

@@ -299,6 +299,8 @@ void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
 			txn_fn(arg, (uint64_t)t->id, t->root, t->is_dir,
 			       t->state == TS_SEALED);
 		for (edir *d = t->dirs; dir_fn && d; d = d->next) {
+			if (!proto_under(d->path, t->root, NULL))
+				continue; /* a parent it records (not its) */
 			eng_meta m;
 			eng_meta_to(&d->m, &m);
 			dir_fn(arg, (uint64_t)t->id, d->path, &m);

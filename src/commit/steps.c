@@ -61,6 +61,8 @@ void eng_snap_take(eng *e, etxn *t, eng_snap *sn)
 	sn->f = calloc(n + 1, sizeof *sn->f);
 	sn->dm = calloc(nd + 1, sizeof *sn->dm);
 	sn->dpath = calloc(nd + 1, sizeof *sn->dpath);
+	sn->om = calloc(nd + 1, sizeof *sn->om);
+	sn->opath = calloc(nd + 1, sizeof *sn->opath);
 	for (efile *f = t->files; f && sn->f; f = f->next) {
 		eng_snap_file *s = &sn->f[sn->nf++];
 		s->path = strdup(f->path);
@@ -72,7 +74,13 @@ void eng_snap_take(eng *e, etxn *t, eng_snap *sn)
 		s->blocks = f->blocks ? strdup(f->blocks) : NULL;
 		eng_meta_copy(&s->m, &f->m);
 	}
-	for (edir *d = t->dirs; d && sn->dm && sn->dpath; d = d->next) {
+	for (edir *d = t->dirs; d && sn->dm && sn->dpath && sn->om && sn->opath;
+	     d = d->next) {
+		if (!proto_under(d->path, t->root, NULL)) { /* a parent */
+			sn->opath[sn->no] = strdup(d->path);
+			eng_meta_copy(&sn->om[sn->no++], &d->m);
+			continue;
+		}
 		sn->dpath[sn->nd] = strdup(d->path);
 		eng_meta_copy(&sn->dm[sn->nd++], &d->m);
 	}
@@ -92,11 +100,17 @@ void eng_snap_free(eng_snap *sn)
 		free(sn->dpath[i]);
 		proto_meta_free(&sn->dm[i]);
 	}
+	for (size_t i = 0; i < sn->no; i++) {
+		free(sn->opath[i]);
+		proto_meta_free(&sn->om[i]);
+	}
 	for (size_t i = 0; i < sn->ng; i++)
 		free(sn->garbage[i]);
 	free(sn->f);
 	free(sn->dm);
 	free(sn->dpath);
+	free(sn->om);
+	free(sn->opath);
 	free(sn->garbage);
 	free(sn->mf);
 	free(sn->md);
@@ -305,7 +319,7 @@ int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 		return 0;
 	}
 	proto_mfile *mf = calloc(sn->nf + 1, sizeof *mf);
-	proto_mdir *md = calloc(sn->nd + 2, sizeof *md);
+	proto_mdir *md = calloc(sn->nd + sn->no + 2, sizeof *md);
 	char **paths = calloc(sn->nf + sn->nd + 2, sizeof *paths);
 	size_t np = 0, nd = 0;
 	int rc = mf && md && paths ? 0 : -1;
@@ -321,11 +335,21 @@ int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 				      sn->f[i].blocks};
 	}
 	if (!rc && sn->is_dir)
-		md[nd++] = (proto_mdir){paths[np++] = strdup(base), NULL};
+		md[nd++] = (proto_mdir){paths[np++] = strdup(base), NULL,
+					false};
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
 		const char *r = rel_to(sn->dpath[i], root);
 		md[nd++] = (proto_mdir){paths[np++] = eng_join(base, r ? r : ""),
-					&sn->dm[i]};
+					&sn->dm[i], false};
+	}
+	/* the committed directories it was made in, or whose file it
+	 * stores again, as they are now: readers take their mtime from
+	 * here rather than from the newest LastModified (doc/posix.md,
+	 * "Directory attributes"); mroot's own becomes "dir" */
+	for (size_t i = 0; !rc && i < sn->no; i++) {
+		const char *r = rel_to(sn->opath[i], sn->mroot);
+		if (r)
+			md[nd++] = (proto_mdir){r, &sn->om[i], true};
 	}
 	char *json = rc ? NULL
 			: proto_manifest_json(e->writer, (uint64_t)sn->id,
@@ -452,7 +476,7 @@ static int commit_dir(eng *e, eng_snap *sn, s3_err *x)
 	}
 	for (size_t i = 0; !rc && i < sn->nd; i++) {
 		const char *r = rel_to(sn->dpath[i], sn->root);
-		md[i] = (proto_mdir){r ? r : sn->dpath[i], &sn->dm[i]};
+		md[i] = (proto_mdir){r ? r : sn->dpath[i], &sn->dm[i], false};
 	}
 	size_t nd = sn->nd; /* the root's own entry becomes "dir" */
 	char *json = rc ? NULL

@@ -70,6 +70,11 @@ struct fs_inode {
 	 * (wr_dir_changed); a listing fetched before that change landed
 	 * never moves the mtime back before it (fs/nodes.c) */
 	struct timespec name_change;
+	/* a directory whose record in a manifest is newer than every object
+	 * in it: the time of the first commit that recorded it as it is
+	 * (vis_file.since), its ctime's floor instead of the newest
+	 * LastModified; 0 otherwise (fs/nodes.c) */
+	struct timespec rec_since;
 	/* the size the kernel was last given in attributes it may cache
 	 * (lookup, readdirplus, getattr): an open of a version of another
 	 * size drops them (fs/read.c rd_open) */

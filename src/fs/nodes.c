@@ -130,6 +130,8 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 	 * ctime, as on a local disk (doc/posix.md, "Times of committed
 	 * names").  atime stays the mtime. */
 	const struct timespec *lm = &n->obj_mtime;
+	if (n->is_dir && n->rec_since.tv_sec) /* recorded since (nodes.c) */
+		lm = &n->rec_since;
 	if (lm->tv_sec > t.tv_sec ||
 	    (lm->tv_sec == t.tv_sec && lm->tv_nsec > t.tv_nsec))
 		st->st_ctim = *lm;
@@ -464,9 +466,10 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
  * transaction it was made in, or its own "dir" when it is a transaction
  * root: mode, owner, user xattrs and mtime (to the ns), as the writer
  * recorded them.  The recorded mtime stands until an object directly in
- * c is newer than the manifest that recorded it (a name came since, by
- * a later commit): then the newest LastModified shows, as for
- * directories other tools made (doc/posix.md, "Directory attributes").
+ * c is newer than the newest manifest that recorded it (a name came
+ * since by other means: ckptfs' commits record c again, as a "parent"):
+ * then the newest LastModified shows, as for directories other tools
+ * made (doc/posix.md, "Directory attributes").
  * Table locked. */
 static void recorded_dir_attrs(fs_inode *parent, fs_inode *c);
 
@@ -490,6 +493,7 @@ static void recorded_dir_attrs(fs_inode *parent, fs_inode *c)
 	const vis_file *v = m ? vis_manifest_dir(m, rel) : NULL;
 	if (!v && c->manifest) /* a transaction root: its own "dir" */
 		v = vis_manifest_dir(c->manifest, "");
+	c->rec_since = (struct timespec){0, 0};
 	if (!v) {
 		/* a directory this mount committed keeps what it committed
 		 * until its own listing says (fs/write-idle.c) */
@@ -510,10 +514,15 @@ static void recorded_dir_attrs(fs_inode *parent, fs_inode *c)
 		return;
 	const struct timespec *lm = &c->obj_mtime; /* its listing's newest */
 	int64_t lm_ns = (int64_t)lm->tv_sec * 1000000000LL + lm->tv_nsec;
-	if (lm->tv_sec && lm_ns > v->time)
+	if (lm->tv_sec && lm_ns > v->time) {
 		c->mtime = *lm;
-	else
+	} else {
 		proto_ns_time(v->mtime_ns, &c->mtime);
+		/* its ctime: from the commit that recorded it as it is, not
+		 * from a file stored again since (a later commit recorded
+		 * the directory unchanged: doc/posix.md) */
+		proto_ns_time(v->since, &c->rec_since);
+	}
 }
 
 /*

@@ -17,6 +17,7 @@
 
 #include "cache/cache.h"
 #include "commit/engine.h"
+#include "proto/meta.h"
 #include "util/log.h"
 
 ov_node *wr_local_of(fs_ctx *fs, const fs_inode *n)
@@ -168,6 +169,30 @@ void wr_dir_changed(fs_ctx *fs, fs_inode *d)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
+	wr_dir_changed_at(fs, d, &now);
+}
+
+bool wr_recorded_dir(fs_ctx *fs, const fs_inode *d, eng_meta *m, buf *xa)
+{
+	if (!d || !d->is_dir || !d->has_attrs || wr_local_of(fs, d) ||
+	    (!d->mtime.tv_sec && !d->mtime.tv_nsec))
+		return false;
+	memset(m, 0, sizeof *m);
+	m->mode = d->mode;
+	m->uid = d->uid;
+	m->gid = d->gid;
+	m->mtime = d->mtime;
+	if (d->xattrs_json) {
+		proto_xattrs_decode(d->xattrs_json, xa);
+		m->xattrs = xa->data;
+		m->xattrs_len = xa->len;
+	}
+	return true;
+}
+
+void wr_dir_changed_at(fs_ctx *fs, fs_inode *d, const struct timespec *t)
+{
+	struct timespec now = *t;
 	d->mtime = d->name_change = now;
 	ov_node *o = wr_local_of(fs, d);
 	if (o) {

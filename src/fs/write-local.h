@@ -39,6 +39,13 @@ void wr_caller_of(fuse_req_t req, wr_caller *c); /* no lock */
 bool wr_caller_in(const wr_caller *c, gid_t gid); /* any lock */
 /* A name in directory d came or went: its mtime and ctime are now. */
 void wr_dir_changed(fs_ctx *fs, fs_inode *d);
+/* wr_dir_changed at time now (a rename's, which its commit recorded). */
+void wr_dir_changed_at(fs_ctx *fs, fs_inode *d, const struct timespec *now);
+/* The attributes directory d shows (m, its xattrs in xa) when a committed
+ * manifest recorded them and it is not held locally, for an addendum to
+ * record them again (eng_dir_put, doc/posix.md "Directory attributes");
+ * false otherwise (other tools made it). */
+bool wr_recorded_dir(fs_ctx *fs, const fs_inode *d, eng_meta *m, buf *xa);
 /* Replies EROFS when the mount has no engine; no lock. */
 bool wr_require_engine(fuse_req_t req);
 /* Write passthrough: what the staging file looks like now, as seen; takes

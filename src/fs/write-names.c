@@ -15,9 +15,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <jansson.h>
-#include <openssl/evp.h>
-
 #include "commit/engine.h"
 #include "fs/ctx.h"
 #include "fs/local.h"
@@ -761,7 +758,7 @@ static int rename_clear_target(fs_ctx *fs, fs_inode *np, const char *newname,
  * in, a remote name is renamed server-side.  0 or -errno. */
 static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		       fs_inode *np, const char *from, const char *to,
-		       bool src_dir)
+		       bool src_dir, const struct timespec *now)
 {
 	int rc = 0;
 	ov_node *so = ov_get(&fs->ov, from);
@@ -786,13 +783,27 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 	} else if (fs_local_is_dir(fs, np)) {
 		rc = -EXDEV; /* mv copies it */
 	} else {
-		/* remote to remote: server-side, in order; it shows once
-		 * visible, so everything ahead of it commits first (eng_sync
-		 * seals the queue, and so does the overlay: wr_seal_all) */
+		/* remote to remote: server-side, in order, shown once visible;
+		 * all ahead commits first (eng_sync, wr_seal_all) */
 		wr_ordered(fs);
 		char *mroot = wr_manifest_root(fs, np);
-		rc = eng_remote_rename(fs->eng, from, to, src_dir,
-				       mroot);
+		/* the directories it leaves and enters (doc/posix.md) */
+		eng_dir_attrs pd[2];
+		buf xa[2] = {BUF_INIT, BUF_INIT};
+		size_t npd = 0;
+		for (int i = 0; i < 2; i++) {
+			fs_inode *d = i ? np : p;
+			if ((i && np == p) ||
+			    !wr_recorded_dir(fs, d, &pd[npd].m, &xa[npd]))
+				continue;
+			pd[npd].path = d->path;
+			pd[npd++].m.mtime = *now;
+		}
+		wr_seal_closed(fs); /* wr_seal records parents, too */
+		rc = eng_remote_rename_in(fs->eng, from, to, src_dir, mroot, pd,
+					  npd);
+		buf_free(&xa[0]);
+		buf_free(&xa[1]);
 		free(mroot);
 		if (rc == 0) {
 			wr_seal_all(fs);
@@ -862,14 +873,16 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* the target goes first (rename over an existing name) */
 	if (rc == 0 && (dst_local || dst_remote))
 		rc = rename_clear_target(fs, np, newname, to, src_dir);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 	if (rc == 0)
-		rc = rename_move(fs, p, name, np, from, to, src_dir);
+		rc = rename_move(fs, p, name, np, from, to, src_dir, &now);
 	if (rc == 0) {
 		fs_inode *c = fs_itable_find(fs->it, from);
 		if (c)
 			fs_itable_move(fs->it, c, np, newname);
-		wr_dir_changed(fs, p);
-		wr_dir_changed(fs, np);
+		wr_dir_changed_at(fs, p, &now);
+		wr_dir_changed_at(fs, np, &now);
 		ov_node *moved = ov_get(&fs->ov, to);
 		if (moved && moved->kind != OV_WHITEOUT)
 			clock_gettime(CLOCK_REALTIME, &moved->ctime);

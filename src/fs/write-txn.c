@@ -87,6 +87,25 @@ static void dir_refresh_one(void *arg, ov_node *o)
 		o->meta_dirty = false;
 }
 
+/* The committed directory x's root is made in (or whose file x stores
+ * again), as it is now, for x's addendum: readers take its mtime from
+ * there, not from the LastModified of what x stores (doc/posix.md,
+ * "Directory attributes").  Table locked. */
+static int record_parent(fs_ctx *fs, ov_txn *x)
+{
+	char *parent = ov_parent(x->root);
+	fs_inode *p = parent && parent[0] ? fs_itable_find(fs->it, parent)
+					  : NULL;
+	free(parent);
+	eng_meta m;
+	buf xa = BUF_INIT;
+	int rc = wr_recorded_dir(fs, p, &m, &xa)
+		     ? eng_dir_put(fs->eng, x->id, p->path, &m)
+		     : 0;
+	buf_free(&xa);
+	return rc;
+}
+
 /* Seals x (a commit trigger).  Table locked. */
 int wr_seal(fs_ctx *fs, ov_txn *x)
 {
@@ -104,6 +123,8 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
 	struct dir_refresh r = {fs, x, 0};
 	if (x->is_dir)
 		ov_each(&fs->ov, dir_refresh_one, &r);
+	if (!r.rc)
+		r.rc = record_parent(fs, x);
 	int rc = r.rc ? r.rc : eng_txn_seal(fs->eng, x->id);
 	if (rc == -ENOENT) {
 		/* the engine no longer has it (an operator dropped it before
@@ -118,6 +139,13 @@ int wr_seal(fs_ctx *fs, ov_txn *x)
 		log_error("commit of %s could not be journaled: %s", x->root,
 			  strerror(-rc));
 	return rc;
+}
+
+void wr_seal_closed(fs_ctx *fs)
+{
+	for (ov_txn *x = fs->ov.txns; x; x = x->next)
+		if (!x->done && x->open == 0)
+			wr_seal(fs, x);
 }
 
 /*

@@ -14,6 +14,9 @@ char *wr_manifest_root(fs_ctx *fs, fs_inode *p);
 int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 		   ov_txn **out);
 int wr_seal(fs_ctx *fs, ov_txn *x);
+/* Seals every transaction no handle holds open (before eng_sync, which
+ * would seal them without what wr_seal records). */
+void wr_seal_closed(fs_ctx *fs);
 int wr_put_file(fs_ctx *fs, ov_node *o);
 int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size);
 ov_stage *wr_stage_new(fs_ctx *fs, int fd, uint64_t sid);

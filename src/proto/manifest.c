@@ -81,12 +81,16 @@ char *proto_manifest_json(const char *writer, uint64_t txn, int64_t time_ns,
 	for (size_t i = 0; ok && i < nd; i++) {
 		if (!d[i].path[0]) { /* the root's own attributes */
 			json_t *o = json_object();
+			if (o && d[i].parent)
+				json_object_set_new(o, "parent", json_true());
 			ok = o && !put_attrs(o, d[i].m) &&
 			     !json_object_set_new(root, "dir", o);
 			continue;
 		}
 		json_t *p = json_string(d[i].path);
 		json_t *o = p ? json_pack("{s:o}", "path", p) : NULL;
+		if (o && d[i].parent)
+			json_object_set_new(o, "parent", json_true());
 		ok = o && !put_attrs(o, d[i].m) && !json_array_append_new(dirs, o);
 	}
 	char *s = NULL;
@@ -345,6 +349,7 @@ static int push_dir(vis_manifest *m, json_t *d, int64_t time)
 				.gid = a.gid,
 				.mtime_ns = a.mtime_ns,
 				.xattrs_json = a.xattrs_json,
+				.parent = json_is_true(json_object_get(d, "parent")),
 				.time = time,
 				.order = m->added++};
 		m->n_dattrs++; /* freed with the others */
@@ -459,6 +464,14 @@ static int file_cmp(const void *a, const void *b)
 	return x->order > y->order ? -1 : x->order < y->order;
 }
 
+/* Whether two records of a directory hold the same attributes. */
+static bool same_dir_attrs(const vis_file *a, const vis_file *b)
+{
+	return a->mode == b->mode && a->uid == b->uid && a->gid == b->gid &&
+	       a->mtime_ns == b->mtime_ns && !a->xattrs_json == !b->xattrs_json &&
+	       (!a->xattrs_json || !strcmp(a->xattrs_json, b->xattrs_json));
+}
+
 static int str_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -491,12 +504,21 @@ void vis_manifest_finish(vis_manifest *m)
 	if (m->n_dattrs)
 		qsort(m->dattrs, m->n_dattrs, sizeof *m->dattrs, file_cmp);
 	w = 0;
+	/* the winner's run of equal records goes on (through parents) */
+	bool run = false;
 	for (size_t i = 0; i < m->n_dattrs; i++) {
-		if (w && !strcmp(m->dattrs[w - 1].path, m->dattrs[i].path)) {
-			file_free(&m->dattrs[i]);
+		vis_file *v = &m->dattrs[i];
+		if (w && !strcmp(m->dattrs[w - 1].path, v->path)) {
+			vis_file *win = &m->dattrs[w - 1];
+			if (run && (run = same_dir_attrs(win, v)))
+				win->since = v->time;
+			run = run && v->parent;
+			file_free(v);
 			continue;
 		}
-		m->dattrs[w++] = m->dattrs[i];
+		v->since = v->time;
+		run = v->parent;
+		m->dattrs[w++] = *v;
 	}
 	m->n_dattrs = w;
 }

@@ -14,12 +14,14 @@
  *              "mtime":NS, "xattrs":{"user.k":"base64"},
  *              "symlink":"target", "rdev":N}, ...],
  *    "dirs":[{"path":"sub/empty","mode":493,"uid":0,"gid":0,
- *             "mtime":NS, "xattrs":{...}}, ...],
+ *             "mtime":NS, "xattrs":{...}, "parent":true}, ...],
  *    "dir":{"mode":493,"uid":0,"gid":0,"mtime":NS, "xattrs":{...}}}
  * "dirs" lists the directories the transaction made below C with their
  * attributes, "dir" holds C's own (a proto_mdir with path "" when
  * writing; vis_manifest_dir(m, "") reading), xattrs included.  "mtime"
- * is signed ns, 0 for "not recorded" (proto/meta.h).  Paths are relative to C.
+ * is signed ns, 0 for "not recorded" (proto/meta.h).  "parent" marks a
+ * directory an addendum records again, outside its transaction (the one
+ * it made a name in, or stored a file of again).  Paths are relative to C.
  * Only "state", and "path" and "size" of files, are required; a pending document (the writer's intent) has no files.
  * "time" is the writer's wall clock at commit (the time rule,
  * proto/visibility.h; absent = 0).  crc32c is the standard CRC-32C of the
@@ -38,6 +40,9 @@
  * file shows, unverified.  vis_manifest_finish then applies the time
  * rule: when several committed documents name one path, the entry of the
  * one with the greatest "time" wins, ties going to the one added last.
+ * A directory's winning entry also carries in "since" the time of the
+ * first of the newest documents that all recorded it as it is now (the
+ * later ones as a "parent").
  */
 #ifndef CKPTFS_PROTO_MANIFEST_H
 #define CKPTFS_PROTO_MANIFEST_H
@@ -67,6 +72,9 @@ typedef struct proto_mfile {
 typedef struct proto_mdir {
 	const char *path;
 	const proto_meta *m;
+	/* "parent": recorded again as the committed directory the
+	 * transaction made a name in or stored a file of again */
+	bool parent;
 } proto_mdir;
 
 /*
@@ -133,6 +141,12 @@ typedef struct vis_file {
 	char *xattrs_json; /* the "xattrs" object as compact JSON, or NULL */
 	int64_t time;      /* "time" of the manifest it came from */
 	size_t order;      /* order of addition (ties of the time rule) */
+	/* directories (dattrs): "parent" (proto_mdir), and the "time" of
+	 * the oldest manifest of the run of newest ones that recorded these
+	 * same attributes, each but the oldest as a parent (a commit that
+	 * stored a file of it again keeps it) */
+	bool parent;
+	int64_t since;
 } vis_file;
 
 /* The union of a transaction root's committed manifests. */

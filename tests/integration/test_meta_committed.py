@@ -475,3 +475,58 @@ def test_removal_moves_the_directory_mtime(bucket, mount, tmp_path):
         raise AssertionError(f"{mtimes(m)} != {mtimes(other)}")
     assert moved(mtimes(_remounted(m, bucket, mount, opts))), "remount"
     assert sorted(os.listdir(other / "ckpt" / "sub")) == ["a"]
+
+
+@pytest.mark.timeout(180)
+def test_directory_mtime_after_store_mkdir_and_rename(bucket, mount,
+                                                      tmp_path):
+    """In committed directories: a file stored again (chmod, touch, new
+    bytes) leaves its directory's mtime and ctime alone; a mkdir, or a
+    rename of a directory, moves its parent's mtime, as on a local disk.
+    The writer, another mount and a remount show the same times.  Before,
+    another mount (and a remount) showed the stored file's LastModified as
+    its directory's mtime and ctime, and the mkdir's and rename's parents
+    kept their old mtime there."""
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = mount(bucket, mountpoint=mp, options=opts)
+    for d in ("ckpt/keep", "ckpt/make", "ckpt/ren/d1", "ckpt/top"):
+        (m / d).mkdir(parents=True)
+    for d in ("ckpt/keep", "ckpt/make", "ckpt/ren/d1"):
+        for n in ("a", "b", "c"):
+            (m / d / n).write_bytes(n.encode())
+    for d in ("ckpt/keep", "ckpt/make", "ckpt/ren/d1", "ckpt/ren",
+              "ckpt/top", "ckpt"):
+        os.utime(m / d, ns=(T_OLD, T_OLD))
+    ckptfs_sync(m)
+    m = _remounted(m, bucket, mount, opts)
+    dirs = ("ckpt", "ckpt/keep", "ckpt/make", "ckpt/ren")
+
+    def times(root):
+        return {d: (os.lstat(root / d).st_mtime_ns,
+                    os.lstat(root / d).st_ctime_ns) for d in dirs}
+
+    was = times(m)
+    assert all(t[0] == T_OLD for t in was.values()), was
+    time.sleep(1.1)  # a LastModified is in whole seconds
+    before = time.time_ns()
+    os.chmod(m / "ckpt/keep/a", 0o600)
+    os.utime(m / "ckpt/keep/b", ns=(T_OLD, T_OLD + 5))
+    (m / "ckpt/keep/c").write_bytes(b"new bytes")
+    (m / "ckpt/make/new").mkdir()
+    os.rename(m / "ckpt/ren/d1", m / "ckpt/ren/d2")
+    ckptfs_sync(m)
+
+    def right(seen):
+        return (seen["ckpt/keep"] == was["ckpt/keep"] and
+                seen["ckpt"] == was["ckpt"] and
+                all(seen[d][0] >= before and seen[d][1] >= before
+                    for d in ("ckpt/make", "ckpt/ren")))
+
+    time.sleep(1.5)  # the writer's local nodes go: it reads the bucket
+    mine = times(m)
+    assert right(mine), (was, mine)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-b")
+    assert times(other) == mine, "another mount"
+    assert times(_remounted(m, bucket, mount, opts)) == mine, "remount"

@@ -390,7 +390,7 @@ static char *manifest(int64_t time_ns, int64_t dir_mtime_ns)
 			 .mtime_ns = dir_mtime_ns};
 	proto_mfile f[] = {{"f", 1, "\"f-1-1700000000\"", 0, false, &fm, 0,
 			    NULL}};
-	proto_mdir d[] = {{"d", &dm}};
+	proto_mdir d[] = {{"d", &dm, false}};
 	char *j = proto_manifest_json("w", 1, time_ns, f, 1, d, 1);
 	cr_assert_not_null(j);
 	return j;

@@ -275,7 +275,7 @@ Test(write_names, a_committed_directory_renamed_in_its_root_keeps_attrs)
 			 .mtime_ns = 1600000000000000000LL};
 	proto_mfile f[] = {{"sub/w", 1, "\"w-1-1700000000\"", 0, false, NULL,
 			    0, NULL}};
-	proto_mdir dd[] = {{"sub", &dm}};
+	proto_mdir dd[] = {{"sub", &dm, false}};
 	char *j = proto_manifest_json("w", 1, 1700000000000000000LL, f, 1, dd,
 				      1);
 	fake_list_add("run/", 0, 0);

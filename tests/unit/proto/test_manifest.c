@@ -23,7 +23,7 @@ Test(proto, manifest_round_trip_through_reader)
 	    {"model.pt", 10, "\"e1\"", 0xe3069283u, true, &m1, 0, NULL},
 	    {"sub/link", 8, "\"e2\"", 0, false, &m2, 0, NULL},
 	};
-	proto_mdir d[1] = {{"empty/dir", &md}};
+	proto_mdir d[1] = {{"empty/dir", &md, false}};
 	char *json = proto_manifest_json("w-1", 3, 1234, f, 2, d, 1);
 	cr_assert_not_null(json);
 	vis_manifest vm;
@@ -340,7 +340,8 @@ Test(proto, manifest_special_files_and_dir_attrs)
 	proto_mfile f[2] = {{"sub/disk", 0, "\"e\"", 0, false, &mf, 0, NULL},
 			    {"pipe", 0, "\"e\"", 0, false, &mq, 0, NULL}};
 	proto_meta mr = {.mode = 01777, .uid = 3, .gid = 4, .mtime_ns = 9};
-	proto_mdir d[3] = {{"sub", &md}, {"bare", NULL}, {"", &mr}};
+	proto_mdir d[3] = {{"sub", &md, false}, {"bare", NULL, false},
+			   {"", &mr, false}};
 	char *json = proto_manifest_json("w", 1, 10, f, 2, d, 3);
 	cr_assert_not_null(json);
 	cr_assert_null(strstr(strstr(json, "\"pipe\""), "rdev"),
@@ -434,7 +435,7 @@ Test(proto, manifest_dir_xattrs_and_mtime)
 			 .xattrs = (char *)blob, .xattrs_len = sizeof blob - 1};
 	proto_meta mr = {.mode = 0700, .mtime_ns = 5, .xattrs = (char *)blob,
 			 .xattrs_len = sizeof blob - 1};
-	proto_mdir d[2] = {{"sub", &md}, {"", &mr}};
+	proto_mdir d[2] = {{"sub", &md, false}, {"", &mr, false}};
 	char *json = proto_manifest_json("w", 1, 10, NULL, 0, d, 2);
 	cr_assert_not_null(json);
 	vis_manifest vm;
@@ -454,4 +455,57 @@ Test(proto, manifest_dir_xattrs_and_mtime)
 	}
 	vis_manifest_free(&vm);
 	free(json);
+}
+
+/* A directory recorded again unchanged as a "parent" by later manifests
+ * (a file of it stored again) keeps the time of the first record of it
+ * as "since"; a change of its attributes (its mtime moved: a name came)
+ * starts a new run, and so does a record that is no parent's (a rename
+ * moved another directory there). */
+Test(proto, manifest_dir_since)
+{
+	static const char blob[] = "user.d\0\1\0\0\0a";
+	proto_meta md = {.mode = 0750, .uid = 7, .gid = 8, .mtime_ns = 5,
+			 .xattrs = (char *)blob, .xattrs_len = sizeof blob - 1};
+	proto_mdir d[2] = {{"sub", &md, false}, {"", &md, false}};
+	char *j[5];
+	j[0] = proto_manifest_json("w", 1, 100, NULL, 0, d, 2);
+	d[0].parent = d[1].parent = true;
+	j[1] = proto_manifest_json("w", 2, 200, NULL, 0, d, 2);
+	md.mtime_ns = 250; /* a name made in both */
+	j[2] = proto_manifest_json("w", 3, 300, NULL, 0, d, 2);
+	j[3] = proto_manifest_json("w", 4, 400, NULL, 0, d, 1);
+	cr_assert_not_null(strstr(j[3], "\"parent\":true"));
+	d[0].parent = false;
+	md.mtime_ns = 5; /* as j[1] records it */
+	j[4] = proto_manifest_json("w", 5, 500, NULL, 0, d, 1);
+	vis_manifest vm;
+	vis_manifest_init(&vm);
+	for (int i = 3; i >= 0; i--) /* any order */
+		cr_assert_eq(vis_manifest_add_json(&vm, j[i], strlen(j[i]),
+						   NULL),
+			     0);
+	vis_manifest_finish(&vm);
+	const vis_file *v = vis_manifest_dir(&vm, "sub");
+	cr_assert_not_null(v);
+	cr_assert_eq(v->mtime_ns, 250);
+	cr_assert_eq(v->time, 400);
+	cr_assert_eq(v->since, 300, "the first record of it as it is");
+	v = vis_manifest_dir(&vm, "");
+	cr_assert_not_null(v);
+	cr_assert_eq(v->since, 300);
+	vis_manifest_free(&vm);
+	vis_manifest_init(&vm);
+	cr_assert_eq(vis_manifest_add_json(&vm, j[1], strlen(j[1]), NULL), 0);
+	cr_assert_eq(vis_manifest_add_json(&vm, j[0], strlen(j[0]), NULL), 0);
+	vis_manifest_finish(&vm);
+	v = vis_manifest_dir(&vm, "sub");
+	cr_assert_eq(v->since, 100, "recorded again unchanged");
+	cr_assert_eq(vis_manifest_add_json(&vm, j[4], strlen(j[4]), NULL), 0);
+	vis_manifest_finish(&vm);
+	v = vis_manifest_dir(&vm, "sub");
+	cr_assert_eq(v->since, 500, "not a parent's record");
+	vis_manifest_free(&vm);
+	for (int i = 0; i < 5; i++)
+		free(j[i]);
 }

@@ -246,6 +246,17 @@ int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
 	return 0;
 }
 
+int eng_remote_rename_in(eng *e, const char *from, const char *to,
+			 bool is_dir, const char *manifest_root,
+			 const eng_dir_attrs *parents, size_t n)
+{
+	int rc = eng_remote_rename(e, from, to, is_dir, manifest_root);
+	for (size_t i = 0; i < n; i++)
+		note("rename records %s mode=%o", parents[i].path,
+		     (unsigned)parents[i].m.mode);
+	return rc;
+}
+
 int eng_wait_file(eng *e, const char *path)
 {
 	(void)e, (void)path;
