@@ -171,12 +171,22 @@ def write_latest(root, n):
         f.write(f"checkpoint-{n}")
 
 
-def job_main(root, until, step_sleep, inplace_even=False, keep=KEEP, for_s=None):
+def job_main(root, until, step_sleep, inplace_even=False, keep=KEEP, for_s=None,
+             min_saves=0):
     """inplace_even: even steps are saved in place and followed by `latest`
     (issue 21), odd ones through tmp-checkpoint-N and a rename; for_s: no
-    new save starts after that many seconds."""
+    new save starts after that many seconds, unless fewer than min_saves
+    were made (a loaded host): then up to twice that long."""
     root = Path(root)
-    t_end = time.monotonic() + for_s if for_s else None
+    t0 = time.monotonic()
+    t_end = t0 + for_s if for_s else None
+    saves = 0
+
+    def go_on():
+        if t_end is None:
+            return True
+        now = time.monotonic()
+        return now < t_end or (saves < min_saves and now < t_end + for_s)
 
     def out(*a):
         print(*a, flush=True)
@@ -198,12 +208,13 @@ def job_main(root, until, step_sleep, inplace_even=False, keep=KEEP, for_s=None)
             out("incomplete", name, json.dumps(dir_view(root / name), sort_keys=True))
     n = max(complete) + 1 if complete else 1
     out("resume", n)
-    while n <= until and (t_end is None or time.monotonic() < t_end):
+    while n <= until and go_on():
         in_place = inplace_even and n % 2 == 0
         replaced = save_in_place(root, n) if in_place else save_checkpoint(root, n)
         if replaced is not None:
             out("replacing", f"checkpoint-{n}", json.dumps(replaced, sort_keys=True))
         out("saved", n)
+        saves += 1
         if in_place:
             write_latest(root, n)
             out("latest", n)
@@ -810,9 +821,12 @@ def _cli():
                    help="even steps in place, then `latest` (issue 21)")
     j.add_argument("--keep", type=int, default=KEEP)
     j.add_argument("--for-s", type=float, default=None)
+    j.add_argument("--min-saves", type=int, default=0,
+                   help="with --for-s: go on up to twice as long until this many saves")
     a = ap.parse_args()
     if a.cmd == "job":
-        job_main(a.root, a.until, a.step_sleep, a.inplace_even, a.keep, a.for_s)
+        job_main(a.root, a.until, a.step_sleep, a.inplace_even, a.keep, a.for_s,
+                 a.min_saves)
 
 
 if __name__ == "__main__":
