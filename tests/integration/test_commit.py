@@ -736,17 +736,46 @@ def test_rename_of_a_file_rewritten_during_its_commit(s3server, bucket, mount, t
         unmount_in(proxy, w)
 
 
-@pytest.mark.timeout(120)
-def test_rename_over_a_file_whose_commit_is_queued(s3server, bucket, mount, tmp_path):
-    """f1 then f0 closed (two single-file commits queued in that order),
-    f1 renamed over f0 at once: f0 ends with f1's bytes (the moved commit
-    kept its place ahead of f0's own, which then won)."""
+class GatedPuts:
+    """A FaultProxy inspect hook: every PUT of the object f0 or f1 waits
+    until open() (at most 60 s); `seen` records them as they arrive."""
+
+    def __init__(self):
+        import threading
+        self.gate, self.seen = threading.Event(), []
+
+    def open(self):
+        self.gate.set()
+
+    def __call__(self, method, path, query, hdrs):
+        key = path.split("?")[0].rsplit("/", 1)[-1]
+        if method == "PUT" and key in ("f0", "f1") and \
+                ".ckptfs-meta" not in path:
+            self.seen.append(key)
+            self.gate.wait(60)
+        return None
+
+
+@pytest.mark.timeout(180)
+def test_rename_over_a_file_whose_commit_is_under_way(s3server, bucket, mount, tmp_path):
+    """f1 then f0 closed (two single-file commits, in that order; f1's
+    PUT on its way, f0's waiting for it), f1 renamed over f0: f0 ends
+    with f1's bytes (the moved commit kept its place ahead of f0's own,
+    and the old f0 landed last)."""
+    from faultproxy import FaultProxy
+    gate = GatedPuts()
     src, old = det_bytes(702, 1544), det_bytes(703, 4193)
-    w = writer(mount, bucket, tmp_path, "w", "commit_delay=3600")
-    (w.path / "f1").write_bytes(src)
-    (w.path / "f0").write_bytes(old)
-    os.rename(w.path / "f1", w.path / "f0")
-    assert_renamed_over(s3server, bucket, w, src)
+    with FaultProxy(s3server.endpoint, inspect=gate) as proxy:
+        w = proxied_writer(mount, bucket, tmp_path, proxy)
+        try:
+            (w.path / "f1").write_bytes(src)
+            (w.path / "f0").write_bytes(old)
+            wait_for(lambda: "f1" in gate.seen, 30, "the PUT of f1")
+            os.rename(w.path / "f1", w.path / "f0")
+        finally:
+            gate.open()
+        assert_renamed_over(s3server, bucket, w, src)
+        unmount_in(proxy, w)
 
 
 @pytest.mark.timeout(120)

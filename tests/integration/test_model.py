@@ -157,12 +157,7 @@ REGRESSIONS = {
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
 # of a divergence found and not fixed (the sequence may pass: timing)
-XFAIL = {
-    "rename_over_just_written_file":
-        "not fixed (src/fs renames vs the commit of a single-file "
-        "transaction; a rename must show at once, doc/posix.md does not "
-        "document a delay): the old target and the source still shown",
-}
+XFAIL = {}
 
 
 @pytest.mark.timeout(300)
