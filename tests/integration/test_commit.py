@@ -737,12 +737,13 @@ def test_rename_of_a_file_rewritten_during_its_commit(s3server, bucket, mount, t
 
 
 class GatedPuts:
-    """A FaultProxy inspect hook: every PUT of the object f0 or f1 waits
-    until open() (at most 60 s); `seen` records them as they arrive."""
+    """A FaultProxy inspect hook: every PUT of the object f0 or f1 (with
+    hints=True: of their metadata hints) waits until open() (at most
+    60 s); `seen` records them as they arrive."""
 
-    def __init__(self):
+    def __init__(self, hints=False):
         import threading
-        self.gate, self.seen = threading.Event(), []
+        self.gate, self.seen, self.hints = threading.Event(), [], hints
 
     def open(self):
         self.gate.set()
@@ -750,7 +751,7 @@ class GatedPuts:
     def __call__(self, method, path, query, hdrs):
         key = path.split("?")[0].rsplit("/", 1)[-1]
         if method == "PUT" and key in ("f0", "f1") and \
-                ".ckptfs-meta" not in path:
+                ("/.ckptfs-meta/" in path) == self.hints:
             self.seen.append(key)
             self.gate.wait(60)
         return None
@@ -771,6 +772,29 @@ def test_rename_over_a_file_whose_commit_is_under_way(s3server, bucket, mount, t
             (w.path / "f1").write_bytes(src)
             (w.path / "f0").write_bytes(old)
             wait_for(lambda: "f1" in gate.seen, 30, "the PUT of f1")
+            os.rename(w.path / "f1", w.path / "f0")
+        finally:
+            gate.open()
+        assert_renamed_over(s3server, bucket, w, src)
+        unmount_in(proxy, w)
+
+
+@pytest.mark.timeout(180)
+def test_rename_over_a_file_while_the_renamed_one_puts_its_hint(
+        s3server, bucket, mount, tmp_path):
+    """As above, f1 renamed while its commit PUTs its metadata hint (the
+    step before its object): the commit then PUT f1's bytes at f0 ahead
+    of f0's own commit, queued before it since the rename, and the old f0
+    landed last."""
+    from faultproxy import FaultProxy
+    gate = GatedPuts(hints=True)
+    src, old = det_bytes(710, 1544), det_bytes(711, 4193)
+    with FaultProxy(s3server.endpoint, inspect=gate) as proxy:
+        w = proxied_writer(mount, bucket, tmp_path, proxy)
+        try:
+            (w.path / "f1").write_bytes(src)
+            (w.path / "f0").write_bytes(old)
+            wait_for(lambda: "f1" in gate.seen, 30, "the hint PUT of f1")
             os.rename(w.path / "f1", w.path / "f0")
         finally:
             gate.open()
