@@ -806,7 +806,8 @@ def test_rename_over_a_file_while_the_renamed_one_puts_its_hint(
 def test_rename_of_a_committed_file_over_one_committing(s3server, bucket, mount, tmp_path):
     """f1 committed, f0 closed with its PUT on its way: the rename is
     server-side, after f0's commit; the mount shows its result as soon as
-    it returns (it showed a listing from before it: f1, no f0)."""
+    it returns (the remote path of the model's regression; it passed
+    before the fixes above too)."""
     from faultproxy import FaultProxy
     slow = SlowPuts({"f0"})
     src, old = det_bytes(704, 1544), det_bytes(705, 4193)
