@@ -574,8 +574,11 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 			tf->root = nr;
 			tf->has_marker = announce_new;
 			jr_txn_set_root(e->j, tf->id, to);
-			if (was_parked && !eng_parked(e, tf) &&
-			    eng_requeue(e, tf) < 0)
+			/* a single file renamed is ordered by its rename too:
+			 * after what it replaces (f0's own commit queued
+			 * behind it landed last: the old f0 won) */
+			if ((was_parked || tf->kind == T_FILE) &&
+			    !eng_parked(e, tf) && eng_requeue(e, tf) < 0)
 				log_error("commit: %s keeps its place in the "
 					  "queue (journal error)",
 					  tf->root);

@@ -381,8 +381,8 @@ void eng_seal_all(eng *e, int64_t upto)
 
 /*
  * t leaves its place in the queue for the tail: a root renamed from a temp
- * name to a final one is ordered by its rename, which is when the
- * application means it (doc/commit.md "Ordering").  Its new position is a
+ * name to a final one, or a single file renamed, is ordered by its rename,
+ * which is when the application means it (doc/commit.md "Ordering").  Its new position is a
  * fresh value of the txns id sequence, so later transactions come after
  * it.  mu, inside a journal transaction.
  */

@@ -535,6 +535,11 @@ static int commit_file(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 		ckpt_lock(&e->mu);
 		if (rc)
 			return rc;
+		/* renamed meanwhile: it commits in its new place in the
+		 * queue (its PUT here went ahead of the commit of the file
+		 * it replaced, which then won) */
+		if (strcmp(t->root, sn->root))
+			return -2;
 		f = t->files;
 		/* an fsync meanwhile may have started a multipart upload of
 		 * it (want_durable): the step waits for it (eng_step_ready)

@@ -644,7 +644,7 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 			       ? npo->txn
 			       : NULL;
 	int rc = 0;
-	bool reseal = false;
+	bool reseal = false, was_sealed = x->sealed;
 	if (x->sealed && !root) {
 		free(from);
 		return -EBUSY; /* being committed: not worth the complexity */
@@ -681,16 +681,18 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 			wr_touch(x);
 		}
 	}
-	if (rc == 0 && o->shadows) {
-		/* the remote original of the old name goes */
+	/* a single file committing as it moves may land at the old name
+	 * (its PUT on its way): that goes too */
+	bool wo = rc == 0 && (o->shadows || (root && !x->is_dir && was_sealed));
+	if (wo) { /* the remote original of the old name goes */
 		rc = wr_hold_delete(fs, from, o->kind == OV_DIR, NULL);
 		o->shadows = false;
-		ov_node *w = ov_add(&fs->ov, from, OV_WHITEOUT, NULL);
-		if (w)
-			w->wo_time = wr_now_s();
 	}
 	if (rc == 0 && ov_move(&fs->ov, from, to) < 0)
 		rc = -ENOMEM;
+	ov_node *w = wo ? ov_add(&fs->ov, from, OV_WHITEOUT, NULL) : NULL;
+	if (w) /* after the move, which would take it along */
+		w->wo_time = wr_now_s();
 	if (rc == 0) {
 		ov_node *moved = ov_get(&fs->ov, to);
 		ov_txn *nx = moved ? moved->txn : NULL;

@@ -208,6 +208,11 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 			return -ENOMEM;
 		}
 		ov_node_set_txn(o, nx);
+		/* the committing one stores its version at this name: a
+		 * rename or removal of the name deletes it, as a remote
+		 * original (it stayed, and showed again) */
+		if (o->put)
+			o->shadows = true;
 	}
 	wr_ordered_for(fs, o->path);
 	eng_meta m;

@@ -647,3 +647,192 @@ def test_latest_never_names_an_invisible_checkpoint(s3server, bucket, mount, tmp
     assert {("remote", 3), ("mount", 3)} <= seen, seen
     st = os.stat(o / "run/global_step3/zero_to_fp32.py")
     assert st.st_mode & 0o777 == 0o755, oct(st.st_mode)
+
+
+# --------------------------------------------------------------------------
+# a file renamed over another, both just written at the top (single-file
+# transactions committing on close; test_model's regression
+# rename_over_just_written_file)
+
+class SlowPuts:
+    """A FaultProxy inspect hook: each PUT of a key named in `slow` waits
+    `secs` before it is forwarded (once per key), and `seen` records the
+    keys whose PUT arrived."""
+
+    def __init__(self, slow, secs=2.0):
+        self.slow, self.secs, self.seen = set(slow), secs, []
+
+    def __call__(self, method, path, query, hdrs):
+        if method == "PUT" and "uploadId" not in (query or ""):
+            key = path.split("?")[0].rsplit("/", 1)[-1]
+            self.seen.append(key)
+            if key in self.slow:
+                self.slow.discard(key)
+                time.sleep(self.secs)
+        return None
+
+
+def proxied_writer(mount, bucket, tmp_path, proxy, name="w"):
+    mp = tmp_path / f"mnt-{name}"
+    mp.mkdir()
+    argv = mount.argv(bucket, "", mp, [f"cache_dir={tmp_path}/cache-{name}",
+                                       "commit_delay=3600"], endpoint=False)
+    argv += ["--endpoint", proxy.endpoint, "--region", mount.s3.region]
+    return mount(bucket, argv=argv, mountpoint=mp, timeout=60)
+
+
+def unmount_in(proxy, w):
+    """Unmounts w while its proxy still runs (what is pending commits)."""
+    probs = w.unmount()
+    assert not probs, probs
+
+
+def assert_renamed_over(s3server, bucket, w, want):
+    """The mount (right away and after a sync) and the bucket show f0 with
+    the renamed file's bytes, and no f1."""
+    names = sorted(os.listdir(w.path))
+    assert names == ["f0"], f"mount right after the rename: {names}"
+    assert (w.path / "f0").read_bytes() == want, "f0 right after the rename"
+    ckptfs_sync(w.path)
+    assert sorted(os.listdir(w.path)) == ["f0"], os.listdir(w.path)
+    assert (w.path / "f0").read_bytes() == want, "f0 after the sync"
+    assert user_keys(s3server.client(), bucket, "") == ["f0"]
+    assert s3_get(s3server.client(), bucket, "f0") == want
+
+
+@pytest.mark.timeout(120)
+def test_rename_of_a_file_whose_put_is_in_flight(s3server, bucket, mount, tmp_path):
+    """f1 closed (its commit starts), renamed to f0 while its PUT to f1 is
+    on its way: what lands at f1 must go too (the mount left it there,
+    and showed it again after the sync)."""
+    from faultproxy import FaultProxy
+    slow = SlowPuts({"f1"})
+    new = det_bytes(701, 12260)
+    with FaultProxy(s3server.endpoint, inspect=slow) as proxy:
+        w = proxied_writer(mount, bucket, tmp_path, proxy)
+        (w.path / "f1").write_bytes(new)
+        wait_for(lambda: "f1" in slow.seen, 30, "the PUT of f1")
+        os.rename(w.path / "f1", w.path / "f0")
+        assert_renamed_over(s3server, bucket, w, new)
+        unmount_in(proxy, w)
+
+
+@pytest.mark.timeout(120)
+def test_rename_of_a_file_rewritten_during_its_commit(s3server, bucket, mount, tmp_path):
+    """f1 closed (its commit starts, the PUT on its way), rewritten and
+    closed again, then renamed to f0: the first version, which lands at
+    f1 after the rename, must go too (it stayed, and the mount showed it
+    again: f1 with its first bytes)."""
+    from faultproxy import FaultProxy
+    slow = SlowPuts({"f1"})
+    first, new = det_bytes(706, 12260), det_bytes(707, 1544)
+    with FaultProxy(s3server.endpoint, inspect=slow) as proxy:
+        w = proxied_writer(mount, bucket, tmp_path, proxy)
+        (w.path / "f1").write_bytes(first)
+        wait_for(lambda: "f1" in slow.seen, 30, "the PUT of f1")
+        (w.path / "f1").write_bytes(new)
+        os.rename(w.path / "f1", w.path / "f0")
+        assert_renamed_over(s3server, bucket, w, new)
+        unmount_in(proxy, w)
+
+
+class GatedPuts:
+    """A FaultProxy inspect hook: every PUT of the object f0 or f1 (with
+    hints=True: of their metadata hints) waits until open() (at most
+    60 s); `seen` records them as they arrive."""
+
+    def __init__(self, hints=False):
+        import threading
+        self.gate, self.seen, self.hints = threading.Event(), [], hints
+
+    def open(self):
+        self.gate.set()
+
+    def __call__(self, method, path, query, hdrs):
+        key = path.split("?")[0].rsplit("/", 1)[-1]
+        if method == "PUT" and key in ("f0", "f1") and \
+                ("/.ckptfs-meta/" in path) == self.hints:
+            self.seen.append(key)
+            self.gate.wait(60)
+        return None
+
+
+@pytest.mark.timeout(180)
+def test_rename_over_a_file_whose_commit_is_under_way(s3server, bucket, mount, tmp_path):
+    """f1 then f0 closed (two single-file commits, in that order; f1's
+    PUT on its way, f0's waiting for it), f1 renamed over f0: f0 ends
+    with f1's bytes (the moved commit kept its place ahead of f0's own,
+    and the old f0 landed last)."""
+    from faultproxy import FaultProxy
+    gate = GatedPuts()
+    src, old = det_bytes(702, 1544), det_bytes(703, 4193)
+    with FaultProxy(s3server.endpoint, inspect=gate) as proxy:
+        w = proxied_writer(mount, bucket, tmp_path, proxy)
+        try:
+            (w.path / "f1").write_bytes(src)
+            (w.path / "f0").write_bytes(old)
+            wait_for(lambda: "f1" in gate.seen, 30, "the PUT of f1")
+            os.rename(w.path / "f1", w.path / "f0")
+        finally:
+            gate.open()
+        assert_renamed_over(s3server, bucket, w, src)
+        unmount_in(proxy, w)
+
+
+@pytest.mark.timeout(180)
+def test_rename_over_a_file_while_the_renamed_one_puts_its_hint(
+        s3server, bucket, mount, tmp_path):
+    """As above, f1 renamed while its commit PUTs its metadata hint (the
+    step before its object): the commit then PUT f1's bytes at f0 ahead
+    of f0's own commit, queued before it since the rename, and the old f0
+    landed last."""
+    from faultproxy import FaultProxy
+    gate = GatedPuts(hints=True)
+    src, old = det_bytes(710, 1544), det_bytes(711, 4193)
+    with FaultProxy(s3server.endpoint, inspect=gate) as proxy:
+        w = proxied_writer(mount, bucket, tmp_path, proxy)
+        try:
+            (w.path / "f1").write_bytes(src)
+            (w.path / "f0").write_bytes(old)
+            wait_for(lambda: "f1" in gate.seen, 30, "the hint PUT of f1")
+            os.rename(w.path / "f1", w.path / "f0")
+        finally:
+            gate.open()
+        assert_renamed_over(s3server, bucket, w, src)
+        unmount_in(proxy, w)
+
+
+@pytest.mark.timeout(120)
+def test_rename_of_a_committed_file_over_one_committing(s3server, bucket, mount, tmp_path):
+    """f1 committed, f0 closed with its PUT on its way: the rename is
+    server-side, after f0's commit; the mount shows its result as soon as
+    it returns (the remote path of the model's regression; it passed
+    before the fixes above too)."""
+    from faultproxy import FaultProxy
+    slow = SlowPuts({"f0"})
+    src, old = det_bytes(704, 1544), det_bytes(705, 4193)
+    with FaultProxy(s3server.endpoint, inspect=slow) as proxy:
+        w = proxied_writer(mount, bucket, tmp_path, proxy)
+        (w.path / "f1").write_bytes(src)
+        ckptfs_sync(w.path)
+        assert sorted(os.listdir(w.path)) == ["f1"]
+        (w.path / "f0").write_bytes(old)
+        assert sorted(os.listdir(w.path)) == ["f0", "f1"]
+        wait_for(lambda: "f0" in slow.seen, 30, "the PUT of f0")
+        os.rename(w.path / "f1", w.path / "f0")
+        assert_renamed_over(s3server, bucket, w, src)
+        unmount_in(proxy, w)
+
+
+@pytest.mark.timeout(120)
+def test_rename_of_a_remote_file_just_rewritten(s3server, bucket, mount, tmp_path):
+    """A remote file rewritten (its commit on close) and renamed at once:
+    the new name shows the new bytes right away, the old name is gone
+    (the old name's whiteout moved along with the file and hid it)."""
+    old, new = det_bytes(708, 3000), det_bytes(709, 5000)
+    s3server.put(bucket, "r1", old)
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=3600")
+    assert (w.path / "r1").read_bytes() == old
+    (w.path / "r1").write_bytes(new)
+    os.rename(w.path / "r1", w.path / "f0")
+    assert_renamed_over(s3server, bucket, w, new)

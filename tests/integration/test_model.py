@@ -120,13 +120,12 @@ REGRESSIONS = {
     # transactions, committing on close) after a sync: the mount shows the
     # old target and the source, as if the rename had not happened; not
     # reproduced by the last four steps alone (timing with the commits).
-    # Three ways seen (h-diverge, not fixed): the rename moves f1's
-    # single-file transaction while its PUT to f1 is in flight (that
-    # object stays at f1: no whiteout, o->shadows false); the moved
-    # transaction keeps its queue place, ahead of f0's own pending
-    # commit, which then wins; and, through the remote rename path
-    # (f1 committed and reaped first), the mount shows f1 and not f0
-    # right after the rename returned (a listing from before it).
+    # Fixed (h-renameover; direct tests in test_commit.py, "a file
+    # renamed over another"): the old name's whiteout moved along with the
+    # file and hid the new name, a version committing at the old name was
+    # left there (no whiteout, no delete), the moved commit kept its queue
+    # place ahead of the renamed-over file's own, and a commit renamed
+    # during its hint PUT went on to PUT its bytes out of queue order.
     "rename_over_just_written_file": [
         ('chmod', 'b', 292),
         ('sync',),
@@ -157,12 +156,7 @@ REGRESSIONS = {
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
 # of a divergence found and not fixed (the sequence may pass: timing)
-XFAIL = {
-    "rename_over_just_written_file":
-        "not fixed (src/fs renames vs the commit of a single-file "
-        "transaction; a rename must show at once, doc/posix.md does not "
-        "document a delay): the old target and the source still shown",
-}
+XFAIL = {}
 
 
 @pytest.mark.timeout(300)
