@@ -83,7 +83,10 @@ static const char schema_sql[] =
     " mtime_ns INTEGER, xattrs BLOB, PRIMARY KEY(txn, path)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS garbage(txn INTEGER NOT NULL, "
     " key TEXT NOT NULL, PRIMARY KEY(txn, key)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS held(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    /* no AUTOINCREMENT: a new row's id is above every row's left (its
+     * order), and one page written instead of two took a hold from
+     * about 220 to 50 us (rm -r of 1000 files) */
+    "CREATE TABLE IF NOT EXISTS held(id INTEGER PRIMARY KEY, "
     " path TEXT NOT NULL, is_dir INTEGER NOT NULL, keep TEXT);";
 
 /* The shared mapping (util/sqlerr.h), but for the two codes the journal
