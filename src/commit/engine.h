@@ -283,6 +283,23 @@ int eng_remote_delete(eng *e, const char *path, bool is_dir);
 int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
 			   const char *keep);
 
+/*
+ * A remote delete the FUSE layer holds back (an `rm -r` in progress: its
+ * unlinks become one directory delete, fs/write-deletes.c) is journaled
+ * at once, not as a step: eng_hold_delete gives its id (replaced: held
+ * deletes it makes needless, a directory's over its files, forgotten with
+ * it), eng_release_delete makes it a step (as eng_remote_delete_keep,
+ * keep may be NULL) and forgets it in one journal transaction.  The held
+ * ones a killed mount leaves become steps at the next eng_open, after
+ * every step journaled before: an unlink that returned is never undone
+ * by a SIGKILL.  Held rows are written without an fsync (a first put's
+ * rule, doc/commit.md "Journal").
+ */
+int eng_hold_delete(eng *e, const char *path, bool is_dir, const char *keep,
+		    const uint64_t *replaced, size_t n, uint64_t *id);
+int eng_release_delete(eng *e, uint64_t id, const char *path, bool is_dir,
+		       const char *keep);
+
 /* Renames a committed remote file or directory (server-side copies, then
  * the old name is deleted as above), after earlier steps.  Replaces what
  * the target held.  manifest_root: as for eng_txn_begin, for `to`. */

@@ -12,6 +12,7 @@
 
 #include "commit/internal.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 #ifdef CKPTFS_ASSERTS
 /*
@@ -641,14 +642,17 @@ int eng_txn_abort(eng *e, uint64_t txn)
 
 /* ---- remote namespace --------------------------------------------------- */
 
+/* held: the row of the held delete this step replaces (eng_release_delete),
+ * forgotten with it, or 0. */
 static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 		       bool is_dir, const char *mroot, const eng_dir_attrs *pd,
-		       size_t npd)
+		       size_t npd, int64_t held)
 {
 	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	ckpt_lock(&e->mu);
 	int64_t row = 0;
-	int rc = npd ? jr_begin(e->j) : 0;
+	bool tx = npd || held;
+	int rc = tx ? jr_begin(e->j) : 0;
 	if (!rc)
 		rc = jr_txn_insert(e->j, k, from, to, is_dir, TS_SEALED, mroot,
 				   &row);
@@ -660,9 +664,11 @@ static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 	 * all: nothing runs it before mu is released */
 	for (size_t i = 0; !rc && i < npd; i++)
 		rc = dir_put(e, t, pd[i].path, &pd[i].m);
-	if (npd && !rc)
+	if (!rc && held)
+		rc = jr_held_delete(e->j, held);
+	if (tx && !rc)
 		rc = jr_commit(e->j);
-	else if (npd)
+	else if (tx)
 		jr_rollback(e->j);
 	if (rc && t)
 		eng_free_txn(e, t);
@@ -674,20 +680,20 @@ static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 
 int eng_remote_delete(eng *e, const char *path, bool is_dir)
 {
-	return remote_step(e, T_RDEL, path, NULL, is_dir, NULL, NULL, 0);
+	return remote_step(e, T_RDEL, path, NULL, is_dir, NULL, NULL, 0, 0);
 }
 
 int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
 			   const char *keep)
 {
-	return remote_step(e, T_RDEL, path, keep, is_dir, NULL, NULL, 0);
+	return remote_step(e, T_RDEL, path, keep, is_dir, NULL, NULL, 0, 0);
 }
 
 int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
 		      const char *manifest_root)
 {
 	return remote_step(e, T_RREN, from, to, is_dir, manifest_root, NULL,
-			   0);
+			   0, 0);
 }
 
 int eng_remote_rename_in(eng *e, const char *from, const char *to,
@@ -695,5 +701,99 @@ int eng_remote_rename_in(eng *e, const char *from, const char *to,
 			 const eng_dir_attrs *parents, size_t n)
 {
 	return remote_step(e, T_RREN, from, to, is_dir, manifest_root,
-			   parents, n);
+			   parents, n, 0);
+}
+
+/* ---- held deletes (doc/commit.md "Journal") ----------------------------- */
+
+/* The row goes to the WAL without an fsync, as a first put does: a killed
+ * ckptfs keeps it (the page cache has it), and unlink(2) promises no more
+ * than close(2) until an fsync; an `rm -r` of many files costs no fsync
+ * per name. */
+int eng_hold_delete(eng *e, const char *path, bool is_dir, const char *keep,
+		    const uint64_t *replaced, size_t n, uint64_t *id)
+{
+	CKPTFS_ASSERT_NOT_HELD(&e->mu);
+	ckpt_lock(&e->mu);
+	bool lazy = jr_set_durable(e->j, false) == 0;
+	int64_t row = 0;
+	int rc = n ? jr_begin(e->j) : 0;
+	if (!rc)
+		rc = jr_held_insert(e->j, path, is_dir, keep, &row);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = jr_held_delete(e->j, (int64_t)replaced[i]);
+	if (n && !rc)
+		rc = jr_commit(e->j);
+	else if (n)
+		jr_rollback(e->j);
+	if (lazy)
+		jr_set_durable(e->j, true);
+	ckpt_unlock(&e->mu);
+	*id = rc ? 0 : (uint64_t)row;
+	return rc;
+}
+
+int eng_release_delete(eng *e, uint64_t id, const char *path, bool is_dir,
+		       const char *keep)
+{
+	return remote_step(e, T_RDEL, path, keep, is_dir, NULL, NULL, 0,
+			   (int64_t)id);
+}
+
+typedef struct held_vec {
+	struct held_one {
+		int64_t id;
+		char *path, *keep;
+		bool is_dir;
+	} *v;
+	size_t n, cap;
+} held_vec;
+
+static int held_one(void *arg, int64_t id, const char *path, bool is_dir,
+		    const char *keep)
+{
+	held_vec *h = arg;
+	if (h->n == h->cap) {
+		struct held_one *v = vec_grow(h->v, &h->cap, sizeof *v, 16);
+		if (!v)
+			return -ENOMEM;
+		h->v = v;
+	}
+	struct held_one *o = &h->v[h->n++];
+	o->id = id;
+	o->path = strdup(path ? path : "");
+	o->keep = keep ? strdup(keep) : NULL;
+	o->is_dir = is_dir;
+	return !o->path || (keep && !o->keep) ? -ENOMEM : 0;
+}
+
+/* Whether held delete i's store of its kept directory is not needed: the
+ * next one stores the same directory again (as wr_flush_deletes sends
+ * them). */
+static bool held_kept_next(const held_vec *h, size_t i)
+{
+	return i + 1 < h->n && h->v[i + 1].keep && h->v[i].keep &&
+	       !strcmp(h->v[i + 1].keep, h->v[i].keep);
+}
+
+int eng_resume_held(eng *e)
+{
+	held_vec h = {0};
+	int rc = jr_held_list(e->j, held_one, &h);
+	/* each one becomes its step and leaves the held rows in one
+	 * journal transaction: a crash in the middle queues none twice */
+	for (size_t i = 0; !rc && i < h.n; i++) {
+		const char *keep = held_kept_next(&h, i) ? NULL : h.v[i].keep;
+		rc = remote_step(e, T_RDEL, h.v[i].path, keep, h.v[i].is_dir,
+				 NULL, NULL, 0, h.v[i].id);
+	}
+	if (!rc && h.n)
+		log_info("commit: %zu remote delete(s) held at the crash queued",
+			 h.n);
+	for (size_t i = 0; i < h.n; i++) {
+		free(h.v[i].path);
+		free(h.v[i].keep);
+	}
+	free(h.v);
+	return rc;
 }

@@ -14,6 +14,9 @@
  *   parts(file, n, etag, crc32c, len)    done parts of a multipart upload
  *   dirs(txn, path, mode, uid, gid, mtime_ns, xattrs)
  *   garbage(txn, key)  objects to delete once txn is visible
+ *   held(id, path, is_dir, keep)
+ *                      remote deletes the FUSE layer holds back (not steps
+ *                      yet: eng_hold_delete)
  *
  * Not thread-safe: the engine calls it under its mutex.  Statements are
  * built with a tiny format ("i" int64, "t" text or NULL, "b" blob+len) and
@@ -177,5 +180,15 @@ int jr_dir_delete(jr *j, int64_t txn, const char *path);
 int jr_garbage_add(jr *j, int64_t txn, const char *key);
 int jr_garbage_list(jr *j, int64_t txn,
 		    int (*fn)(void *arg, const char *key), void *arg);
+
+/* held: a remote delete held back (its id in *id); one forgotten; the
+ * list in the order they were held. */
+int jr_held_insert(jr *j, const char *path, bool is_dir, const char *keep,
+		   int64_t *id);
+int jr_held_delete(jr *j, int64_t id);
+int jr_held_list(jr *j,
+		 int (*fn)(void *arg, int64_t id, const char *path,
+			   bool is_dir, const char *keep),
+		 void *arg);
 
 #endif

@@ -5,7 +5,9 @@
  * are held until the directory above them goes (then one directory delete
  * replaces them), until any other change reaches the engine (order is
  * kept: wr_ordered, wr_ordered_for), or for a second of quiet with no
- * listing being fetched (the idle thread, fs/write-idle.c).
+ * listing being fetched (the idle thread, fs/write-idle.c).  Each one is
+ * in the journal from the start (eng_hold_delete), so a killed mount's
+ * next mount sends those it held (eng_open).
  */
 #include "fs/write-deletes.h"
 
@@ -44,12 +46,11 @@ void wr_flush_deletes(fs_ctx *fs)
 {
 	struct wr_deletes *d = fs->dels;
 	for (size_t i = 0; d && i < d->n; i++) {
-		int rc = d->v[i].keep && !kept_next(d, i)
-			     ? eng_remote_delete_keep(fs->eng, d->v[i].path,
-						      d->v[i].is_dir,
-						      d->v[i].keep)
-			     : eng_remote_delete(fs->eng, d->v[i].path,
-						 d->v[i].is_dir);
+		const char *keep = d->v[i].keep && !kept_next(d, i)
+					   ? d->v[i].keep
+					   : NULL;
+		int rc = eng_release_delete(fs->eng, d->v[i].hid, d->v[i].path,
+					    d->v[i].is_dir, keep);
 		if (rc < 0)
 			log_error("delete of %s could not be journaled: %s",
 				  d->v[i].path, strerror(-rc));
@@ -57,52 +58,72 @@ void wr_flush_deletes(fs_ctx *fs)
 	wr_dels_clear(d);
 }
 
-/* Holds a remote delete of path (see the top of the file). */
+/* Whether path lies in the tree of the held deletes (they all share their
+ * top directory: a delete of another tree sends them first). */
+static bool related(const struct wr_deletes *d, const char *path)
+{
+	const char *top = d->v[0].path;
+	const char *slash = strchr(top, '/');
+	size_t tl = slash ? (size_t)(slash - top) : strlen(top);
+	return !strncmp(path, top, tl) && (path[tl] == '/' || path[tl] == 0);
+}
+
+/* Whether held delete v is replaced by a directory delete of path (pl its
+ * length). */
+static bool under(const wr_del *v, const char *path, size_t pl)
+{
+	return !strncmp(v->path, path, pl) && v->path[pl] == '/';
+}
+
+/* Holds a remote delete of path (see the top of the file), journaled at
+ * once (eng_hold_delete): a SIGKILL after the call returned does not
+ * bring the name back. */
 int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 		   const char *keep)
 {
 	struct wr_deletes *d = fs->dels;
 	size_t pl = strlen(path);
-	/* a directory delete replaces the deletes of what it holds */
-	if (is_dir) {
-		size_t k = 0;
-		for (size_t i = 0; i < d->n; i++) {
-			if (!strncmp(d->v[i].path, path, pl) &&
-			    d->v[i].path[pl] == '/') {
-				free(d->v[i].path);
-				free(d->v[i].keep);
-			} else
-				d->v[k++] = d->v[i];
-		}
-		d->n = k;
-	}
 	/* deletes of unrelated trees keep their order: send what is held */
-	if (d->n) {
-		char *top = strdup(d->v[0].path);
-		char *slash = top ? strchr(top, '/') : NULL;
-		if (slash)
-			*slash = 0;
-		bool related = top && !strncmp(path, top, strlen(top)) &&
-			       (path[strlen(top)] == '/' ||
-				path[strlen(top)] == 0);
-		free(top);
-		if (!related)
-			wr_flush_deletes(fs);
-	}
+	if (d->n && !related(d, path))
+		wr_flush_deletes(fs);
 	if (d->n == d->cap) {
 		wr_del *v = vec_grow(d->v, &d->cap, sizeof *v, 64);
 		if (!v)
 			return -ENOMEM;
 		d->v = v;
 	}
-	d->v[d->n].path = strdup(path);
-	d->v[d->n].keep = keep ? strdup(keep) : NULL;
-	if (!d->v[d->n].path || (keep && !d->v[d->n].keep)) {
-		free(d->v[d->n].path);
-		free(d->v[d->n].keep);
+	/* a directory delete replaces the deletes of what it holds */
+	size_t nr = 0;
+	uint64_t *rep = NULL;
+	for (size_t i = 0; is_dir && i < d->n; i++)
+		nr += under(&d->v[i], path, pl);
+	if (nr && !(rep = malloc(nr * sizeof *rep)))
 		return -ENOMEM;
+	nr = 0;
+	for (size_t i = 0; rep && i < d->n; i++)
+		if (under(&d->v[i], path, pl))
+			rep[nr++] = d->v[i].hid;
+	wr_del n = {strdup(path), is_dir, keep ? strdup(keep) : NULL, 0};
+	int rc = !n.path || (keep && !n.keep) ? -ENOMEM : 0;
+	if (!rc)
+		rc = eng_hold_delete(fs->eng, path, is_dir, keep, rep, nr,
+				     &n.hid);
+	free(rep);
+	if (rc) {
+		free(n.path);
+		free(n.keep);
+		return rc;
 	}
-	d->v[d->n++].is_dir = is_dir;
+	size_t k = 0;
+	for (size_t i = 0; i < d->n; i++) {
+		if (is_dir && under(&d->v[i], path, pl)) {
+			free(d->v[i].path);
+			free(d->v[i].keep);
+		} else
+			d->v[k++] = d->v[i];
+	}
+	d->n = k;
+	d->v[d->n++] = n;
 	d->last = wr_now_s();
 	return 0;
 }

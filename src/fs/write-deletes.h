@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "fs/ctx.h"
 
@@ -16,6 +17,7 @@ typedef struct wr_del {
 	char *path;
 	bool is_dir;
 	char *keep; /* the parent directory its delete must keep, or NULL */
+	uint64_t hid; /* its journal row (eng_hold_delete) */
 } wr_del;
 
 struct wr_deletes {

@@ -190,3 +190,36 @@ def test_sigkill_during_a_single_file_upload(s3server, bucket, mount, tmp_path):
     p.assert_clean()
     assert seen == ["old", "new"], seen
     assert s3_get(s3, bucket, "model.pt") == new
+
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_right_after_unlinks_of_committed_files(
+        s3server, bucket, mount, tmp_path):
+    """`rm` of a committed file at the top, then of two in a committed
+    directory, returns; listings keep the mount busy and ckptfs is
+    SIGKILLed: the remount must not show any of them again.  (Model seed
+    5003, step 105: unlinks of remote names were held in memory, their
+    quiet second pushed back by every listing, and lost by the kill.)"""
+    s3 = s3server.client()
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    w = mount_writer(mount, s3server, bucket, cdir, mp)
+    write_files(w.path, {"d/g/a": b"a" * 65900, "d/g/c": b"c",
+                         "d/g/b": b"b", "top": b"t"})
+    assert ckptfs_sync(w.path).returncode == 0
+    os.unlink(w.path / "top")
+    os.unlink(w.path / "d/g/a")
+    os.unlink(w.path / "d/g/c")
+    for _ in range(3):
+        assert sorted(os.listdir(w.path / "d/g")) == ["b"]
+        assert "top" not in os.listdir(w.path)
+    kill_ckptfs(w)
+    w2 = mount_writer(mount, s3server, bucket, cdir, mp)
+    assert sorted(os.listdir(w2.path / "d/g")) == ["b"]
+    assert "top" not in os.listdir(w2.path)
+    assert ckptfs_sync(w2.path).returncode == 0
+    keys = s3_sizes(s3, bucket, "")
+    assert not {"d/g/a", "d/g/c", "top"} & set(keys), sorted(keys)
+    assert (w2.path / "d/g/b").read_bytes() == b"b"

@@ -237,6 +237,26 @@ int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
 	return 0;
 }
 
+int eng_hold_delete(eng *e, const char *path, bool is_dir, const char *keep,
+		    const uint64_t *replaced, size_t n, uint64_t *id)
+{
+	(void)e;
+	*id = fake.next_id++;
+	note("hold %llu %s %s keep=%s", (unsigned long long)*id, path,
+	     is_dir ? "dir" : "file", keep ? keep : "-");
+	for (size_t i = 0; i < n; i++)
+		note("unhold %llu", (unsigned long long)replaced[i]);
+	return 0;
+}
+
+int eng_release_delete(eng *e, uint64_t id, const char *path, bool is_dir,
+		       const char *keep)
+{
+	note("release %llu", (unsigned long long)id);
+	return keep ? eng_remote_delete_keep(e, path, is_dir, keep)
+		    : eng_remote_delete(e, path, is_dir);
+}
+
 int eng_remote_rename(eng *e, const char *from, const char *to, bool is_dir,
 		      const char *manifest_root)
 {
