@@ -364,7 +364,7 @@ class World:
                         str(self.oracle)], check=True)
         self.mp = self.work / "mnt"
         self.mp.mkdir()
-        self.opts = (f"cache_dir={self.work / 'cache-w'}", "commit_delay=3600")
+        self.opts = (f"cache_dir={self.work / 'cache-w'}", "commit_delay=3600") + (("debug",) if os.environ.get("CKPTFS_MODEL_DEBUG") else ())
         self.m = mounter(bucket, mountpoint=self.mp, options=self.opts)
         self.h2 = None
         self.obs = None
