@@ -977,6 +977,18 @@ def test_replaced_between_listing_and_first_read_reads_the_new_version(
     assert os.stat(m / "run/third").st_size == 5
 
 
+def _fstat_and_map(path):
+    """(fstat's size, the bytes of a private read-only map of the whole
+    file): how safetensors' loader sees a file."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+        try:
+            return size, bytes(mm)
+        finally:
+            mm.close()
+
+
 @pytest.mark.timeout(60)
 def test_open_of_a_version_of_another_size_shows_its_size_to_fstat_and_mmap(
         s3server, bucket, mount, cdir):
@@ -996,13 +1008,7 @@ def test_open_of_a_version_of_another_size_shows_its_size_to_fstat_and_mmap(
         assert os.stat(m / "run/shard").st_size in (len(old), len(grown))
         s3server.put(bucket, "run/shard", new)
         time.sleep(1.2)
-        with open(m / "run/shard", "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
-            try:
-                got = bytes(mm)
-            finally:
-                mm.close()
+        size, got = _fstat_and_map(m / "run/shard")
         seen = (size, sha256_bytes(got))
         prev = grown if new is shrunk else old
         assert seen in ((len(prev), sha256_bytes(prev)), (len(new), sha256_bytes(new))), (
@@ -1024,13 +1030,7 @@ def test_replaced_after_listing_a_mapped_file_is_one_version_whole(
                                     "dir_timeout=30", "dir_readahead=0"))
     assert os.stat(m / "run/shard").st_size == len(old)  # listed
     s3server.put(bucket, "run/shard", new)
-    with open(m / "run/shard", "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
-        try:
-            got = bytes(mm)
-        finally:
-            mm.close()
+    size, got = _fstat_and_map(m / "run/shard")
     assert (size, sha256_bytes(got)) == (len(new), sha256_bytes(new)), (
         f"fstat said {size} bytes; the bytes mapped are "
         f"{'the new version cut to the old size' if got == new[:size] else 'neither version'}")

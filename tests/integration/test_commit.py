@@ -758,43 +758,27 @@ class GatedPuts:
 
 
 @pytest.mark.timeout(180)
-def test_rename_over_a_file_whose_commit_is_under_way(s3server, bucket, mount, tmp_path):
+@pytest.mark.parametrize("hints,seeds", [(False, (702, 703)), (True, (710, 711))],
+                         ids=["object_put", "hint_put"])
+def test_rename_over_a_file_whose_commit_is_under_way(s3server, bucket, mount, tmp_path,
+                                                       hints, seeds):
     """f1 then f0 closed (two single-file commits, in that order; f1's
     PUT on its way, f0's waiting for it), f1 renamed over f0: f0 ends
     with f1's bytes (the moved commit kept its place ahead of f0's own,
-    and the old f0 landed last)."""
+    and the old f0 landed last).  hint_put: f1 renamed while its commit
+    PUTs its metadata hint (the step before its object): the commit then
+    PUT f1's bytes at f0 ahead of f0's own commit, queued before it since
+    the rename, and the old f0 landed last."""
     from faultproxy import FaultProxy
-    gate = GatedPuts()
-    src, old = det_bytes(702, 1544), det_bytes(703, 4193)
+    gate = GatedPuts(hints=hints)
+    src, old = det_bytes(seeds[0], 1544), det_bytes(seeds[1], 4193)
     with FaultProxy(s3server.endpoint, inspect=gate) as proxy:
         w = proxied_writer(mount, bucket, tmp_path, proxy)
         try:
             (w.path / "f1").write_bytes(src)
             (w.path / "f0").write_bytes(old)
-            wait_for(lambda: "f1" in gate.seen, 30, "the PUT of f1")
-            os.rename(w.path / "f1", w.path / "f0")
-        finally:
-            gate.open()
-        assert_renamed_over(s3server, bucket, w, src)
-        unmount_in(proxy, w)
-
-
-@pytest.mark.timeout(180)
-def test_rename_over_a_file_while_the_renamed_one_puts_its_hint(
-        s3server, bucket, mount, tmp_path):
-    """As above, f1 renamed while its commit PUTs its metadata hint (the
-    step before its object): the commit then PUT f1's bytes at f0 ahead
-    of f0's own commit, queued before it since the rename, and the old f0
-    landed last."""
-    from faultproxy import FaultProxy
-    gate = GatedPuts(hints=True)
-    src, old = det_bytes(710, 1544), det_bytes(711, 4193)
-    with FaultProxy(s3server.endpoint, inspect=gate) as proxy:
-        w = proxied_writer(mount, bucket, tmp_path, proxy)
-        try:
-            (w.path / "f1").write_bytes(src)
-            (w.path / "f0").write_bytes(old)
-            wait_for(lambda: "f1" in gate.seen, 30, "the hint PUT of f1")
+            wait_for(lambda: "f1" in gate.seen, 30,
+                     "the hint PUT of f1" if hints else "the PUT of f1")
             os.rename(w.path / "f1", w.path / "f0")
         finally:
             gate.open()
