@@ -96,41 +96,17 @@ static void leave_in_listings(fs_ctx *fs, ov_node **v, size_t k)
 	}
 }
 
-/* Removes the nodes of transactions now visible remotely, and whiteouts
- * whose delete went through.  Table locked. */
-static void reap(fs_ctx *fs, drop_ctx *d)
+/*
+ * The nodes v[0..k) leave the overlay: their names are remote again (a
+ * commit made them visible, or a delete went through).  The inodes of the
+ * paths show what was committed until a listing says more, and their
+ * version is asked again (the object is another version than any the
+ * inode saw before it became local).  Table locked.
+ */
+static void drop_nodes(fs_ctx *fs, ov_node **v, size_t k)
 {
-	for (ov_txn *x = fs->ov.txns; x; x = x->next)
-		if (x->sealed && !x->done && !pending_has(d, x->id)) {
-			x->done = true;
-			d->changed = true;
-		}
-	/* collect nodes first: removing while walking the table is not safe */
-	size_t cap = 64, k = 0;
-	ov_node **v = malloc(cap * sizeof *v);
-	for (size_t i = 0; v && i < fs->ov.nb; i++) {
-		for (ov_node *o = fs->ov.b[i]; o; o = o->hnext) {
-			bool go = false;
-			if (o->kind == OV_WHITEOUT)
-				go = d->whiteouts && d->n == 0 && !fs->dels->n &&
-				     wr_now_s() - o->wo_time > 1.0;
-			else
-				go = o->txn && o->txn->done && o->refs == 0;
-			if (!go)
-				continue;
-			if (k == cap) {
-				ov_node **nv = vec_grow(v, &cap, sizeof *v, 64);
-				if (!nv)
-					break;
-				v = nv;
-			}
-			v[k++] = o;
-		}
-	}
 	leave_in_listings(fs, v, k);
 	for (size_t i = 0; i < k; i++) {
-		/* the remote object is another version than any the inode
-		 * saw before it became local: forget its attributes */
 		fs_inode *n = fs_itable_find(fs->it, v[i]->path);
 		ov_node *o = v[i];
 		if (n && o->kind != OV_WHITEOUT) {
@@ -163,6 +139,46 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 		}
 		ov_remove(&fs->ov, v[i]);
 	}
+}
+
+void wr_drop_committed(fs_ctx *fs, ov_node *o)
+{
+	drop_nodes(fs, &o, 1);
+	fs->listing_gen++; /* a listing from before does not show it */
+}
+
+/* Removes the nodes of transactions now visible remotely, and whiteouts
+ * whose delete went through.  Table locked. */
+static void reap(fs_ctx *fs, drop_ctx *d)
+{
+	for (ov_txn *x = fs->ov.txns; x; x = x->next)
+		if (x->sealed && !x->done && !pending_has(d, x->id)) {
+			x->done = true;
+			d->changed = true;
+		}
+	/* collect nodes first: removing while walking the table is not safe */
+	size_t cap = 64, k = 0;
+	ov_node **v = malloc(cap * sizeof *v);
+	for (size_t i = 0; v && i < fs->ov.nb; i++) {
+		for (ov_node *o = fs->ov.b[i]; o; o = o->hnext) {
+			bool go = false;
+			if (o->kind == OV_WHITEOUT)
+				go = d->whiteouts && d->n == 0 && !fs->dels->n &&
+				     wr_now_s() - o->wo_time > 1.0;
+			else
+				go = o->txn && o->txn->done && o->refs == 0;
+			if (!go)
+				continue;
+			if (k == cap) {
+				ov_node **nv = vec_grow(v, &cap, sizeof *v, 64);
+				if (!nv)
+					break;
+				v = nv;
+			}
+			v[k++] = o;
+		}
+	}
+	drop_nodes(fs, v, k);
 	if (k)
 		d->changed = true;
 	free(v);

@@ -19,5 +19,9 @@ void wr_writer_opened(fs_ctx *fs); /* a writable handle was opened */
  * remote ones again: a rename right after a commit renames the committed
  * directory. */
 void wr_reap(fs_ctx *fs);
+/* Drops local node o of a transaction the engine has made visible, as the
+ * reap does (its inode shows what was committed and asks for the version
+ * again), when the reap found it still held (a handle released late). */
+void wr_drop_committed(fs_ctx *fs, ov_node *o);
 
 #endif

@@ -191,11 +191,18 @@ int wr_put_stage(fs_ctx *fs, ov_node *o, ov_stage *s, uint64_t size)
 		char *mroot = wr_is_single_root(o) ? single_mroot(fs, o)
 						   : strdup(o->txn->root);
 		wr_ordered_for(fs, o->path);
+		/* held: a release or the reap must not drop it meanwhile */
+		ov_node_ref(o);
 		fs_itable_unlock(fs->it);
 		uint64_t id = 0;
 		int rc = eng_txn_begin(fs->eng, o->path, false, mroot, &id);
 		free(mroot);
 		fs_itable_lock(fs->it);
+		if (rc == 0 && !o->linked) { /* removed or renamed meanwhile */
+			eng_txn_abort(fs->eng, id);
+			rc = -ENOENT;
+		}
+		ov_node_unref(o);
 		if (rc < 0) {
 			s->handed = was_handed;
 			ov_stage_unref(s);

@@ -338,7 +338,7 @@ static void release(fs_ctx *fs, fs_handle *h, bool counted)
 	}
 	if (o->txn && o->txn->done && o->linked && o->refs == 1 &&
 	    o->kind == OV_FILE)
-		ov_remove(&fs->ov, o);
+		wr_drop_committed(fs, o);
 	ov_node_unref(o);
 	h->ov = NULL;
 	fs_itable_unlock(fs->it);

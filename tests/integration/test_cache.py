@@ -445,6 +445,42 @@ def test_etag_change_old_handle_old_bytes_new_open_new_bytes(
     assert sha_of(m / "w.bin") == sha256_bytes(v2)
 
 
+@pytest.mark.timeout(120)
+def test_a_file_patched_here_reads_new_after_a_commit_its_reader_outlived(
+        s3server, bucket, mount, cdir, tmp_path):
+    """A cached file patched in place (r+b) and chmodded through the mount,
+    with a reader's handle open across `ckptfs sync` and closed after it:
+    the next open reads the committed bytes and mode, not the version
+    cached before the patch (the handle's release dropped the local copy
+    without the inode forgetting the old version: CI saw dd conv=notrunc's
+    patch missing after sync).  attr_timeout=30 keeps the old version's
+    attributes fresh, as 1 s does for a quick reader."""
+    v1 = det_bytes(511, 3 * MiB + 5)
+    s3server.put(bucket, "d/p.bin", v1)
+    m = mount(bucket, options=copts(cdir, "attr_timeout=30", "commit_delay=600"))
+    p = m / "d/p.bin"
+    assert sha_of(p) == sha256_bytes(v1)
+    wait_idle(m)  # v1 is cached whole
+    with open(p, "r+b") as f:
+        f.seek(MiB + 7)
+        f.write(b"P" * 5000)
+    os.chmod(p, 0o440)
+    want = v1[:MiB + 7] + b"P" * 5000 + v1[MiB + 7 + 5000:]
+    fd = os.open(p, os.O_RDONLY)  # a reader of the local copy
+    try:
+        assert os.pread(fd, 5000, MiB + 7) == b"P" * 5000
+        helpers.ckptfs_sync(m)
+    finally:
+        os.close(fd)
+    assert helpers.s3_get(s3server.client(), bucket, "d/p.bin") == want, \
+        "the bucket does not hold the patched file"
+    got = p.read_bytes()
+    assert got == want, (
+        "the mount reads the version cached before the patch"
+        if got == v1 else f"the mount reads {len(got)} other bytes")
+    assert os.stat(p).st_mode & 0o7777 == 0o440, "the chmod is lost"
+
+
 @pytest.mark.timeout(60)
 def test_remote_delete_while_reading_completes_the_read(s3server, bucket, mount, cdir):
     body = det_bytes(601, 4 * MiB + 99)

@@ -63,6 +63,17 @@ REMOTE = {
 REMOTE_DIRS = ["remote/emptydir/", "remote/fsync/"]
 
 
+def differ(got, want):
+    """Where got first departs from want, for a failure's message."""
+    n = min(len(got), len(want))
+    at = next((i for i in range(0, n, 4096) if got[i:i + 4096] != want[i:i + 4096]), None)
+    if at is None:
+        return f"same first {n} bytes, {len(got)} vs {len(want)}"
+    end = next((i for i in range(n - 4096 if n > 4096 else 0, at, -4096)
+                if got[i:i + 4096] != want[i:i + 4096]), at)
+    return f"first differing 4 KiB block at {at}, last at {end}"
+
+
 class Env:
     """The module's bucket and mounts, and the checks shared by the tests."""
 
@@ -100,7 +111,11 @@ class Env:
         (call after sync)."""
         want = sha256_bytes(body)
         got = (self.w / rel).read_bytes()
-        assert sha256_bytes(got) == want, f"{rel}: W reads {len(got)} other bytes"
+        if sha256_bytes(got) != want:
+            r = self.remote(rel)
+            pytest.fail(f"{rel}: W reads {len(got)} other bytes "
+                        f"({differ(got, body)}); the bucket's "
+                        f"{'are right' if r == body else 'differ too: ' + differ(r or b'', body)}")
         r = self.remote(rel)
         assert r is not None, f"{self.key(rel)} not in the bucket"
         assert sha256_bytes(r) == want, \
