@@ -399,6 +399,12 @@ void *eng_worker_main(void *arg);
  * PROTO_BLOCK block (proto_segment_count of them) as hex. */
 int eng_digest(int fd, uint64_t off, uint64_t len, char md5[25],
 	       uint32_t *crc, buf *segs);
+/* A BadDigest reply (x) to a body read from [off, off+len) of staging
+ * file fd, whose Content-MD5 was md5: when the bytes there no longer give
+ * md5 (a shared mapping writes on after close), x becomes a local,
+ * transient error, so the next attempt digests them again. */
+void eng_changed_during_upload(int fd, uint64_t off, uint64_t len,
+			       const char *md5, const char *key, s3_err *x);
 /* The block list of f's multipart upload from its parts (malloc'd), or
  * NULL when a part's segments are not known (journaled by an older
  * version).  mu */

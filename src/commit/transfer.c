@@ -219,6 +219,17 @@ static int open_staging(eng *e, uint64_t sid, uint64_t size, s3_err *x)
 	return fd;
 }
 
+void eng_changed_during_upload(int fd, uint64_t off, uint64_t len,
+			       const char *md5, const char *key, s3_err *x)
+{
+	char now[25];
+	uint32_t crc;
+	if (strcmp(x->code, "BadDigest") ||
+	    eng_digest(fd, off, len, now, &crc, NULL) || !strcmp(now, md5))
+		return;
+	local_err(x, EAGAIN, "bytes changed during the upload of", key);
+}
+
 int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
 		 const proto_meta *m, char etag[S3_ETAG_MAX], uint32_t *crc,
 		 char **blocks, s3_err *x)
@@ -245,6 +256,8 @@ int eng_put_file(eng *e, const char *key, uint64_t sid, uint64_t size,
 	s3_put_opts po = {.meta = meta, .n_meta = nm, .content_md5 = md5};
 	http_upload body = http_upload_fd(fd, 0, size);
 	rc = s3_put_object(e->s3, key, &body, &po, etag, x);
+	if (rc < 0)
+		eng_changed_during_upload(fd, 0, size, md5, key, x);
 	buf_free(&store);
 	close(fd);
 	return rc;
@@ -496,6 +509,9 @@ static void run_part(eng *e, job *j)
 		rc = d ? -1
 		       : s3_mpu_put_part(e->s3, key, id, j->part + 1, &body,
 					 md5, etag, &x);
+		if (rc < 0 && !d)
+			eng_changed_during_upload(fd, off, len, md5, key,
+						  &x);
 		close(fd);
 	}
 	ckpt_lock(&e->mu);

@@ -1,6 +1,9 @@
 /* Unit test for the engine's digest of staging files (commit/transfer.c):
- * the block checksums a single PUT and a multipart upload record. */
+ * the block checksums a single PUT and a multipart upload record, and a
+ * BadDigest after the bytes changed under the upload. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,6 +55,57 @@ Test(proto, digest_segments_give_the_file_blocks)
 	}
 	buf_free(&whole);
 	free(want);
+	free(b);
+	close(fd);
+}
+
+static s3_err bad_digest(void)
+{
+	s3_err x = {0};
+	x.err = EIO;
+	x.http_status = 400;
+	snprintf(x.code, sizeof x.code, "BadDigest");
+	snprintf(x.msg, sizeof x.msg, "PUT k: BadDigest (HTTP 400)");
+	return x;
+}
+
+/* A BadDigest for bytes that changed after their digest is retried (a
+ * local, transient error naming the key); one for the same bytes stays
+ * final, and other errors are left as they are. */
+Test(proto, bad_digest_after_the_bytes_changed_is_transient)
+{
+	char path[] = "/tmp/proto-changed-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	unlink(path);
+	uint64_t size = 3 * 1024 * 1024 + 5;
+	unsigned char *b = pattern(size);
+	cr_assert_eq(write(fd, b, size), (ssize_t)size);
+	char md5[25];
+	uint32_t crc;
+	cr_assert_eq(eng_digest(fd, 1024, size - 1024, md5, &crc, NULL), 0);
+
+	s3_err x = bad_digest();
+	eng_changed_during_upload(fd, 1024, size - 1024, md5, "pfx/k", &x);
+	cr_assert_str_eq(x.code, "BadDigest", "the same bytes: still final");
+	cr_assert_not(eng_err_transient(&x));
+
+	cr_assert_eq(pwrite(fd, "X", 1, 0), 1); /* outside the range */
+	eng_changed_during_upload(fd, 1024, size - 1024, md5, "pfx/k", &x);
+	cr_assert_not(eng_err_transient(&x));
+
+	cr_assert_eq(pwrite(fd, "X", 1, (off_t)size - 1), 1);
+	eng_changed_during_upload(fd, 1024, size - 1024, md5, "pfx/k", &x);
+	cr_assert(eng_err_transient(&x), "changed bytes: tried again");
+	cr_assert_eq(x.http_status, 0);
+	cr_assert_not_null(strstr(x.msg, "pfx/k"), "%s", x.msg);
+
+	s3_err other = bad_digest();
+	snprintf(other.code, sizeof other.code, "AccessDenied");
+	other.http_status = 403;
+	eng_changed_during_upload(fd, 1024, size - 1024, md5, "pfx/k", &other);
+	cr_assert_str_eq(other.code, "AccessDenied");
+	cr_assert_not(eng_err_transient(&other));
 	free(b);
 	close(fd);
 }
