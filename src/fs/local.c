@@ -20,7 +20,7 @@
 bool fs_local_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st)
 {
 	ov_node *o = wr_local_of(fs, n);
-	if (!o)
+	if (!o || o->placeholder)
 		return false;
 	wr_pt_absorb(fs, o);
 	memset(st, 0, sizeof *st);

@@ -18,7 +18,8 @@
  * *out NULL for a whiteout: ENOENT), 0 (ask the remote listing). */
 int fs_local_lookup(fs_ctx *fs, fs_inode *p, const char *name,
 		    fs_inode **out);
-/* Attributes of a local node; false when n is not one. */
+/* Attributes of a local node; false when n is not one, or is a directory
+ * restored from the journal without attributes (the bucket's show). */
 bool fs_local_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
 /* Whether the overlay has a local directory at n's path. */
 bool fs_local_is_dir(fs_ctx *fs, const fs_inode *n);

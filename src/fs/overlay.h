@@ -73,6 +73,9 @@ typedef struct ov_node {
 	double wo_time; /* whiteouts: when made */
 	bool merge;     /* a directory restored from the journal: its remote
 	                 * listing shows too */
+	bool placeholder; /* a merge directory whose attributes the journal
+	                   * does not hold (a parent of a file's
+	                   * transaction): the bucket's show, never these */
 	/* files written through passthrough handles (fs/write-pt.c): the
 	 * kernel writes the staging file directly; what ckptfs last saw of
 	 * it (ctime, size) tells whether it changed since */

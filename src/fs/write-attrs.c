@@ -296,6 +296,8 @@ static void xattr_query(fuse_req_t req, fuse_ino_t ino, const char *name,
 	fs_itable_lock(fs->it);
 	fs_inode *n = fs_itable_get(fs->it, ino);
 	ov_node *o = n ? wr_local_of(fs, n) : NULL;
+	if (o && o->placeholder)
+		o = NULL; /* the bucket's xattrs show */
 	ov_node tmp;
 	if (!o && n && n->xattrs_json) {
 		remote_xattrs(n, &tmp);

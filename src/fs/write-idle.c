@@ -109,7 +109,7 @@ static void drop_nodes(fs_ctx *fs, ov_node **v, size_t k)
 	for (size_t i = 0; i < k; i++) {
 		fs_inode *n = fs_itable_find(fs->it, v[i]->path);
 		ov_node *o = v[i];
-		if (n && o->kind != OV_WHITEOUT) {
+		if (n && o->kind != OV_WHITEOUT && !o->placeholder) {
 			free(n->etag);
 			n->etag = NULL;
 			n->attr_time = 0;

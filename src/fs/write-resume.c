@@ -34,6 +34,7 @@ static ov_node *restore_dir_node(fs_ctx *fs, ov_txn *x, const char *path)
 	d = ov_add(&fs->ov, path, OV_DIR, x);
 	if (d) {
 		d->merge = true;
+		d->placeholder = true; /* until a journaled row says more */
 		d->mode = 0755;
 	}
 	return d;
@@ -103,6 +104,7 @@ static void restore_dir(void *arg, uint64_t txn, const char *path,
 		d = e && e->kind == OV_DIR && e->txn == x ? e : NULL;
 	}
 	if (d && m) {
+		d->placeholder = false;
 		d->mode = m->mode;
 		d->uid = m->uid;
 		d->gid = m->gid;

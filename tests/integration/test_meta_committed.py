@@ -298,6 +298,40 @@ def test_sigkill_keeps_directory_metadata(bucket, mount, tmp_path):
     assert _dirs_view(other / "ckpt-1") == want
 
 
+@pytest.mark.timeout(120)
+def test_sigkill_with_files_pending_in_committed_directories(
+        bucket, mount, tmp_path):
+    """Files written into committed directories, then a SIGKILL before
+    they committed: the restarted mount shows those directories with the
+    mode, owner and xattrs they have, at once and after the resumed
+    commits (before: the restart's stand-in for each directory, 0755 and
+    root's, showed until a resumed commit landed, then stayed until the
+    next listing; model seed 7101)."""
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}", "commit_delay=600")
+    w = mount(bucket, mountpoint=mp, options=opts)
+    _dir_tree(w / "ckpt-1")
+    w = _remounted(w, bucket, mount, opts)
+
+    def no_times(view):
+        return {k: {f: v for f, v in d.items() if f != "mtime"}
+                for k, d in view.items()}
+    # a new directory's commit waits for commit_delay; the files after
+    # it wait their turn in the queue
+    (w / "ckpt-1" / "sub" / "made").mkdir(mode=0o750)
+    (w / "ckpt-1" / "sub" / "deeper" / "new").write_bytes(b"n" * 100)
+    (w / "ckpt-1" / "other" / "new").write_bytes(b"m" * 100)
+    want = no_times(_dirs_view(w / "ckpt-1"))
+    helpers.kill_ckptfs(w)
+    w2 = mount(bucket, mountpoint=mp, options=opts)
+    assert no_times(_dirs_view(w2 / "ckpt-1")) == want, "right after the restart"
+    ckptfs_sync(w2)
+    assert no_times(_dirs_view(w2 / "ckpt-1")) == want, "after the resumed commits"
+    assert (w2 / "ckpt-1" / "sub" / "deeper" / "new").read_bytes() == b"n" * 100
+
+
 # --------------------------------------------------------------------------
 # Removing the last name of a committed directory leaves the directory
 # (issue 22 point 3)
