@@ -302,6 +302,31 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 	}
 }
 
+/*
+ * The manifests that record d's attributes are those of its nearest
+ * ancestor with manifests (root_manifest).  When that ancestor was listed
+ * before this mount's last change to the bucket (listing_gen), a commit
+ * since may have recorded d again (its addendum's parent record): it is
+ * listed again first.  Otherwise d's own listing, newer, showed an object
+ * stored since as newer than the record, d's mtime became that object's
+ * LastModified, and the next commit recorded that (CI saw a committed
+ * directory's mtime move when a file in it was stored again).  Table
+ * locked; dropped while listing.
+ */
+static void fresh_root_manifest(fs_ctx *fs, fs_inode *d)
+{
+	fs_inode *r = d->parent;
+	while (r && !r->manifest)
+		r = r->parent;
+	if (!r || r->listing_gen == fs->listing_gen)
+		return;
+	fs_inode_ref(r);
+	if (fs_dir_load(fs, r) < 0)
+		log_debug("listing of /%s for the attributes of /%s failed",
+			  r->path, d->path);
+	fs_itable_unref(fs->it, r);
+}
+
 static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 {
 	d->listing_busy = true;
@@ -372,6 +397,7 @@ static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 		d->listing_gen = gen;
 		if (nd->newest.tv_sec)
 			d->mtime = d->obj_mtime = nd->newest;
+		fresh_root_manifest(fs, d);
 		/* what the writer recorded (a transaction root's own "dir") */
 		remote_dir_attrs(d->parent, d);
 		d->attr_time = d->listing_time;
