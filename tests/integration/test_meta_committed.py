@@ -278,17 +278,24 @@ def test_directory_metadata_round_trip(bucket, mount, tmp_path):
     assert _dirs_view(other / "ckpt-2") == want
 
 
+def _killable_writer_with_tree(bucket, mount, tmp_path):
+    """A writer (its own mount point, cache and journal, commits held for
+    commit_delay) that made _dir_tree's ckpt-1: (mount, mount point,
+    options) to mount it again after a kill."""
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={tmp_path / 'cache-w'}", "commit_delay=600")
+    w = mount(bucket, mountpoint=mp, options=opts)
+    _dir_tree(w / "ckpt-1")
+    return w, mp, opts
+
+
 @pytest.mark.timeout(120)
 def test_sigkill_keeps_directory_metadata(bucket, mount, tmp_path):
     """A writer killed before its directory committed: the restarted
     mount commits the directories' xattrs and times too (journal version
     5 keeps directory xattrs)."""
-    cdir = tmp_path / "cache-w"
-    mp = tmp_path / "mnt"
-    mp.mkdir()
-    opts = (f"cache_dir={cdir}", "commit_delay=600")
-    w = mount(bucket, mountpoint=mp, options=opts)
-    _dir_tree(w / "ckpt-1")
+    w, mp, opts = _killable_writer_with_tree(bucket, mount, tmp_path)
     want = _dirs_view(w / "ckpt-1")
     helpers.kill_ckptfs(w)
     w2 = mount(bucket, mountpoint=mp, options=opts)
@@ -307,12 +314,7 @@ def test_sigkill_with_files_pending_in_committed_directories(
     commits (before: the restart's stand-in for each directory, 0755 and
     root's, showed until a resumed commit landed, then stayed until the
     next listing; model seed 7101)."""
-    cdir = tmp_path / "cache-w"
-    mp = tmp_path / "mnt"
-    mp.mkdir()
-    opts = (f"cache_dir={cdir}", "commit_delay=600")
-    w = mount(bucket, mountpoint=mp, options=opts)
-    _dir_tree(w / "ckpt-1")
+    w, mp, opts = _killable_writer_with_tree(bucket, mount, tmp_path)
     w = _remounted(w, bucket, mount, opts)
 
     def no_times(view):
