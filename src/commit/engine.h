@@ -320,6 +320,16 @@ int eng_remote_rename_in(eng *e, const char *from, const char *to,
 			 bool is_dir, const char *manifest_root,
 			 const eng_dir_attrs *parents, size_t n);
 
+/* chmod, chown, utimensat, setxattr or removexattr of committed directory
+ * path (written through ckptfs): a step of its own, ordered after every
+ * step before it, PUTs an addendum in record_root (the transaction root
+ * whose manifests readers take path's attributes from; path itself for
+ * its own "dir") that records path with m, all of its attributes as they
+ * are now (doc/posix.md, "Changing a committed directory").  *id: the
+ * step, for eng_txn_pending. */
+int eng_dir_set(eng *e, const char *path, const eng_meta *m,
+		const char *record_root, uint64_t *id);
+
 /* ---- waiting and status ------------------------------------------------ */
 
 /* fsync of a file: returns when the bytes of path's latest put are stored
@@ -413,5 +423,9 @@ void eng_foreach_pending_removal(eng *e,
 				 void (*fn)(void *arg, const char *path,
 					    bool is_dir),
 				 void *arg);
+
+/* The pending eng_dir_set steps, in queue order, for the overlay after a
+ * restart: what they store shows before they run. */
+void eng_foreach_pending_dir_set(eng *e, eng_pending_dir_fn fn, void *arg);
 
 #endif

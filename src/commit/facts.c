@@ -647,9 +647,10 @@ int eng_txn_abort(eng *e, uint64_t txn)
 
 /* held: the row of the held delete this step replaces (eng_release_delete),
  * forgotten with it, or 0. */
-static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
-		       bool is_dir, const char *mroot, const eng_dir_attrs *pd,
-		       size_t npd, int64_t held)
+static int remote_step_id(eng *e, enum tkind k, const char *from,
+			  const char *to, bool is_dir, const char *mroot,
+			  const eng_dir_attrs *pd, size_t npd, int64_t held,
+			  uint64_t *id)
 {
 	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	ckpt_lock(&e->mu);
@@ -680,7 +681,17 @@ static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
 		CKPTFS_ASSERT(eng_journaled_dir(e, row, pd[i].path));
 	pthread_cond_broadcast(&e->cv);
 	ckpt_unlock(&e->mu);
+	if (id)
+		*id = rc ? 0 : (uint64_t)row;
 	return rc;
+}
+
+static int remote_step(eng *e, enum tkind k, const char *from, const char *to,
+		       bool is_dir, const char *mroot, const eng_dir_attrs *pd,
+		       size_t npd, int64_t held)
+{
+	return remote_step_id(e, k, from, to, is_dir, mroot, pd, npd, held,
+			      NULL);
 }
 
 int eng_remote_delete(eng *e, const char *path, bool is_dir)
@@ -707,6 +718,16 @@ int eng_remote_rename_in(eng *e, const char *from, const char *to,
 {
 	return remote_step(e, T_RREN, from, to, is_dir, manifest_root,
 			   parents, n, 0);
+}
+
+int eng_dir_set(eng *e, const char *path, const eng_meta *m,
+		const char *record_root, uint64_t *id)
+{
+	if (!record_root || !proto_under(path, record_root, NULL))
+		return -EINVAL;
+	eng_dir_attrs d = {path, *m};
+	return remote_step_id(e, T_RATTR, path, NULL, false, record_root, &d,
+			      1, 0, id);
 }
 
 /* ---- held deletes (doc/commit.md "Journal") ----------------------------- */

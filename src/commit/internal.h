@@ -65,7 +65,9 @@
 #include "s3/upload.h"
 #include "util/assert.h"
 
-enum tkind { T_DIR = 1, T_FILE = 2, T_RDEL = 3, T_RREN = 4 };
+/* T_RATTR: a committed directory's attributes changed (eng_dir_set): its
+ * step PUTs an addendum recording them, nothing else */
+enum tkind { T_DIR = 1, T_FILE = 2, T_RDEL = 3, T_RREN = 4, T_RATTR = 5 };
 enum tstate { TS_OPEN = 0, TS_SEALED = 1, TS_ABORTED = 2 };
 /* journal files.state */
 enum fstate { F_STAGED = 0, F_PARTS = 1, F_STORED = 2 };

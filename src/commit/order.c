@@ -226,7 +226,7 @@ bool eng_files_idle(const etxn *t)
 bool eng_step_ready(eng *e, const etxn *t)
 {
 	CKPTFS_ASSERT_HELD(&e->mu);
-	if (t->kind == T_RDEL || t->kind == T_RREN)
+	if (t->kind == T_RDEL || t->kind == T_RREN || t->kind == T_RATTR)
 		return true;
 	if (t->state != TS_SEALED || !eng_root_final(e, t) ||
 	    !eng_files_idle(t))

@@ -23,6 +23,8 @@ static const char *state_name(eng *e, const etxn *t, bool head, double now)
 		return head ? "deleting" : "queued";
 	case T_RREN:
 		return head ? "renaming" : "queued";
+	case T_RATTR:
+		return head ? "recording" : "queued";
 	default:
 		break;
 	}
@@ -125,6 +127,8 @@ static const char *step_what(const etxn *t)
 		return "delete";
 	case T_RREN:
 		return "rename";
+	case T_RATTR:
+		return "attributes";
 	default:
 		return "commit";
 	}
@@ -227,7 +231,8 @@ int eng_step_drop(eng *e, uint64_t id, char **what)
 			   dest_sep(t), t->dest ? t->dest : "");
 		*what = buf_steal(&b);
 	}
-	if (t && (t->kind == T_RDEL || t->kind == T_RREN)) {
+	if (t && (t->kind == T_RDEL || t->kind == T_RREN ||
+		  t->kind == T_RATTR)) {
 		/* nothing of it is undone: what a half-run rename copied
 		 * stays (ckptfs gc removes expired markers) */
 		log_warn("commit: step %" PRId64 " (%s of %s) dropped by the "
@@ -318,6 +323,21 @@ void eng_foreach_pending_removal(eng *e,
 	for (etxn *t = e->txns; t; t = t->next)
 		if (!t->done && (t->kind == T_RDEL || t->kind == T_RREN))
 			fn(arg, t->root, t->is_dir);
+	ckpt_unlock(&e->mu);
+}
+
+void eng_foreach_pending_dir_set(eng *e, eng_pending_dir_fn fn, void *arg)
+{
+	ckpt_lock(&e->mu);
+	for (etxn *t = e->txns; t; t = t->next) {
+		if (t->done || t->kind != T_RATTR)
+			continue;
+		for (edir *d = t->dirs; d; d = d->next) {
+			eng_meta m;
+			eng_meta_to(&d->m, &m);
+			fn(arg, (uint64_t)t->id, d->path, &m);
+		}
+	}
 	ckpt_unlock(&e->mu);
 }
 

@@ -313,7 +313,8 @@ int eng_put_addendum(eng *e, eng_snap *sn, const char *root, s3_err *x)
 	if (!sn->mroot)
 		return 0;
 	const char *base = rel_to(root, sn->mroot);
-	if (!base || !base[0]) {
+	/* mroot's own attributes changed (eng_dir_set): its "dir" */
+	if (!base || (!base[0] && sn->kind != T_RATTR)) {
 		log_warn("commit: %s is not under its manifest root %s", root,
 			 sn->mroot);
 		return 0;
@@ -778,6 +779,9 @@ int eng_run_step(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 	switch (t->kind) {
 	case T_DIR:
 		rc = commit_dir(e, sn, x);
+		break;
+	case T_RATTR: /* one PUT: its record (eng_dir_set) */
+		rc = eng_put_addendum(e, sn, sn->root, x);
 		break;
 	default: /* T_RDEL; renames are renames.c's (eng_run_rename) */
 		rc = remote_delete(e, sn->root, sn->is_dir, sn->dest, x);

@@ -77,10 +77,25 @@ struct fs_ctx {
 	uint64_t listing_gen;   /* [table lock] bumped when remote state
 	                         * changed under cached listings */
 	struct wr_deletes *dels; /* [table lock] remote deletes not yet sent */
+	/* [table lock] attributes of committed directories whose change is
+	 * not stored yet (fs/write-dirattrs.c): they show meanwhile */
+	struct fs_dir_pending *dpend;
+	size_t n_dpend, cap_dpend;
 	pthread_t idle_thread;
 	bool idle_running, idle_stop; /* [table lock] */
 	pthread_cond_t idle_cv;
 };
+
+/* A committed directory's attributes as a pending eng_dir_set step stores
+ * them (fs/write-dirattrs.c); fs/nodes.c shows them over the manifests'
+ * until the step is done. */
+typedef struct fs_dir_pending {
+	char *path;
+	uint64_t step;
+	uint32_t mode, uid, gid;
+	struct timespec mtime, ctime;
+	char *xattrs_json; /* NULL: none */
+} fs_dir_pending;
 
 typedef struct fs_handle fs_handle;
 struct fs_handle {

@@ -217,7 +217,7 @@ static const vis_manifest *root_manifest(const fs_inode *dir,
 	return r->manifest;
 }
 
-static void remote_dir_attrs(fs_inode *parent, fs_inode *c);
+static void remote_dir_attrs(fs_ctx *fs, fs_inode *parent, fs_inode *c);
 
 bool fs_dir_uncommitted(const fs_inode *d)
 {
@@ -399,7 +399,7 @@ static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 			d->mtime = d->obj_mtime = nd->newest;
 		fresh_root_manifest(fs, d);
 		/* what the writer recorded (a transaction root's own "dir") */
-		remote_dir_attrs(d->parent, d);
+		remote_dir_attrs(fs, d->parent, d);
 		d->attr_time = d->listing_time;
 	}
 	fs_itable_unref(fs->it, d);
@@ -499,9 +499,39 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
  * Table locked. */
 static void recorded_dir_attrs(fs_inode *parent, fs_inode *c);
 
-static void remote_dir_attrs(fs_inode *parent, fs_inode *c)
+/* A change of c's attributes this mount made that its step has not
+ * stored yet (fs/write-dirattrs.c) shows over what the manifests say:
+ * the latest one.  Table locked. */
+static void pending_dir_attrs(fs_ctx *fs, fs_inode *c)
+{
+	const fs_dir_pending *p = NULL;
+	for (size_t i = 0; i < fs->n_dpend; i++)
+		if (!strcmp(fs->dpend[i].path, c->path) &&
+		    (!p || fs->dpend[i].step > p->step))
+			p = &fs->dpend[i];
+	if (!p)
+		return;
+	c->has_attrs = true;
+	c->mode = p->mode;
+	c->uid = p->uid;
+	c->gid = p->gid;
+	c->mtime = p->mtime;
+	c->rec_since = p->ctime;
+	c->name_change = (struct timespec){0, 0};
+	if (!c->xattrs_json != !p->xattrs_json ||
+	    (p->xattrs_json && strcmp(c->xattrs_json, p->xattrs_json))) {
+		free(c->xattrs_json);
+		c->xattrs_json = p->xattrs_json ? strdup(p->xattrs_json) : NULL;
+	}
+}
+
+static void remote_dir_attrs(fs_ctx *fs, fs_inode *parent, fs_inode *c)
 {
 	recorded_dir_attrs(parent, c);
+	if (fs->n_dpend) {
+		pending_dir_attrs(fs, c);
+		return;
+	}
 	/* a name this mount added or removed since moved it, although the
 	 * listing may predate that change's commit (doc/posix.md,
 	 * "Times") */
@@ -549,6 +579,21 @@ static void recorded_dir_attrs(fs_inode *parent, fs_inode *c)
 		 * the directory unchanged: doc/posix.md) */
 		proto_ns_time(v->since, &c->rec_since);
 	}
+}
+
+char *fs_dir_record_root(const fs_inode *d)
+{
+	const fs_inode *r = d->parent;
+	while (r && !r->manifest)
+		r = r->parent;
+	const char *rel = r ? d->path + strlen(r->path) : NULL;
+	if (rel && *rel == '/')
+		rel++;
+	if (r && vis_manifest_dir(r->manifest, rel))
+		return strdup(r->path);
+	if (d->manifest && vis_manifest_dir(d->manifest, ""))
+		return strdup(d->path);
+	return NULL;
 }
 
 /*
@@ -605,7 +650,7 @@ fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 		if ((!c->listing || c->listing_held) &&
 		    (e->mtime.tv_sec || e->mtime.tv_nsec))
 			c->mtime = e->mtime;
-		remote_dir_attrs(parent, c);
+		remote_dir_attrs(fs, parent, c);
 	}
 	return c;
 }

@@ -66,6 +66,11 @@ bool fs_meta_read_for(const fs_inode *n, const char *etag,
 fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e);
 /* Whether n serves another version than etag (it then gets a new inode). */
 bool fs_bound_to_other_version(const fs_inode *n, const char *etag);
+/* The transaction root whose manifests readers take directory d's
+ * attributes from (its nearest ancestor that is one and records d, else
+ * d itself when its own "dir" does), malloc'd; NULL when none records it
+ * (a directory other tools made).  Table locked. */
+char *fs_dir_record_root(const fs_inode *d);
 /* The block checksums n's manifest records for version (etag, size), to
  * check downloads against.  Table locked. */
 bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,

@@ -23,6 +23,7 @@
 #include "fs/nodes.h"
 #include "fs/write-cow.h"
 #include "fs/write-deletes.h"
+#include "fs/write-dirattrs.h"
 #include "fs/write-local.h"
 #include "fs/write-txn.h"
 #include "proto/meta.h"
@@ -109,17 +110,16 @@ static int meta_changed(fs_ctx *fs, ov_node *o)
 
 /*
  * Whether a change of directory n's attributes or xattrs must be refused
- * (ENOTSUP) rather than accepted and lost: a directory written through
- * ckptfs whose attributes are committed already (in a manifest, or in a
- * transaction being committed), which only a commit of its own could
- * change (not built).  Directories other tools made keep the old rule
- * (the call succeeds, nothing is stored: doc/posix.md).  Table locked.
+ * (ENOTSUP) rather than accepted and lost: a directory whose transaction
+ * is being committed (its manifest is on its way; a change after it
+ * would take a step of its own, which starts once the directory is
+ * committed, fs/write-dirattrs.c).  Directories other tools made keep the
+ * old rule (the call succeeds, nothing is stored: doc/posix.md).  Table
+ * locked.
  */
-static bool dir_change_refused(const fs_inode *n, const ov_node *o)
+static bool dir_change_refused(const ov_node *o)
 {
-	if (o)
-		return o->kind == OV_DIR && o->txn && o->txn->sealed;
-	return n->is_dir && n->has_attrs;
+	return o && o->kind == OV_DIR && o->txn && o->txn->sealed;
 }
 
 /* Whether the times a setattr sets can be recorded (proto_time_ok): the
@@ -152,6 +152,32 @@ static int local_for_meta(fs_ctx *fs, fs_inode *n, bool truncating,
 	return rc;
 }
 
+/* A truncate of local node o (not a directory) to size.  Table locked. */
+static int set_size(fs_ctx *fs, ov_node *o, off_t size)
+{
+	if (o->kind != OV_FILE)
+		return -EISDIR;
+	ov_node_ref(o);
+	uint64_t keep = (uint64_t)size < o->size ? (uint64_t)size : o->size;
+	int rc = wr_writable_stage(fs, o, keep);
+	if (rc == 0 && ftruncate(o->st->fd, size) < 0)
+		rc = -errno;
+	if (rc == 0 && o->pt_writers)
+		wr_pt_snap(o); /* seen: ours */
+	if (rc == 0) {
+		/* emptied: written again, as by O_TRUNC; its next put clears
+		 * the poison */
+		if (size == 0)
+			o->failed = 0;
+		o->size = (uint64_t)size;
+		o->dirty = true;
+		clock_gettime(CLOCK_REALTIME, &o->mtime);
+		wr_touch(o->txn);
+	}
+	ov_node_unref(o);
+	return rc;
+}
+
 void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		int to_set, struct fuse_file_info *fi)
 {
@@ -177,39 +203,22 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	bool meta_set = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				  FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
 				  FUSE_SET_ATTR_MTIME_NOW);
-	if (rc == 0 && meta_set && dir_change_refused(n, o))
+	if (rc == 0 && meta_set && dir_change_refused(o))
 		rc = -ENOTSUP;
+	/* a committed directory's: stored by a step of its own */
+	ov_node dtmp;
+	bool rdir = rc == 0 && meta_set && !o && wr_dirattr_remote(fs, n);
+	if (rdir) {
+		wr_dirattr_node(n, &dtmp);
+		o = &dtmp;
+	}
 	bool truncating = (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0;
 	/* attributes live in the object's metadata or manifest: a remote
 	 * file is copied in (through the cache) and stored again with them */
 	if (rc == 0 && !o && ((to_set & FUSE_SET_ATTR_SIZE) || meta_set))
 		rc = local_for_meta(fs, n, truncating, &o);
-	if (rc == 0 && o && (to_set & FUSE_SET_ATTR_SIZE)) {
-		if (o->kind != OV_FILE) {
-			rc = -EISDIR;
-		} else {
-			ov_node_ref(o);
-			uint64_t keep = (uint64_t)attr->st_size < o->size
-						? (uint64_t)attr->st_size
-						: o->size;
-			rc = wr_writable_stage(fs, o, keep);
-			if (rc == 0 && ftruncate(o->st->fd, attr->st_size) < 0)
-				rc = -errno;
-			if (rc == 0 && o->pt_writers)
-				wr_pt_snap(o); /* seen: ours */
-			if (rc == 0) {
-				/* emptied: written again, as by O_TRUNC;
-				 * its next put clears the poison */
-				if (attr->st_size == 0)
-					o->failed = 0;
-				o->size = (uint64_t)attr->st_size;
-				o->dirty = true;
-				clock_gettime(CLOCK_REALTIME, &o->mtime);
-				wr_touch(o->txn);
-			}
-			ov_node_unref(o);
-		}
-	}
+	if (rc == 0 && o && (to_set & FUSE_SET_ATTR_SIZE))
+		rc = set_size(fs, o, attr->st_size);
 	if (rc == 0 && o) {
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
@@ -239,9 +248,11 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			o->atime = now;
 		o->ctime = now;
 		wr_touch(o->txn);
-		if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
-			      FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
-			      FUSE_SET_ATTR_MTIME_NOW))
+		if (rdir)
+			rc = wr_dirattr_store(fs, n, o);
+		else if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+				   FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
+				   FUSE_SET_ATTR_MTIME_NOW))
 			rc = meta_changed(fs, o); /* stores the size too */
 		else if ((to_set & FUSE_SET_ATTR_SIZE) && o->writers == 0)
 			rc = wr_put_file(fs, o);
@@ -249,6 +260,8 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	/* remote names: attributes other than the size are not stored
 	 * remotely for objects this mount did not write (that would take a
 	 * copy of the object); the call succeeds as on s3fs -o complement */
+	if (rdir) /* o stays &dtmp: the reply shows what was stored */
+		buf_free(&dtmp.xattrs);
 	struct stat st;
 	fs_fill_stat(fs, n, &st);
 	if (!o && (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_MTIME |
@@ -379,11 +392,16 @@ static void xattr_change(fuse_req_t req, fuse_ino_t ino, const char *name,
 			rc = local_for_meta(fs, n, false, &o);
 		fs_itable_unref(fs->it, n);
 	}
-	if (rc == 0 && n && dir_change_refused(n, o))
-		rc = value || (o ? ov_xattr_get(o, name, NULL, 0) >= 0
-				 : remote_has_xattr(n, name))
-			 ? -ENOTSUP
-			 : -ENODATA;
+	if (rc == 0 && n && dir_change_refused(o))
+		rc = value || ov_xattr_get(o, name, NULL, 0) >= 0 ? -ENOTSUP
+								  : -ENODATA;
+	/* a committed directory's: stored by a step of its own */
+	ov_node dtmp;
+	bool rdir = rc == 0 && n && !o && wr_dirattr_remote(fs, n);
+	if (rdir) {
+		wr_dirattr_node(n, &dtmp);
+		o = &dtmp;
+	}
 	if (rc == 0 && !o)
 		rc = value ? -ENOTSUP : -ENODATA;
 	if (rc == 0)
@@ -391,8 +409,10 @@ static void xattr_change(fuse_req_t req, fuse_ino_t ino, const char *name,
 			   : ov_xattr_remove(o, name);
 	if (rc == 0) {
 		clock_gettime(CLOCK_REALTIME, &o->ctime);
-		rc = meta_changed(fs, o);
+		rc = rdir ? wr_dirattr_store(fs, n, o) : meta_changed(fs, o);
 	}
+	if (rdir)
+		buf_free(&dtmp.xattrs);
 	fs_itable_unlock(fs->it);
 	fuse_reply_err(req, -rc);
 }

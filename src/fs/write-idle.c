@@ -16,11 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-#include <jansson.h>
-
 #include "commit/engine.h"
 #include "fs/ctx.h"
 #include "fs/write-deletes.h"
+#include "fs/write-dirattrs.h"
 #include "fs/write-local.h"
 #include "fs/write-txn.h"
 #include "proto/meta.h"
@@ -119,15 +118,9 @@ static void drop_nodes(fs_ctx *fs, ov_node **v, size_t k)
 			n->mode = o->mode;
 			n->rdev = o->rdev;
 			/* and the xattrs it committed with */
-			json_t *xj = o->xattrs.len
-					 ? proto_xattrs_json(o->xattrs.data,
-							     o->xattrs.len)
-					 : NULL;
 			free(n->xattrs_json);
-			n->xattrs_json = xj && json_object_size(xj)
-						 ? json_dumps(xj, JSON_COMPACT)
-						 : NULL;
-			json_decref(xj);
+			n->xattrs_json =
+			    wr_xattrs_text(o->xattrs.data, o->xattrs.len);
 			n->uid = o->uid;
 			n->gid = o->gid;
 			n->mtime = o->mtime;
@@ -327,6 +320,8 @@ static void *idle_main(void *arg)
 			break;
 		double t = wr_now_s();
 		hold_tick(fs, t);
+		if (fs->n_dpend)
+			wr_dirattr_reap(fs);
 		/* quiet: no change for a while and no listing on its way
 		 * (an rm -r waiting for a stalled LIST is not done) */
 		if (fs->dels->n && t - fs->dels->last > DELETE_QUIET_S &&
@@ -394,6 +389,7 @@ void wr_shutdown(fs_ctx *fs)
 	fs_itable_unlock(fs->it);
 	pthread_join(fs->idle_thread, NULL);
 	fs->idle_running = false;
+	wr_dirattr_free(fs);
 }
 
 void wr_set_engine(fs_ctx *fs, eng *e, double commit_delay)

@@ -15,6 +15,8 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "cache/cache.h"
 #include "commit/engine.h"
 #include "proto/meta.h"
@@ -131,6 +133,15 @@ void wr_meta_of(const ov_node *o, eng_meta *m, buf *xa)
 		m->xattrs_len = o->xattrs.len;
 	}
 	m->symlink = o->kind == OV_LINK ? o->target : NULL;
+}
+
+char *wr_xattrs_text(const char *blob, size_t len)
+{
+	json_t *xj = len ? proto_xattrs_json(blob, len) : NULL;
+	char *s = xj && json_object_size(xj) ? json_dumps(xj, JSON_COMPACT)
+					     : NULL;
+	json_decref(xj);
+	return s;
 }
 
 /* What a change of a file's bytes or owner does to its set-id bits. */

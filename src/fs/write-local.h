@@ -21,6 +21,9 @@ double wr_now_s(void);                                  /* any lock */
 void wr_touch(ov_txn *x);
 bool wr_is_single_root(const ov_node *o);
 void wr_meta_of(const ov_node *o, eng_meta *m, buf *xa);
+/* An xattr blob (the overlay's record format) as a manifest's "xattrs"
+ * JSON text (fs_inode.xattrs_json), malloc'd; NULL when it holds none. */
+char *wr_xattrs_text(const char *blob, size_t len);
 /* What a change of a file's bytes or owner does to its set-id bits (a
  * file's of any type, never a directory's; in_group: the caller is in the
  * file's group). */

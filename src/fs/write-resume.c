@@ -15,6 +15,7 @@
 
 #include "commit/engine.h"
 #include "fs/ctx.h"
+#include "fs/write-dirattrs.h"
 #include "fs/write-local.h"
 #include "util/log.h"
 
@@ -183,6 +184,7 @@ void wr_restore(fs_ctx *fs)
 	eng_foreach_pending_txn(fs->eng, restore_txn, restore_dir, &r);
 	eng_foreach_pending_file(fs->eng, restore_one, &r);
 	eng_foreach_pending_removal(fs->eng, restore_removal, &r);
+	wr_dirattr_restore(fs);
 	fs_itable_unlock(fs->it);
 	if (r.n || r.txns)
 		log_info("resuming %zu journaled transaction%s, %zu file%s",

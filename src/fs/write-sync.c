@@ -15,6 +15,7 @@
 #include "commit/engine.h"
 #include "fs/ctx.h"
 #include "fs/write-deletes.h"
+#include "fs/write-dirattrs.h"
 #include "fs/write-idle.h"
 #include "fs/write-txn.h"
 
@@ -117,6 +118,7 @@ int wr_sync(fs_ctx *fs,
 	/* what became visible is remote from now on, not in 250 ms */
 	fs_itable_lock(fs->it);
 	wr_reap(fs);
+	wr_dirattr_reap(fs);
 	fs_itable_unlock(fs->it);
 	return rc;
 }

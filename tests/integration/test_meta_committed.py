@@ -255,27 +255,108 @@ def test_directory_metadata_round_trip(bucket, mount, tmp_path):
     assert _dirs_view(m / "ckpt-1") == want
     other = _elsewhere(bucket, mount, tmp_path, "cache-b")
     assert _dirs_view(other / "ckpt-1") == want
-    # a change of a committed directory is refused, never accepted and
-    # lost (storing it would take a commit of its own: not built)
-    sub = m / "ckpt-1" / "sub"
-    for call in (lambda: os.chmod(sub, 0o700), lambda: os.chown(sub, 7, 7),
-                 lambda: os.utime(sub, ns=(T_OLD, T_OLD)),
-                 lambda: os.utime(sub),
-                 lambda: os.setxattr(sub, "user.new", b"x"),
-                 lambda: os.removexattr(sub, "user.dir")):
-        with pytest.raises(OSError) as e:
-            call()
-        assert e.value.errno == errno.ENOTSUP
-    with pytest.raises(OSError) as e:
-        os.removexattr(sub, "user.none")
-    assert e.value.errno == errno.ENODATA
+    # a change of a committed directory is stored (a step of its own),
+    # never accepted and lost: the writer shows it at once, every host
+    # after a sync, and it survives a rename (doc/posix.md, "Changing a
+    # committed directory")
+    want = _change_committed_dirs(m / "ckpt-1", want)
     assert _dirs_view(m / "ckpt-1") == want
+    ckptfs_sync(m)
+    time.sleep(0.5)  # the pending changes go: the bucket's records show
+    assert _dirs_view(m / "ckpt-1") == want
+    helpers.wait_for(lambda: _dirs_view(other / "ckpt-1") == want, 10,
+                     "the changes on the other mount")
     os.rename(m / "ckpt-1", m / "ckpt-2")
     ckptfs_sync(m)
     assert _dirs_view(_remounted(m, bucket, mount, opts) / "ckpt-2") == want
     helpers.wait_for(lambda: not os.path.exists(other / "ckpt-1"), 10,
                      "the old name gone on the other mount")
     assert _dirs_view(other / "ckpt-2") == want
+
+
+def _change_committed_dirs(top, want):
+    """chmod, chown, utimensat (explicit and now), setxattr and
+    removexattr of committed directories (the transaction root, one inside
+    it and one deeper); want as it should show after them."""
+    want = {k: dict(v, xattrs=dict(v["xattrs"])) for k, v in want.items()}
+    sub = top / "sub"
+    os.chmod(sub, 0o700)
+    os.chown(sub, 7, 8)
+    os.setxattr(sub, "user.new", b"x\0y")
+    os.removexattr(sub, "user.dir")
+    with pytest.raises(OSError) as e:
+        os.removexattr(sub, "user.none")
+    assert e.value.errno == errno.ENODATA
+    with pytest.raises(OSError) as e:
+        os.setxattr(sub, "user.new", b"z", os.XATTR_CREATE)
+    assert e.value.errno == errno.EEXIST
+    os.utime(sub, ns=(T_OLD, T_OLD))
+    want["sub"].update(mode=oct(0o40700), uid=7, gid=8, mtime=T_OLD,
+                       xattrs={"user.new": b"x\0y"})
+    before = time.time_ns()
+    os.utime(top / "sub" / "deeper")
+    after = time.time_ns()
+    st = os.lstat(top / "sub" / "deeper")
+    assert before - 10**7 <= st.st_mtime_ns <= after + 10**7
+    assert st.st_ctime_ns >= st.st_mtime_ns
+    want["sub/deeper"]["mtime"] = st.st_mtime_ns
+    os.chmod(top, 0o755)
+    os.setxattr(top, "user.dir", b"root again")
+    want["."].update(mode=oct(0o40755), xattrs={"user.dir": b"root again"})
+    return want
+
+
+ADDENDUM_PUT = r"/\.ckptfs/manifest\."
+
+
+@pytest.mark.timeout(240)
+def test_committed_directory_changes_through_faults_and_a_kill(
+        s3server, bucket, mount, tmp_path):
+    """A change of a committed directory is a step of its own (one
+    addendum PUT): it lands through 503s and a reset after the server
+    acted (retried, the same key and bytes again), and a writer SIGKILLed
+    while that PUT stalls shows the change again once mounted again (the
+    journal keeps the step) and stores it then; another host sees each."""
+    from faultproxy import FaultProxy
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = [f"cache_dir={tmp_path / 'cache-w'}"]
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+    with FaultProxy(s3server.endpoint, seed=22) as proxy:
+        argv = mount.argv(bucket, "", mp, opts, endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        w = mount(bucket, argv=argv, mountpoint=mp, timeout=60)
+        _dir_tree(w / "ckpt-1")
+        ckptfs_sync(w)
+        time.sleep(0.5)
+        want = _dirs_view(w / "ckpt-1")
+        proxy.rule("503", method="PUT", path_re=ADDENDUM_PUT, count=2)
+        proxy.rule("reset_after", method="PUT", path_re=ADDENDUM_PUT)
+        os.chmod(w / "ckpt-1" / "sub", 0o711)
+        want["sub"]["mode"] = oct(0o40711)
+        ckptfs_sync(w)
+        hit = sorted(e.action for e in proxy.events
+                     if e.action in ("503", "reset_after"))
+        assert hit == ["503", "503", "reset_after"], proxy.events
+        helpers.wait_for(lambda: _dirs_view(other / "ckpt-1") == want, 15,
+                         "the change through faults on the other mount")
+        proxy.rule("stall_before", method="PUT", path_re=ADDENDUM_PUT,
+                   count=None)
+        os.chown(w / "ckpt-1" / "sub" / "deeper", 9, 10)
+        os.setxattr(w / "ckpt-1", "user.after", b"kill")
+        want["sub/deeper"].update(uid=9, gid=10)
+        want["."]["xattrs"]["user.after"] = b"kill"
+        assert _dirs_view(w / "ckpt-1") == want
+        helpers.kill_ckptfs(w)
+        proxy.clear()
+        proxy.reset_stalled()
+    assert _dirs_view(other / "ckpt-1") != want  # not stored before
+    w2 = mount(bucket, mountpoint=mp, options=opts)
+    assert _dirs_view(w2 / "ckpt-1") == want  # shown from the journal
+    ckptfs_sync(w2)
+    helpers.wait_for(lambda: _dirs_view(other / "ckpt-1") == want, 15,
+                     "the changes resumed after the kill on the other mount")
+    assert _dirs_view(_remounted(w2, bucket, mount, opts) / "ckpt-1") == want
 
 
 def _killable_writer_with_tree(bucket, mount, tmp_path):

@@ -277,6 +277,15 @@ int eng_remote_rename_in(eng *e, const char *from, const char *to,
 	return rc;
 }
 
+int eng_dir_set(eng *e, const char *path, const eng_meta *m,
+		const char *record_root, uint64_t *id)
+{
+	(void)e;
+	note("dir set %s mode=%o in %s", path, (unsigned)m->mode, record_root);
+	*id = 0;
+	return 0;
+}
+
 int eng_wait_file(eng *e, const char *path)
 {
 	(void)e, (void)path;
@@ -333,6 +342,11 @@ void eng_foreach_pending_removal(eng *e,
 				 void (*fn)(void *arg, const char *path,
 					    bool is_dir),
 				 void *arg)
+{
+	(void)e, (void)fn, (void)arg;
+}
+
+void eng_foreach_pending_dir_set(eng *e, eng_pending_dir_fn fn, void *arg)
 {
 	(void)e, (void)fn, (void)arg;
 }

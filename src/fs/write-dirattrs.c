@@ -1,0 +1,140 @@
+/*
+ * Changes of a committed directory's attributes.  A directory is no
+ * object: what readers show for one written through ckptfs (mode, owner,
+ * mtime, xattrs) is the newest record of it in the manifests of a
+ * transaction root (fs/nodes.c).  So chmod, chown, utimensat, setxattr and
+ * removexattr of one store a new record: a step of their own
+ * (eng_dir_set) PUTs an addendum that records the directory with all of
+ * its attributes as they are now, ordered after every step before it like
+ * any other effect, resumed after a crash.  Until that step is done this
+ * mount shows the change from fs->dpend (fs/nodes.c pending_dir_attrs),
+ * after a restart too (wr_dirattr_restore).  doc/posix.md, "Changing a
+ * committed directory".
+ */
+#include "fs/write-dirattrs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commit/engine.h"
+#include "fs/nodes.h"
+#include "fs/write-deletes.h"
+#include "fs/write-local.h"
+#include "proto/meta.h"
+#include "util/vec.h"
+
+bool wr_dirattr_remote(fs_ctx *fs, const fs_inode *n)
+{
+	return n->is_dir && n->has_attrs && !wr_local_of(fs, n);
+}
+
+void wr_dirattr_node(const fs_inode *n, ov_node *tmp)
+{
+	memset(tmp, 0, sizeof *tmp);
+	tmp->kind = OV_DIR;
+	tmp->mode = n->mode & 07777;
+	tmp->uid = n->uid;
+	tmp->gid = n->gid;
+	tmp->mtime = n->mtime;
+	buf_init(&tmp->xattrs);
+	if (n->xattrs_json)
+		proto_xattrs_decode(n->xattrs_json, &tmp->xattrs);
+}
+
+static fs_dir_pending *pending_add(fs_ctx *fs, const char *path,
+				   uint64_t step, const eng_meta *m)
+{
+	if (fs->n_dpend == fs->cap_dpend) {
+		fs_dir_pending *nv =
+		    vec_grow(fs->dpend, &fs->cap_dpend, sizeof *nv, 4);
+		if (!nv)
+			return NULL;
+		fs->dpend = nv;
+	}
+	fs_dir_pending *p = &fs->dpend[fs->n_dpend];
+	*p = (fs_dir_pending){.path = strdup(path),
+			      .step = step,
+			      .mode = m->mode & 07777,
+			      .uid = m->uid,
+			      .gid = m->gid,
+			      .mtime = m->mtime};
+	if (!p->path)
+		return NULL;
+	p->xattrs_json = wr_xattrs_text(m->xattrs, m->xattrs_len);
+	clock_gettime(CLOCK_REALTIME, &p->ctime);
+	fs->n_dpend++;
+	return p;
+}
+
+int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp)
+{
+	char *root = fs_dir_record_root(n);
+	if (!root)
+		return -ENOTSUP;
+	wr_ordered(fs);
+	eng_meta m;
+	buf xa = BUF_INIT;
+	wr_meta_of(tmp, &m, &xa);
+	uint64_t step = 0;
+	int rc = eng_dir_set(fs->eng, n->path, &m, root, &step);
+	free(root);
+	fs_dir_pending *p = rc ? NULL : pending_add(fs, n->path, step, &m);
+	buf_free(&xa);
+	if (rc)
+		return rc;
+	if (!p)
+		return -ENOMEM; /* stored, but not shown until it lands */
+	/* shown at once, as the listing will show it */
+	n->mode = p->mode;
+	n->uid = p->uid;
+	n->gid = p->gid;
+	n->mtime = p->mtime;
+	n->rec_since = p->ctime;
+	n->name_change = (struct timespec){0, 0};
+	free(n->xattrs_json);
+	n->xattrs_json = p->xattrs_json ? strdup(p->xattrs_json) : NULL;
+	return 0;
+}
+
+void wr_dirattr_reap(fs_ctx *fs)
+{
+	size_t w = 0;
+	bool done = false;
+	for (size_t i = 0; i < fs->n_dpend; i++) {
+		fs_dir_pending *p = &fs->dpend[i];
+		if (eng_txn_pending(fs->eng, p->step)) {
+			fs->dpend[w++] = *p;
+			continue;
+		}
+		free(p->path);
+		free(p->xattrs_json);
+		done = true;
+	}
+	fs->n_dpend = w;
+	if (done) /* a listing from before does not show the record */
+		fs->listing_gen++;
+}
+
+static void restore_one(void *arg, uint64_t step, const char *path,
+			const eng_meta *m)
+{
+	pending_add(arg, path, step, m);
+}
+
+void wr_dirattr_restore(fs_ctx *fs)
+{
+	eng_foreach_pending_dir_set(fs->eng, restore_one, fs);
+}
+
+void wr_dirattr_free(fs_ctx *fs)
+{
+	for (size_t i = 0; i < fs->n_dpend; i++) {
+		free(fs->dpend[i].path);
+		free(fs->dpend[i].xattrs_json);
+	}
+	free(fs->dpend);
+	fs->dpend = NULL;
+	fs->n_dpend = fs->cap_dpend = 0;
+}

@@ -1,0 +1,35 @@
+/*
+ * fs/write-dirattrs.c: changes of a committed directory's attributes
+ * (chmod, chown, utimensat, setxattr, removexattr), stored by a step of
+ * their own (doc/posix.md, "Changing a committed directory").
+ */
+#ifndef CKPTFS_FS_WRITE_DIRATTRS_H
+#define CKPTFS_FS_WRITE_DIRATTRS_H
+
+#include <stdbool.h>
+
+#include "fs/ctx.h"
+
+/* Whether n is a committed directory whose attributes a manifest records
+ * (written through ckptfs) and that no local node holds: a change of it
+ * goes through wr_dirattr_node and wr_dirattr_store.  Table locked. */
+bool wr_dirattr_remote(fs_ctx *fs, const fs_inode *n);
+/* tmp: a node of n's attributes as they show (mode, owner, mtime, ctime,
+ * xattrs), for the overlay's code to change; buf_free(&tmp->xattrs)
+ * after.  Table locked. */
+void wr_dirattr_node(const fs_inode *n, ov_node *tmp);
+/* Stores n's attributes as tmp holds them: a step of their own
+ * (eng_dir_set), after every fact before it; they show on this mount
+ * from now on.  -ENOTSUP when no manifest this mount knows records n (its
+ * record is not loaded yet), or another -errno.  Table locked. */
+int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp);
+/* Forgets the changes whose steps are done (their addenda are in the
+ * bucket, which shows them from the next listing on).  Table locked. */
+void wr_dirattr_reap(fs_ctx *fs);
+/* After a restart: the changes a journaled step still stores show.
+ * Table locked. */
+void wr_dirattr_restore(fs_ctx *fs);
+/* At unmount. */
+void wr_dirattr_free(fs_ctx *fs);
+
+#endif
