@@ -51,7 +51,8 @@ RULES = {
     "dir-mtime": "a committed directory's mtime follows its objects' "
                  "LastModified (\"Directory attributes\"; not compared)",
     "enotsup-dir": "Changing a committed directory: chmod, chown, utimensat, "
-                   "setxattr, removexattr answer ENOTSUP",
+                   "setxattr, removexattr answer ENOTSUP only while the "
+                   "directory's own commit is on its way",
     "exdev": "Errors: EXDEV for a remote directory renamed into a "
              "directory this mount made and has not committed",
     "empty-dir-gone": "Removing the last name of a directory: a rename of "

@@ -63,7 +63,7 @@ KNOWN = {
     "committed-elsewhere": COMMITTED + ELSEWHERE,
 }
 # the committed pass: agreement per family of calls (_family) at least,
-# per view (measured 2026-11-30 on the representative subset, the writer
+# per view (measured 2026-11-29 on the representative subset, the writer
 # and the second mount alike: attrs 65/72, data 39/39, link 4/7, make
 # 110/110, paths 14/14, remove 28/28, rename 43/43, xattr 14/14; before
 # changes of committed directories were stored: attrs 59/72, xattr 13/14)
