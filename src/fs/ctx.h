@@ -91,7 +91,12 @@ struct fs_ctx {
  * until the step is done. */
 typedef struct fs_dir_pending {
 	char *path;
+	char *root; /* the transaction root whose manifests record it; NULL
+		     * after a restart (looked up when the step is done) */
 	uint64_t step;
+	/* the listing generation its step was seen done in (0: pending): it
+	 * shows until root's manifests are listed again after that */
+	uint64_t done_gen;
 	uint32_t mode, uid, gid;
 	struct timespec mtime, ctime;
 	char *xattrs_json; /* NULL: none */

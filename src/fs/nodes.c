@@ -502,7 +502,7 @@ static void recorded_dir_attrs(fs_inode *parent, fs_inode *c);
 /* A change of c's attributes this mount made that its step has not
  * stored yet (fs/write-dirattrs.c) shows over what the manifests say:
  * the latest one.  Table locked. */
-static void pending_dir_attrs(fs_ctx *fs, fs_inode *c)
+static bool pending_dir_attrs(fs_ctx *fs, fs_inode *c)
 {
 	const fs_dir_pending *p = NULL;
 	for (size_t i = 0; i < fs->n_dpend; i++)
@@ -510,7 +510,7 @@ static void pending_dir_attrs(fs_ctx *fs, fs_inode *c)
 		    (!p || fs->dpend[i].step > p->step))
 			p = &fs->dpend[i];
 	if (!p)
-		return;
+		return false;
 	c->has_attrs = true;
 	c->mode = p->mode;
 	c->uid = p->uid;
@@ -523,15 +523,14 @@ static void pending_dir_attrs(fs_ctx *fs, fs_inode *c)
 		free(c->xattrs_json);
 		c->xattrs_json = p->xattrs_json ? strdup(p->xattrs_json) : NULL;
 	}
+	return true;
 }
 
 static void remote_dir_attrs(fs_ctx *fs, fs_inode *parent, fs_inode *c)
 {
 	recorded_dir_attrs(parent, c);
-	if (fs->n_dpend) {
-		pending_dir_attrs(fs, c);
+	if (fs->n_dpend && pending_dir_attrs(fs, c))
 		return;
-	}
 	/* a name this mount added or removed since moved it, although the
 	 * listing may predate that change's commit (doc/posix.md,
 	 * "Times") */

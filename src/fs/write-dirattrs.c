@@ -6,9 +6,11 @@
  * removexattr of one store a new record: a step of their own
  * (eng_dir_set) PUTs an addendum that records the directory with all of
  * its attributes as they are now, ordered after every step before it like
- * any other effect, resumed after a crash.  Until that step is done this
- * mount shows the change from fs->dpend (fs/nodes.c pending_dir_attrs),
- * after a restart too (wr_dirattr_restore).  doc/posix.md, "Changing a
+ * any other effect, resumed after a crash.  Until that step is done, and
+ * the root's manifests were listed again after it, this mount shows the
+ * change from fs->dpend (fs/nodes.c pending_dir_attrs), after a restart
+ * too (wr_dirattr_restore): an inode's manifests from before would show
+ * the old record.  doc/posix.md, "Changing a
  * committed directory".
  */
 #include "fs/write-dirattrs.h"
@@ -44,7 +46,8 @@ void wr_dirattr_node(const fs_inode *n, ov_node *tmp)
 }
 
 static fs_dir_pending *pending_add(fs_ctx *fs, const char *path,
-				   uint64_t step, const eng_meta *m)
+				   const char *root, uint64_t step,
+				   const eng_meta *m)
 {
 	if (fs->n_dpend == fs->cap_dpend) {
 		fs_dir_pending *nv =
@@ -60,8 +63,12 @@ static fs_dir_pending *pending_add(fs_ctx *fs, const char *path,
 			      .uid = m->uid,
 			      .gid = m->gid,
 			      .mtime = m->mtime};
-	if (!p->path)
+	p->root = root ? strdup(root) : NULL;
+	if (!p->path || (root && !p->root)) {
+		free(p->path);
+		free(p->root);
 		return NULL;
+	}
 	p->xattrs_json = wr_xattrs_text(m->xattrs, m->xattrs_len);
 	clock_gettime(CLOCK_REALTIME, &p->ctime);
 	fs->n_dpend++;
@@ -79,8 +86,9 @@ int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp)
 	wr_meta_of(tmp, &m, &xa);
 	uint64_t step = 0;
 	int rc = eng_dir_set(fs->eng, n->path, &m, root, &step);
+	fs_dir_pending *p = rc ? NULL
+			       : pending_add(fs, n->path, root, step, &m);
 	free(root);
-	fs_dir_pending *p = rc ? NULL : pending_add(fs, n->path, step, &m);
 	buf_free(&xa);
 	if (rc)
 		return rc;
@@ -98,29 +106,45 @@ int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp)
 	return 0;
 }
 
+/* Whether done change p no longer needs to show: its root's manifests
+ * were listed since its step was done (they hold its record), or no
+ * inode holds them (the next one lists them afresh).  Table locked. */
+static bool settled(fs_ctx *fs, fs_dir_pending *p)
+{
+	if (!p->root) { /* restored after a restart */
+		fs_inode *d = fs_itable_find(fs->it, p->path);
+		p->root = d && d->is_dir ? fs_dir_record_root(d) : NULL;
+		if (!p->root)
+			return true;
+	}
+	fs_inode *r = fs_itable_find(fs->it, p->root);
+	return !r || (!r->listing_busy && r->listing &&
+		      r->listing_gen >= p->done_gen);
+}
+
 void wr_dirattr_reap(fs_ctx *fs)
 {
 	size_t w = 0;
-	bool done = false;
 	for (size_t i = 0; i < fs->n_dpend; i++) {
 		fs_dir_pending *p = &fs->dpend[i];
-		if (eng_txn_pending(fs->eng, p->step)) {
+		if (!p->done_gen && !eng_txn_pending(fs->eng, p->step))
+			/* a listing from before does not show the record */
+			p->done_gen = ++fs->listing_gen;
+		if (!p->done_gen || !settled(fs, p)) {
 			fs->dpend[w++] = *p;
 			continue;
 		}
 		free(p->path);
+		free(p->root);
 		free(p->xattrs_json);
-		done = true;
 	}
 	fs->n_dpend = w;
-	if (done) /* a listing from before does not show the record */
-		fs->listing_gen++;
 }
 
 static void restore_one(void *arg, uint64_t step, const char *path,
 			const eng_meta *m)
 {
-	pending_add(arg, path, step, m);
+	pending_add(arg, path, NULL, step, m);
 }
 
 void wr_dirattr_restore(fs_ctx *fs)
@@ -132,6 +156,7 @@ void wr_dirattr_free(fs_ctx *fs)
 {
 	for (size_t i = 0; i < fs->n_dpend; i++) {
 		free(fs->dpend[i].path);
+		free(fs->dpend[i].root);
 		free(fs->dpend[i].xattrs_json);
 	}
 	free(fs->dpend);

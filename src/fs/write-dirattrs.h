@@ -23,8 +23,8 @@ void wr_dirattr_node(const fs_inode *n, ov_node *tmp);
  * from now on.  -ENOTSUP when no manifest this mount knows records n (its
  * record is not loaded yet), or another -errno.  Table locked. */
 int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp);
-/* Forgets the changes whose steps are done (their addenda are in the
- * bucket, which shows them from the next listing on).  Table locked. */
+/* Forgets the changes whose steps are done and whose roots' manifests
+ * were listed since (they show the records).  Table locked. */
 void wr_dirattr_reap(fs_ctx *fs);
 /* After a restart: the changes a journaled step still stores show.
  * Table locked. */
