@@ -75,9 +75,27 @@ static fs_dir_pending *pending_add(fs_ctx *fs, const char *path,
 	return p;
 }
 
-int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp)
+/* The root whose manifests record n, listing n and its ancestors when
+ * their manifests are not loaded (a directory this mount committed and
+ * never listed since).  Table locked; dropped while listing. */
+static char *record_root(fs_ctx *fs, fs_inode *n)
 {
 	char *root = fs_dir_record_root(n);
+	if (root)
+		return root;
+	fs_inode_ref(n);
+	for (fs_inode *a = n; a && !root; a = a->parent) {
+		if (fs_dir_load(fs, a) < 0)
+			break;
+		root = fs_dir_record_root(n);
+	}
+	fs_itable_unref(fs->it, n);
+	return root;
+}
+
+int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp)
+{
+	char *root = record_root(fs, n);
 	if (!root)
 		return -ENOTSUP;
 	wr_ordered(fs);

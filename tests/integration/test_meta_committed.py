@@ -306,6 +306,35 @@ def _change_committed_dirs(top, want):
     return want
 
 
+@pytest.mark.timeout(120)
+def test_changes_of_directories_just_committed(bucket, mount, tmp_path):
+    """Right after a sync, before the writer listed anything again (its
+    local nodes just went, the manifests not loaded), chmod and setxattr
+    of the committed directories are stored, not refused; another host
+    shows them at its next look at each directory (here: a stat, which
+    answers from its listing and refreshes it)."""
+    m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-w'}",))
+    os.mkdir(m / "c", 0o1777)
+    os.makedirs(m / "d" / "e")
+    (m / "d" / "e" / "f").write_bytes(b"x")
+    ckptfs_sync(m)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+    assert os.listxattr(other / "c") == []
+    assert os.stat(other / "d" / "e").st_mode == 0o40755
+    os.setxattr(m / "c", "user.m", b"one")
+    os.chmod(m / "d" / "e", 0o700)
+    assert os.getxattr(m / "c", "user.m") == b"one"
+    assert os.stat(m / "d" / "e").st_mode == 0o40700
+    ckptfs_sync(m)
+
+    def seen():
+        os.stat(other / "c")
+        return (os.listxattr(other / "c"),
+                os.stat(other / "d" / "e").st_mode)
+    helpers.wait_for(lambda: seen() == (["user.m"], 0o40700), 15,
+                     "the changes on the other mount")
+
+
 ADDENDUM_PUT = r"/\.ckptfs/manifest\."
 
 
