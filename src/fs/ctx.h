@@ -94,6 +94,9 @@ typedef struct fs_dir_pending {
 	char *root; /* the transaction root whose manifests record it; NULL
 		     * after a restart (looked up when the step is done) */
 	uint64_t step;
+	uint64_t ino; /* the inode it shows on (0 after a restart: any at
+		       * path): a directory made at that name after a removal
+		       * or a rename is another one */
 	/* the listing generation its step was seen done in (0: pending): it
 	 * shows until root's manifests are listed again after that */
 	uint64_t done_gen;

@@ -507,6 +507,7 @@ static bool pending_dir_attrs(fs_ctx *fs, fs_inode *c)
 	const fs_dir_pending *p = NULL;
 	for (size_t i = 0; i < fs->n_dpend; i++)
 		if (!strcmp(fs->dpend[i].path, c->path) &&
+		    (!fs->dpend[i].ino || fs->dpend[i].ino == c->ino) &&
 		    (!p || fs->dpend[i].step > p->step))
 			p = &fs->dpend[i];
 	if (!p)

@@ -45,6 +45,13 @@ void wr_dirattr_node(const fs_inode *n, ov_node *tmp)
 		proto_xattrs_decode(n->xattrs_json, &tmp->xattrs);
 }
 
+static void pending_free(fs_dir_pending *p)
+{
+	free(p->path);
+	free(p->root);
+	free(p->xattrs_json);
+}
+
 static fs_dir_pending *pending_add(fs_ctx *fs, const char *path,
 				   const char *root, uint64_t step,
 				   const eng_meta *m)
@@ -106,6 +113,8 @@ int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp)
 	int rc = eng_dir_set(fs->eng, n->path, &m, root, &step);
 	fs_dir_pending *p = rc ? NULL
 			       : pending_add(fs, n->path, root, step, &m);
+	if (p) /* not a directory made at that name later */
+		p->ino = n->ino;
 	free(root);
 	buf_free(&xa);
 	if (rc)
@@ -152,9 +161,7 @@ void wr_dirattr_reap(fs_ctx *fs)
 			fs->dpend[w++] = *p;
 			continue;
 		}
-		free(p->path);
-		free(p->root);
-		free(p->xattrs_json);
+		pending_free(p);
 	}
 	fs->n_dpend = w;
 }
@@ -172,11 +179,8 @@ void wr_dirattr_restore(fs_ctx *fs)
 
 void wr_dirattr_free(fs_ctx *fs)
 {
-	for (size_t i = 0; i < fs->n_dpend; i++) {
-		free(fs->dpend[i].path);
-		free(fs->dpend[i].root);
-		free(fs->dpend[i].xattrs_json);
-	}
+	for (size_t i = 0; i < fs->n_dpend; i++)
+		pending_free(&fs->dpend[i]);
 	free(fs->dpend);
 	fs->dpend = NULL;
 	fs->n_dpend = fs->cap_dpend = 0;
