@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proto/meta.h"
+
 fake_eng fake;
 
 void fake_eng_reset(void)
@@ -281,8 +283,38 @@ int eng_dir_set(eng *e, const char *path, const eng_meta *m,
 		const char *record_root, uint64_t *id)
 {
 	(void)e;
-	note("dir set %s mode=%o in %s", path, (unsigned)m->mode, record_root);
-	*id = 0;
+	if (fake.dir_set_rc)
+		return fake.dir_set_rc;
+	*id = fake.next_id++;
+	if (*id < FAKE_ENG_MAX) {
+		snprintf(fake.txn[*id].root, sizeof fake.txn[*id].root, "%s",
+			 path);
+		fake.txn[*id].is_dir_set = true;
+		fake.txn[*id].dir_set = *m;
+		size_t len = m->xattrs_len < sizeof fake.txn[0].xattrs
+				 ? m->xattrs_len
+				 : 0;
+		if (len)
+			memcpy(fake.txn[*id].xattrs, m->xattrs, len);
+		fake.txn[*id].dir_set.xattrs = fake.txn[*id].xattrs;
+		fake.txn[*id].dir_set.xattrs_len = len;
+	}
+	/* the blob's records as name=value,... */
+	char xa[96] = "";
+	size_t pos = 0, used = 0;
+	const char *name, *val;
+	uint32_t vlen;
+	while (m->xattrs && used < sizeof xa &&
+	       proto_xattr_next(m->xattrs, m->xattrs_len, &pos, &name, &val,
+				&vlen))
+		used += (size_t)snprintf(xa + used, sizeof xa - used,
+					 "%s%s=%.*s", used ? "," : "", name,
+					 (int)vlen, val);
+	note("dirset %llu %s mode=%o uid=%u gid=%u mtime=%lld.%09ld "
+	     "xattrs=%s in %s",
+	     (unsigned long long)*id, path, (unsigned)m->mode,
+	     (unsigned)m->uid, (unsigned)m->gid, (long long)m->mtime.tv_sec,
+	     m->mtime.tv_nsec, xa, record_root);
 	return 0;
 }
 
@@ -333,7 +365,7 @@ void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
 {
 	(void)e, (void)dir_fn;
 	for (uint64_t id = 1; id < fake.next_id && id < FAKE_ENG_MAX; id++)
-		if (!fake.txn[id].ended && txn_fn)
+		if (!fake.txn[id].ended && !fake.txn[id].is_dir_set && txn_fn)
 			txn_fn(arg, id, fake.txn[id].root, fake.txn[id].is_dir,
 			       fake.txn[id].sealed);
 }
@@ -346,9 +378,13 @@ void eng_foreach_pending_removal(eng *e,
 	(void)e, (void)fn, (void)arg;
 }
 
+/* the eng_dir_set steps not ended, in order */
 void eng_foreach_pending_dir_set(eng *e, eng_pending_dir_fn fn, void *arg)
 {
-	(void)e, (void)fn, (void)arg;
+	(void)e;
+	for (uint64_t id = 1; id < fake.next_id && id < FAKE_ENG_MAX; id++)
+		if (!fake.txn[id].ended && fake.txn[id].is_dir_set)
+			fn(arg, id, fake.txn[id].root, &fake.txn[id].dir_set);
 }
 
 void eng_foreach_pending_file(eng *e,

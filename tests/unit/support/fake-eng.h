@@ -19,18 +19,26 @@ typedef struct fake_eng {
 	/* the facts, in order: "begin dir a/b mroot=-" (id in txn[]),
 	 * "seal 1", "put 2 a/b/f 5", "drop 1 a/x", "dirput 1 a/b",
 	 * "move 1 a/x 1 a/y", "abort 1", "delete a/x file",
-	 * "rename a b dir mroot=-", "sync" */
+	 * "rename a b dir mroot=-", "sync",
+	 * "dirset 3 a/b mode=750 uid=7 gid=8 mtime=1600000000.5
+	 * xattrs=user.k=v,user.l= in a" (id in txn[]: is_dir_set, root the
+	 * directory, the attributes in dir_set) */
 	char log[FAKE_ENG_MAX][160];
 	size_t n;
-	/* transactions begun, by id (1 ...): root, is_dir, sealed, ended
-	 * (aborted, or marked done by the test), poisoned */
+	/* transactions begun and eng_dir_set steps, by id (1 ...): root,
+	 * is_dir, sealed, ended (aborted, or marked done by the test),
+	 * poisoned; a dir set's attributes (its xattrs copied to xattrs) */
 	struct {
 		char root[128];
 		bool is_dir, sealed, ended, poisoned;
+		bool is_dir_set;
+		eng_meta dir_set;
+		char xattrs[256];
 	} txn[FAKE_ENG_MAX];
 	uint64_t next_id;
 	int seal_rc;  /* what eng_txn_seal returns (0) */
 	int begin_rc; /* what eng_txn_begin returns (0) */
+	int dir_set_rc; /* what eng_dir_set returns (0) */
 	const char *temp_suffix; /* eng_path_has_temp: a component ending so */
 } fake_eng;
 

@@ -112,6 +112,55 @@ static inline struct stat fx_getattr(fs_ctx *fs, fuse_ino_t ino)
 	return r->attr;
 }
 
+/* setattr of ino: the attributes of attr that to_set names
+ * (FUSE_SET_ATTR_*), as chmod, chown, utimensat and truncate call it.  0
+ * (the reply's attributes in *out, when out is not NULL) or the errno. */
+static inline int fx_setattr(fs_ctx *fs, fuse_ino_t ino,
+			     const struct stat *attr, int to_set,
+			     struct stat *out)
+{
+	struct stat a = *attr;
+	struct fuse_req *r = fx_req(fs);
+	fs_lowlevel_ops()->setattr(r, ino, &a, to_set, NULL);
+	int err = fx_replied(r);
+	if (!err && out)
+		*out = r->attr;
+	return err;
+}
+
+/* setxattr of ino's name to the text value with flags (XATTR_CREATE,
+ * XATTR_REPLACE or 0).  0 or the errno. */
+static inline int fx_setxattr(fs_ctx *fs, fuse_ino_t ino, const char *name,
+			      const char *value, int flags)
+{
+	struct fuse_req *r = fx_req(fs);
+	fs_lowlevel_ops()->setxattr(r, ino, name, value, strlen(value), flags);
+	return fx_replied(r);
+}
+
+static inline int fx_removexattr(fs_ctx *fs, fuse_ino_t ino, const char *name)
+{
+	struct fuse_req *r = fx_req(fs);
+	fs_lowlevel_ops()->removexattr(r, ino, name);
+	return fx_replied(r);
+}
+
+/* getxattr of ino's name: 0 with the value as a string in out, or the
+ * errno (ENODATA: it has none). */
+static inline int fx_getxattr(fs_ctx *fs, fuse_ino_t ino, const char *name,
+			      char *out, size_t size)
+{
+	struct fuse_req *r = fx_req(fs);
+	fs_lowlevel_ops()->getxattr(r, ino, name, size - 1);
+	int err = fx_replied(r);
+	if (!err) {
+		cr_assert_lt(r->buf_len, size);
+		memcpy(out, r->buf, r->buf_len);
+		out[r->buf_len] = '\0';
+	}
+	return err;
+}
+
 /* Creates name in parent and writes text into it; the handle stays open
  * in fi (close it with fx_close).  0 or the errno. */
 static inline int fx_create(fs_ctx *fs, fuse_ino_t parent, const char *name,
