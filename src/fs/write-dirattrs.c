@@ -25,11 +25,23 @@
 #include "fs/write-deletes.h"
 #include "fs/write-local.h"
 #include "proto/meta.h"
+#include "util/log.h"
 #include "util/vec.h"
 
-bool wr_dirattr_remote(fs_ctx *fs, const fs_inode *n)
+bool wr_dirattr_remote(fs_ctx *fs, fs_inode *n)
 {
-	return n->is_dir && n->has_attrs && !wr_local_of(fs, n);
+	if (!n->is_dir || wr_local_of(fs, n))
+		return false;
+	/* looked up, never listed: a transaction root's own "dir" is in its
+	 * listing's manifests (chmod(2) sends no getattr first) */
+	if (!n->has_attrs && !n->listing) {
+		fs_inode_ref(n);
+		if (fs_dir_load(fs, n) < 0)
+			log_debug("%s: listing failed, attributes unknown",
+				  n->path);
+		fs_itable_unref(fs->it, n);
+	}
+	return n->has_attrs && !wr_local_of(fs, n);
 }
 
 void wr_dirattr_node(const fs_inode *n, ov_node *tmp)

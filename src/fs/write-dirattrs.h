@@ -12,8 +12,9 @@
 
 /* Whether n is a committed directory whose attributes a manifest records
  * (written through ckptfs) and that no local node holds: a change of it
- * goes through wr_dirattr_node and wr_dirattr_store.  Table locked. */
-bool wr_dirattr_remote(fs_ctx *fs, const fs_inode *n);
+ * goes through wr_dirattr_node and wr_dirattr_store.  Lists n first when
+ * it was only looked up.  Table locked; dropped while listing. */
+bool wr_dirattr_remote(fs_ctx *fs, fs_inode *n);
 /* tmp: a node of n's attributes as they show (mode, owner, mtime, ctime,
  * xattrs), for the overlay's code to change; buf_free(&tmp->xattrs)
  * after.  Table locked. */

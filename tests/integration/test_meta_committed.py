@@ -333,6 +333,14 @@ def test_changes_of_directories_just_committed(bucket, mount, tmp_path):
                 os.stat(other / "d" / "e").st_mode)
     helpers.wait_for(lambda: seen() == (["user.m"], 0o40700), 15,
                      "the changes on the other mount")
+    # after a remount, a chmod(2) with no look before (the kernel sends a
+    # lookup, then the setattr: the directory was never listed)
+    opts = (f"cache_dir={tmp_path / 'cache-w'}",)
+    m = _remounted(m, bucket, mount, opts)
+    os.chmod(m / "c", 0o700)
+    ckptfs_sync(m)
+    m = _remounted(m, bucket, mount, opts)
+    assert os.stat(m / "c").st_mode == 0o40700
 
 
 ADDENDUM_PUT = r"/\.ckptfs/manifest\."

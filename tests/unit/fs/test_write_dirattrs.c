@@ -372,23 +372,19 @@ Test(write_dirattrs, a_pending_change_shows_after_a_restart)
 	cr_assert_eq(fx_getxattr(fs, sub, "user.new", v, sizeof v), ENODATA);
 }
 
-/* ---- known bugs (disabled: they fail on this code; see each)
- * ------------------ */
-
 /*
- * BUG: chmod of a committed transaction root that this mount has looked
- * up but not listed (its own "dir" record is in its own listing, so
- * has_attrs is still false) answers 0 and stores nothing, as for a
- * directory other tools made; doc/posix.md promises it is stored (or
- * ENOTSUP when the record is not loaded).  On a real mount: remount,
- * chmod(2) with no stat before (the kernel sends lookup then setattr),
- * sync, remount: the old mode.
+ * chmod of a committed transaction root that this mount has looked up but
+ * not listed (its own "dir" record is in its own listing's manifests):
+ * the directory is listed first and the change stored.  Before, it
+ * answered 0 and stored nothing, as for a directory other tools made (on
+ * a real mount: remount, chmod(2) with no stat before, since the kernel
+ * sends lookup then setattr, sync, remount: the old mode).
  */
-Test(write_dirattrs, chmod_of_a_root_not_listed_yet_is_not_lost,
-     .disabled = true)
+Test(write_dirattrs, chmod_of_a_root_not_listed_yet_is_not_lost)
 {
 	fuse_ino_t ckpt = fx_lookup(fs, ROOT_INO, "ckpt");
 	int rc = chmod_(ckpt, 0711, NULL);
-	cr_assert(rc == ENOTSUP || fake_eng_has("dirset 1 ckpt mode=711"),
-		  "rc %d, the engine got: %s", rc, fake.n ? fake.log[0] : "");
+	cr_assert_eq(rc, 0);
+	cr_assert(fake_eng_has("dirset 1 ckpt mode=711"), "the engine got: %s",
+		  fake.n ? fake.log[0] : "");
 }
