@@ -634,6 +634,8 @@ static void retxn_one(void *arg, ov_node *o)
 static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 {
 	ov_txn *x = o->txn;
+	if (x->sealed && strcmp(x->root, o->path))
+		return -EBUSY; /* committing again since wr_wait_sealed */
 	char *from = strdup(o->path);
 	if (!from)
 		return -ENOMEM;
@@ -645,10 +647,6 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 			       : NULL;
 	int rc = 0;
 	bool reseal = false, was_sealed = x->sealed;
-	if (x->sealed && !root) {
-		free(from);
-		return -EBUSY; /* being committed: not worth the complexity */
-	}
 	if (dest == x || (!dest && root)) {
 		/* within the transaction, or the whole transaction moves */
 		wr_ordered(fs);
@@ -846,7 +844,7 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fs_inode_ref(p);
 	fs_inode_ref(np);
 	char *from = wr_child_path(p, name), *to = wr_child_path(np, newname);
-	int rc = from && to ? 0 : -ENOMEM;
+	int rc = from && to ? wr_wait_sealed(fs, from, to) : -ENOMEM;
 	bool src_remote = false, src_local = false, dst_remote = false,
 	     dst_local = false;
 	if (rc == 0)

@@ -103,6 +103,32 @@ void wr_seal_all(fs_ctx *fs)
 			wr_seal(fs, x);
 }
 
+/* The transaction being committed (sealed) that path is a name inside
+ * of, not its root, or NULL.  Table locked. */
+static ov_txn *sealed_inside(fs_ctx *fs, const char *path)
+{
+	ov_node *o = ov_get(&fs->ov, path);
+	ov_txn *x = o && o->kind != OV_WHITEOUT ? o->txn : NULL;
+	return x && x->sealed && !x->done && strcmp(x->root, path) ? x : NULL;
+}
+
+int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b)
+{
+	for (int i = 0; i < 2; i++) {
+		ov_txn *x = sealed_inside(fs, i ? b : a);
+		if (!x)
+			continue;
+		uint64_t id = x->id;
+		fs_itable_unlock(fs->it);
+		int rc = eng_wait_txn(fs->eng, id);
+		fs_itable_lock(fs->it);
+		wr_reap(fs); /* its names are remote now */
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int wr_sync(fs_ctx *fs,
 	    void (*progress)(void *arg, uint64_t done, uint64_t total),
 	    void *arg)

@@ -12,6 +12,7 @@ whole test, plus boto3 listings of the bucket judged by the protocol
 
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
@@ -820,3 +821,42 @@ def test_rename_of_a_remote_file_just_rewritten(s3server, bucket, mount, tmp_pat
     (w.path / "r1").write_bytes(new)
     os.rename(w.path / "r1", w.path / "f0")
     assert_renamed_over(s3server, bucket, w, new)
+
+
+@pytest.mark.timeout(120)
+def test_rename_inside_a_checkpoint_being_committed(s3server, bucket, mount,
+                                                   tmp_path):
+    """A rename of a file inside a checkpoint directory whose commit is on
+    its way (sealed by `ckptfs commit`, its upload slowed by the link)
+    waits for that commit and then renames the committed file, as a
+    rename of a committed name waits for what is ahead of it; it answered
+    EBUSY before.  Every host ends with the new name and the same bytes."""
+    from faultproxy import FaultProxy
+
+    def slow_uploads(method, path, query, hdrs):
+        if method in ("PUT", "POST") and "/ckpt-1/a.pt" in path:
+            time.sleep(1.5)
+        return None
+    data = det_bytes(41, 3 * MiB)
+    with FaultProxy(s3server.endpoint, inspect=slow_uploads) as proxy:
+        mp = tmp_path / "w"
+        mp.mkdir()
+        argv = mount.argv(bucket, "", mp, [f"cache_dir={tmp_path / 'c-w'}",
+                                           "commit_delay=600"],
+                          endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        w = mount(bucket, argv=argv, mountpoint=mp, timeout=60)
+        (w / "ckpt-1").mkdir()
+        (w / "ckpt-1" / "a.pt").write_bytes(data)
+        (w / "ckpt-1" / "b.pt").write_bytes(b"b")
+        c = subprocess.Popen([helpers.CKPTFS_BIN, "commit", str(w / "ckpt-1")])
+        time.sleep(0.5)  # sealed, its upload held back by the link
+        os.rename(w / "ckpt-1" / "a.pt", w / "ckpt-1" / "c.pt")
+        assert c.wait(timeout=60) == 0
+        assert sorted(os.listdir(w / "ckpt-1")) == ["b.pt", "c.pt"]
+        assert (w / "ckpt-1" / "c.pt").read_bytes() == data
+        ckptfs_sync(w)
+    assert_remote(s3server.client(), bucket, "ckpt-1",
+                  {"b.pt": b"b", "c.pt": data})
+    o = observer(mount, bucket, tmp_path)
+    assert sorted(os.listdir(o / "ckpt-1")) == ["b.pt", "c.pt"]
