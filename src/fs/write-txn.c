@@ -26,7 +26,11 @@ char *wr_manifest_root(fs_ctx *fs, fs_inode *p)
 		if (o && o->kind == OV_DIR && o->txn && o->txn->is_dir &&
 		    !strcmp(o->txn->root, a->path) && o->txn->sealed)
 			return strdup(a->path); /* committing: has a manifest */
-		if (o)
+		/* a directory restored from the journal (merge) is also the
+		 * bucket's: after a SIGKILL, a committed directory holding a
+		 * pending file is such a node, and its manifest still
+		 * governs the names made in it */
+		if (o && !o->merge)
 			continue;
 		if (a->manifest && a->manifest->committed)
 			return strdup(a->path);
