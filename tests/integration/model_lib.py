@@ -311,7 +311,11 @@ def snapshot(root, skip=OTHERS):
 
 def files_view(root, sub):
     """{name: sha} of the regular files under root/sub (another host's or
-    tool's subtree), None when sub is absent."""
+    tool's subtree), None when sub is absent.  A name the listing showed
+    that open then finds gone counts as absent: a listing may show an
+    object deleted since for up to dir_timeout, while open asks again
+    (doc/architecture.md, "Inodes and caching of metadata": a rotation
+    between listdir and open, which a local disk can do too)."""
     base = os.path.join(root, sub)
     if not os.path.isdir(base):
         return None
@@ -319,9 +323,12 @@ def files_view(root, sub):
     for dp, _d, fns in os.walk(base):
         for f in fns:
             full = os.path.join(dp, f)
-            with open(full, "rb") as fh:
-                out[os.path.relpath(full, base)] = \
-                    hashlib.sha256(fh.read()).hexdigest()[:16]
+            try:
+                with open(full, "rb") as fh:
+                    out[os.path.relpath(full, base)] = \
+                        hashlib.sha256(fh.read()).hexdigest()[:16]
+            except FileNotFoundError:
+                continue
     return out
 
 
