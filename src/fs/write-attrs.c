@@ -152,8 +152,11 @@ static int local_for_meta(fs_ctx *fs, fs_inode *n, bool truncating,
 	return rc;
 }
 
-/* A truncate of local node o (not a directory) to size.  Table locked. */
-static int set_size(fs_ctx *fs, ov_node *o, off_t size)
+/* A truncate of local node o (not a directory) to size; mark: its mtime
+ * moves (truncate(2) marks the times only when the size changes, POSIX,
+ * ext4, XFS; ftruncate, with a handle, always, as Linux does).  Table
+ * locked. */
+static int set_size(fs_ctx *fs, ov_node *o, off_t size, bool mark)
 {
 	if (o->kind != OV_FILE)
 		return -EISDIR;
@@ -171,7 +174,8 @@ static int set_size(fs_ctx *fs, ov_node *o, off_t size)
 			o->failed = 0;
 		o->size = (uint64_t)size;
 		o->dirty = true;
-		clock_gettime(CLOCK_REALTIME, &o->mtime);
+		if (mark)
+			clock_gettime(CLOCK_REALTIME, &o->mtime);
 		wr_touch(o->txn);
 	}
 	ov_node_unref(o);
@@ -213,12 +217,16 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		o = &dtmp;
 	}
 	bool truncating = (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0;
+	struct stat was; /* the size before (a remote file's copy has none) */
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		fs_fill_stat(fs, n, &was);
 	/* attributes live in the object's metadata or manifest: a remote
 	 * file is copied in (through the cache) and stored again with them */
 	if (rc == 0 && !o && ((to_set & FUSE_SET_ATTR_SIZE) || meta_set))
 		rc = local_for_meta(fs, n, truncating, &o);
 	if (rc == 0 && o && (to_set & FUSE_SET_ATTR_SIZE))
-		rc = set_size(fs, o, attr->st_size);
+		rc = set_size(fs, o, attr->st_size,
+			      fi || attr->st_size != was.st_size);
 	if (rc == 0 && o) {
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
