@@ -427,6 +427,21 @@ class World:
     def _all_committed(self):
         self.committed = self._subtree_inos("")
 
+    def _may_be_committed(self, rel):
+        """Whether the name rel (the root: "") may be committed: it was
+        when last synced, or it is a file (or symlink) outside any new
+        directory, which commits on close (doc/commit.md,
+        "Transactions"; a commit may still be on its way)."""
+        if rel == "":
+            return True
+        if self._ino(rel) in self.committed:
+            return True
+        p = self.oracle / rel
+        if not os.path.lexists(p) or (p.is_dir() and not p.is_symlink()):
+            return False
+        parent = os.path.dirname(rel)
+        return parent == "" or self._ino(parent) in self.committed
+
     def _is_committed_dir(self, rel):
         i = self._ino(rel)
         return (i in self.committed and
@@ -464,8 +479,11 @@ class World:
     def _fs(self, n, st):
         op = st[0]
         before_inos = None
+        remote_rename = False
         if op == "rename":
             before_inos = self._subtree_inos(st[1])
+            remote_rename = self._may_be_committed(st[1]) and \
+                self._may_be_committed(os.path.dirname(st[2]))
         got = call(self.mp, st)
         # documented refusals: the oracle is not asked
         if got == "ENOTSUP" and op in ("chmod", "chown", "utimens",
@@ -505,6 +523,10 @@ class World:
                 self.explicit_mtime.add(i)
         elif op in ("create", "write", "truncate"):
             self.explicit_mtime.discard(self._ino(st[1]))
+        elif op == "rename" and remote_rename:
+            # a rename of a committed name commits every transaction
+            # pending ahead of it (doc/commit.md, "Transactions")
+            self._all_committed()
         elif op == "rename" and before_inos and \
                 os.path.isdir(self.oracle / st[2]) and \
                 not os.path.islink(self.oracle / st[2]):
