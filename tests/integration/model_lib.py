@@ -442,6 +442,17 @@ class World:
         parent = os.path.dirname(rel)
         return parent == "" or self._ino(parent) in self.committed
 
+    def _followed(self, rel):
+        """rel with its symlinks resolved (chmod follows them: the others
+        are called with follow_symlinks=False), relative to the oracle."""
+        real = os.path.realpath(self.oracle / rel)
+        root = os.path.realpath(self.oracle)
+        if real == root:
+            return ""
+        if real.startswith(root + "/"):
+            return real[len(root) + 1:]
+        return rel
+
     def _is_committed_dir(self, rel):
         i = self._ino(rel)
         return (i in self.committed and
@@ -488,7 +499,8 @@ class World:
         # documented refusals: the oracle is not asked
         if got == "ENOTSUP" and op in ("chmod", "chown", "utimens",
                                        "setxattr", "removexattr") \
-                and self._is_committed_dir(st[1]):
+                and self._is_committed_dir(self._followed(st[1])
+                                           if op == "chmod" else st[1]):
             self.rules_used["enotsup-dir"] += 1
             return
         if got == "EXDEV" and op == "rename" and \
