@@ -244,11 +244,31 @@ REGRESSIONS = {
         ('rename', 'c', 'd'),
         ('chmod', 'd/l', 292),
     ],
+    # seed 7100 (2000 steps) diverged at step 152, rename g/c/g a: the
+    # mode a chmod stored for the committed directory (an eng_dir_set
+    # step: an addendum in its parent's root, a/.ckptfs/) was lost by
+    # the rename, whose new manifest takes the directory's own "dir" from
+    # its old manifests (eng_rename_dir, src_dirs); shrunk by hand.  Not
+    # fixed here (XFAIL): the lead's area, see below.
+    "rename_of_a_committed_dir_after_its_chmod": [
+        ('mkdir', 'a', 493),
+        ('sync',),
+        ('mkdir', 'a/g', 488),
+        ('sync',),
+        ('chmod', 'a/g', 493),
+        ('sync',),
+        ('rename', 'a/g', 'b'),
+    ],
 }
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
 # of a divergence found and not fixed (the sequence may pass: timing)
-XFAIL = {}
+XFAIL = {
+    "rename_of_a_committed_dir_after_its_chmod":
+        "a rename of a committed directory records the attributes of its "
+        "own manifests, not the newer ones a chmod stored in its parent's "
+        "root (seed 7100)",
+}
 
 
 @pytest.mark.timeout(300)
