@@ -397,7 +397,9 @@ int eng_status(eng *e, eng_txn_status **v, size_t *n);
 void eng_status_free(eng_txn_status *v, size_t n);
 
 /* Journaled files not yet visible remotely, for the overlay after a
- * restart: fn is called for each with its staging file path. */
+ * restart: fn is called for each with its staging file path, in queue
+ * order (a path in two transactions: the later one is what stays), but
+ * not for a file a later delete or rename step takes away. */
 void eng_foreach_pending_file(eng *e,
 			      void (*fn)(void *arg, uint64_t txn,
 					 const char *path,

@@ -270,6 +270,18 @@ void eng_status_free(eng_txn_status *v, size_t n)
 	free(v);
 }
 
+/* Whether a remote delete or rename after t in the queue takes path away
+ * (a file renamed away or removed while its transaction was committing:
+ * the FUSE layer showed a whiteout there).  mu */
+static bool removed_later(const etxn *t, const char *path)
+{
+	for (const etxn *x = t->next; x; x = x->next)
+		if (!x->done && (x->kind == T_RDEL || x->kind == T_RREN) &&
+		    proto_under(path, x->root, NULL))
+			return true;
+	return false;
+}
+
 void eng_foreach_pending_file(eng *e,
 			      void (*fn)(void *arg, uint64_t txn,
 					 const char *path,
@@ -282,6 +294,8 @@ void eng_foreach_pending_file(eng *e,
 		if (t->done || t->state == TS_ABORTED)
 			continue;
 		for (efile *f = t->files; f; f = f->next) {
+			if (removed_later(t, f->path))
+				continue;
 			char *p = eng_staging_path(e, f->sid);
 			eng_meta m;
 			eng_meta_to(&f->m, &m);

@@ -122,8 +122,20 @@ static void restore_one(void *arg, uint64_t txn, const char *path,
 {
 	restore_ctx *r = arg;
 	fs_ctx *fs = r->fs;
-	if (ov_get(&fs->ov, path))
+	ov_node *had = ov_get(&fs->ov, path);
+	if (had && had->put && (had->kind == OV_FILE || had->kind == OV_LINK)) {
+		/* the files come in queue order: an earlier transaction's
+		 * version of path (committing when the file was written
+		 * again, or renamed away and the name written anew) is
+		 * replaced by the later one, as it was before the restart
+		 * and as the bucket will be once both are visible.  Before,
+		 * the first one stayed: a file renamed and rewritten showed
+		 * its old bytes after a SIGKILL (model seed 9000) */
+		ov_remove(&fs->ov, had);
+		r->n--;
+	} else if (had) {
 		return;
+	}
 	ov_txn *x = ov_txn_find(&fs->ov, txn);
 	if (!x && (x = ov_txn_add(&fs->ov, txn, path, false)))
 		x->sealed = true; /* the engine resumes it on its own */

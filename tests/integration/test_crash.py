@@ -223,3 +223,37 @@ def test_sigkill_right_after_unlinks_of_committed_files(
     keys = s3_sizes(s3, bucket, "")
     assert not {"d/g/a", "d/g/c", "top"} & set(keys), sorted(keys)
     assert (w2.path / "d/g/b").read_bytes() == b"b"
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_after_a_file_renamed_and_written_anew(
+        s3server, bucket, mount, tmp_path):
+    """Behind a checkpoint directory still open (its transaction holds the
+    queue), a file is written twice, renamed, and the new name written
+    again; ckptfs is SIGKILLed before any of it is visible.  The remount
+    must show what the application left: the old name gone, the new name
+    with its last bytes, and so must the bucket after a sync.  (Model seed
+    9000: the remount showed the first version at the old name, and the
+    new name with the bytes it had when renamed.)"""
+    s3 = s3server.client()
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    v1, v2, v3 = det_bytes(960, 1376), det_bytes(961, 23528), det_bytes(962, 114545)
+    w = mount_writer(mount, s3server, bucket, cdir, mp)
+    os.mkdir(w.path / "ckpt")  # open until commit_delay: the queue waits
+    write_files(w.path, {"f1": v1})
+    write_files(w.path, {"f1": v2})  # the first is committing: a new one
+    os.rename(w.path / "f1", w.path / "f2")
+    write_files(w.path, {"f2": v3})
+    assert sorted(os.listdir(w.path)) == ["ckpt", "f2"]
+    kill_ckptfs(w)
+    w2 = mount_writer(mount, s3server, bucket, cdir, mp)
+    assert sorted(os.listdir(w2.path)) == ["ckpt", "f2"]
+    assert sha256_bytes((w2.path / "f2").read_bytes()) == sha256_bytes(v3)
+    assert ckptfs_sync(w2.path).returncode == 0
+    keys = s3_sizes(s3, bucket, "")
+    assert "f1" not in keys, sorted(keys)
+    assert s3_get(s3, bucket, "f2") == v3
+    assert sorted(os.listdir(w2.path)) == ["ckpt", "f2"]
+    assert sha256_bytes((w2.path / "f2").read_bytes()) == sha256_bytes(v3)
