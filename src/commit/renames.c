@@ -176,6 +176,29 @@ static size_t src_dirs(const vis_manifest *vm, const char *base,
 	return n;
 }
 
+/* The source's own attributes as the writer showed them (eng_remote_rename_in
+ * records them as a row at the source's path): its record may be in the
+ * root above it (a chmod stored there, eng_dir_set), which the source's
+ * manifests do not hold.  They become the new name's "dir" in md and dm
+ * (room for one more than n); returns how many entries there are. */
+static size_t own_attrs(const eng_snap *sn, proto_mdir *md, proto_meta *dm,
+			size_t n)
+{
+	for (size_t i = 0; i < sn->nd; i++) {
+		if (strcmp(sn->dpath[i], sn->root))
+			continue;
+		size_t k = 0;
+		while (k < n && md[k].path[0])
+			k++;
+		if (k < n)
+			proto_meta_free(&dm[k]);
+		eng_meta_copy(&dm[k], &sn->dm[i]);
+		md[k] = (proto_mdir){"", &dm[k], false};
+		return k < n ? n : n + 1;
+	}
+	return n;
+}
+
 /* Whether the sorted listing l holds key. */
 static bool listed(const keylist *l, const char *key)
 {
@@ -420,6 +443,8 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	proto_mdir *md = calloc(vm.n_dirs + 2, sizeof *md);
 	proto_meta *dm = calloc(vm.n_dirs + 2, sizeof *dm);
 	size_t nd = md && dm ? src_dirs(&vm, base, md, dm) : 0;
+	if (md && dm)
+		nd = own_attrs(sn, md, dm, nd);
 	if (!rc)
 		rc = put_new_manifest(e, sn, &vm, base, governed, nf, n, md, dm,
 				      nd, &final_json, x);

@@ -201,6 +201,24 @@ bool wr_recorded_dir(fs_ctx *fs, const fs_inode *d, eng_meta *m, buf *xa)
 	return true;
 }
 
+size_t wr_rename_records(fs_ctx *fs, fs_inode *p, fs_inode *np,
+			 fs_inode *sd, const struct timespec *now,
+			 eng_dir_attrs pd[3], buf xa[3])
+{
+	size_t n = 0;
+	for (int i = 0; i < 3; i++) {
+		fs_inode *d = i == 2 ? sd : i ? np : p;
+		if ((i == 1 && np == p) ||
+		    !wr_recorded_dir(fs, d, &pd[n].m, &xa[n]))
+			continue;
+		pd[n].path = d->path;
+		if (i < 2) /* the source keeps its own mtime */
+			pd[n].m.mtime = *now;
+		n++;
+	}
+	return n;
+}
+
 void wr_dir_changed_at(fs_ctx *fs, fs_inode *d, const struct timespec *t)
 {
 	struct timespec now = *t;

@@ -49,6 +49,15 @@ void wr_dir_changed_at(fs_ctx *fs, fs_inode *d, const struct timespec *now);
  * record them again (eng_dir_put, doc/posix.md "Directory attributes");
  * false otherwise (other tools made it). */
 bool wr_recorded_dir(fs_ctx *fs, const fs_inode *d, eng_meta *m, buf *xa);
+/* What a remote rename records (eng_remote_rename_in): directories p it
+ * leaves and np it enters, written through ckptfs, with the rename's time
+ * now as mtime (doc/posix.md), and a directory's own attributes as shown
+ * (sd, the source; NULL for a file): their record may be in the root
+ * above it, which its manifests do not hold.  Returns how many of pd
+ * (their xattrs in xa, buf_free after).  Table locked. */
+size_t wr_rename_records(fs_ctx *fs, fs_inode *p, fs_inode *np,
+			 fs_inode *sd, const struct timespec *now,
+			 eng_dir_attrs pd[3], buf xa[3]);
 /* Replies EROFS when the mount has no engine; no lock. */
 bool wr_require_engine(fuse_req_t req);
 /* Write passthrough: what the staging file looks like now, as seen; takes

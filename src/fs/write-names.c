@@ -787,23 +787,16 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		 * all ahead commits first (eng_sync, wr_seal_all) */
 		wr_ordered(fs);
 		char *mroot = wr_manifest_root(fs, np);
-		/* the directories it leaves and enters (doc/posix.md) */
-		eng_dir_attrs pd[2];
-		buf xa[2] = {BUF_INIT, BUF_INIT};
-		size_t npd = 0;
-		for (int i = 0; i < 2; i++) {
-			fs_inode *d = i ? np : p;
-			if ((i && np == p) ||
-			    !wr_recorded_dir(fs, d, &pd[npd].m, &xa[npd]))
-				continue;
-			pd[npd].path = d->path;
-			pd[npd++].m.mtime = *now;
-		}
+		eng_dir_attrs pd[3];
+		buf xa[3] = {BUF_INIT, BUF_INIT, BUF_INIT};
+		size_t npd = wr_rename_records(
+		    fs, p, np, src_dir ? fs_itable_find(fs->it, from) : NULL,
+		    now, pd, xa);
 		wr_seal_closed(fs); /* wr_seal records parents, too */
 		rc = eng_remote_rename_in(fs->eng, from, to, src_dir, mroot, pd,
 					  npd);
-		buf_free(&xa[0]);
-		buf_free(&xa[1]);
+		for (int i = 0; i < 3; i++)
+			buf_free(&xa[i]);
 		free(mroot);
 		if (rc == 0) {
 			wr_seal_all(fs);
@@ -881,6 +874,15 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_inode *c = fs_itable_find(fs->it, from);
 		if (c)
 			fs_itable_move(fs->it, c, np, newname);
+		/* a committed directory renamed: its manifests are the new
+		 * name's now (every listing of its parent applies them) */
+		if (c && c->is_dir && c->manifest && !fs_local_is_dir(fs, c)) {
+			fs_inode_ref(c);
+			if (fs_dir_refetch(fs, c) < 0)
+				log_debug("%s: listing after its rename failed",
+					  c->path);
+			fs_itable_unref(fs->it, c);
+		}
 		wr_dir_changed_at(fs, p, &now);
 		wr_dir_changed_at(fs, np, &now);
 		ov_node *moved = ov_get(&fs->ov, to);

@@ -248,8 +248,12 @@ REGRESSIONS = {
     # mode a chmod stored for the committed directory (an eng_dir_set
     # step: an addendum in its parent's root, a/.ckptfs/) was lost by
     # the rename, whose new manifest takes the directory's own "dir" from
-    # its old manifests (eng_rename_dir, src_dirs); shrunk by hand.  Not
-    # fixed here (XFAIL): the lead's area, see below.
+    # its old manifests (eng_rename_dir, src_dirs); shrunk by hand.
+    # Fixed: the rename records the directory's own attributes as the
+    # writer shows them (fs/write-local.c wr_rename_records), and the new
+    # name's "dir" takes them (commit/renames.c own_attrs); and the moved
+    # inode, whose manifests were the old name's, is listed again
+    # (wr_rename), else the parent's next listing applied them.
     "rename_of_a_committed_dir_after_its_chmod": [
         ('mkdir', 'a', 493),
         ('sync',),
@@ -258,6 +262,7 @@ REGRESSIONS = {
         ('chmod', 'a/g', 493),
         ('sync',),
         ('rename', 'a/g', 'b'),
+        ('sync',),
     ],
     # seed 9000 (50 steps) diverged at step 41, a kill: the old name of
     # a file renamed away showed its first version again, and the new
@@ -281,12 +286,7 @@ REGRESSIONS = {
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
 # of a divergence found and not fixed (the sequence may pass: timing)
-XFAIL = {
-    "rename_of_a_committed_dir_after_its_chmod":
-        "a rename of a committed directory records the attributes of its "
-        "own manifests, not the newer ones a chmod stored in its parent's "
-        "root (seed 7100)",
-}
+XFAIL = {}
 
 
 @pytest.mark.timeout(300)
