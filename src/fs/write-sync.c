@@ -119,6 +119,9 @@ int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b)
 		if (!x)
 			continue;
 		uint64_t id = x->id;
+		/* what is ahead of it commits too (an open checkpoint
+		 * would hold it for commit_delay), as for a remote rename */
+		wr_seal_all(fs);
 		fs_itable_unlock(fs->it);
 		int rc = eng_wait_txn(fs->eng, id);
 		fs_itable_lock(fs->it);

@@ -24,9 +24,9 @@ void wr_wait_releases(fs_ctx *fs); /* before a commit trigger */
 void wr_seal_all(fs_ctx *fs);
 
 /* A rename of a name inside a transaction being committed (not its root)
- * waits until that commit is done (a rename of a committed name then, as
- * one waits for the steps ahead of it): for a and b, the names it takes
- * and replaces.  0, or the commit's -errno.  Table locked; dropped while
+ * waits until that commit is done (a rename of a committed name then),
+ * sealing every transaction ahead of it as a rename of a committed name
+ * does: for a and b, the names it takes and replaces.  0, or the commit's -errno.  Table locked; dropped while
  * waiting. */
 int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b);
 
