@@ -332,12 +332,13 @@ static int put_new_manifest(eng *e, const eng_snap *sn,
 }
 
 /* eng_rename_dir's addendum at the new name: it lists the new name's
- * files (nf, n: their paths made full here) and, moved inside its root
- * (base not empty), the moved directories' attributes (md, nd), which
- * the root's readers find there.  0 or -1 (x). */
+ * files (nf, n: their paths made full here) and the moved directories'
+ * attributes (md, nd), the new name's own included, which the root's
+ * readers find there: they take a directory's attributes from the root
+ * above it before its own "dir", and that root may record the directory
+ * the rename replaced (model seed 9002).  0 or -1 (x). */
 static int put_moved_addendum(eng *e, const eng_snap *sn, eng_snap_file *nf,
-			      size_t n, const char *base, proto_mdir *md,
-			      size_t nd, s3_err *x)
+			      size_t n, proto_mdir *md, size_t nd, s3_err *x)
 {
 	int rc;
 	/* the addendum lists the new name's files */
@@ -346,9 +347,7 @@ static int put_moved_addendum(eng *e, const eng_snap *sn, eng_snap_file *nf,
 	tmp.nf = n;
 	tmp.nd = 0;
 	tmp.is_dir = true;
-	/* moved inside its root: the root's readers find the moved
-	 * directories' attributes there */
-	char **dpath = base[0] ? calloc(nd + 1, sizeof *dpath) : NULL;
+	char **dpath = calloc(nd + 1, sizeof *dpath);
 	proto_meta *adm = dpath ? calloc(nd + 1, sizeof *adm) : NULL;
 	size_t k = 0;
 	bool ok = adm != NULL;
@@ -449,7 +448,7 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 		rc = put_new_manifest(e, sn, &vm, base, governed, nf, n, md, dm,
 				      nd, &final_json, x);
 	if (!rc)
-		rc = put_moved_addendum(e, sn, nf, n, base, md, nd, x);
+		rc = put_moved_addendum(e, sn, nf, n, md, nd, x);
 	/* the old name's delete record is the commit point: from here on
 	 * the rename is finished, not undone (gone_exists above) */
 	if (!rc)

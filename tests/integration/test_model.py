@@ -282,6 +282,23 @@ REGRESSIONS = {
         ('create', 'f2', 114545, 3),
         ('kill',),
     ],
+    # seed 9002 (112 steps) diverged at step 111, rename f1/f0/c f1/f1/f1:
+    # the new name showed the mode of the empty directory it replaced
+    # (0o1755, not 0o700); shrunk by hand from 112 to 5 steps.  Readers
+    # take a directory's attributes from the root above it (a/.ckptfs/,
+    # which recorded the old a/c) before its own "dir" (fs/nodes.c
+    # recorded_dir_attrs), and the rename of a root of its own into it
+    # wrote the root's addendum without the new name's attributes.
+    # Fixed: that addendum records the moved directories' attributes
+    # whether the source was a root of its own or inside one
+    # (commit/renames.c put_moved_addendum).
+    "rename_of_a_committed_dir_over_a_recorded_one": [
+        ('mkdir', 'a', 493),
+        ('mkdir', 'a/c', 1023),
+        ('mkdir', 'b', 448),
+        ('sync',),
+        ('rename', 'b', 'a/c'),
+    ],
 }
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
