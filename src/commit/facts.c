@@ -546,7 +546,7 @@ static void retire_root(eng *e, etxn *t)
 }
 
 int eng_file_move(eng *e, uint64_t txn_from, const char *from,
-		  uint64_t txn_to, const char *to)
+		  uint64_t txn_to, const char *to, const char *manifest_root)
 {
 	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	ckpt_lock(&e->mu);
@@ -577,7 +577,12 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 			free(tf->root);
 			tf->root = nr;
 			tf->has_marker = announce_new;
-			jr_txn_set_root(e->j, tf->id, to);
+			if (tf->kind == T_DIR) {
+				free(tf->mroot);
+				tf->mroot = manifest_root ? strdup(manifest_root)
+							  : NULL;
+			}
+			jr_txn_set_root(e->j, tf->id, to, tf->mroot);
 			/* a single file renamed is ordered by its rename too:
 			 * after what it replaces (f0's own commit queued
 			 * behind it landed last: the old f0 won) */

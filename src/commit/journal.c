@@ -586,10 +586,11 @@ int jr_txn_set_error(jr *j, int64_t id, const char *error)
 		       "ti", error, id);
 }
 
-int jr_txn_set_root(jr *j, int64_t id, const char *root)
+int jr_txn_set_root(jr *j, int64_t id, const char *root, const char *mroot)
 {
-	return jr_exec(j, NULL, NULL, "UPDATE txns SET root = ? WHERE id = ?",
-		       "ti", root, id);
+	return jr_exec(j, NULL, NULL,
+		       "UPDATE txns SET root = ?, manifest_root = ? WHERE id = ?",
+		       "tti", root, mroot, id);
 }
 
 static int int64_row(void *arg, sqlite3_stmt *s)

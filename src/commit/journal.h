@@ -144,7 +144,8 @@ int jr_txn_insert(jr *j, int kind, const char *root, const char *dest,
 int jr_txn_set_state(jr *j, int64_t id, int state);
 /* error NULL: cleared (the step is tried again). */
 int jr_txn_set_error(jr *j, int64_t id, const char *error);
-int jr_txn_set_root(jr *j, int64_t id, const char *root);
+/* A transaction root moved: its new root and manifest_root (NULL: none). */
+int jr_txn_set_root(jr *j, int64_t id, const char *root, const char *mroot);
 /* Gives the transaction a fresh queue position (a new value of the txns id
  * sequence, so later transactions come after it) in *seq. */
 int jr_txn_requeue(jr *j, int64_t id, int64_t *seq);

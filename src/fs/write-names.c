@@ -650,9 +650,11 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 	if (dest == x || (!dest && root)) {
 		/* within the transaction, or the whole transaction moves */
 		wr_ordered(fs);
+		char *mroot = root ? wr_manifest_root(fs, np) : NULL;
 		fs_itable_unlock(fs->it);
-		rc = eng_file_move(fs->eng, x->id, from, x->id, to);
+		rc = eng_file_move(fs->eng, x->id, from, x->id, to, mroot);
 		fs_itable_lock(fs->it);
+		free(mroot);
 		if (rc == 0 && root) {
 			free(x->root);
 			x->root = strdup(to);
@@ -670,7 +672,8 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 		if (rc == 0) {
 			wr_ordered(fs);
 			fs_itable_unlock(fs->it);
-			rc = eng_file_move(fs->eng, x->id, from, dest->id, to);
+			rc = eng_file_move(fs->eng, x->id, from, dest->id, to,
+					   NULL);
 			fs_itable_lock(fs->it);
 		}
 		if (rc == 0) {

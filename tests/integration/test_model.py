@@ -299,6 +299,19 @@ REGRESSIONS = {
         ('sync',),
         ('rename', 'b', 'a/c'),
     ],
+    # The same with the directory still open (commit_delay) when renamed:
+    # its whole transaction moved into a, whose root kept the old a/c's
+    # record, and kept its manifest root of before (none), so its commit
+    # wrote no addendum there.  Fixed: a whole directory transaction
+    # moved takes the manifest root of its new place (eng_file_move,
+    # journaled with its root: jr_txn_set_root).
+    "rename_of_an_open_dir_over_a_recorded_one": [
+        ('mkdir', 'a', 493),
+        ('mkdir', 'a/c', 1023),
+        ('sync',),
+        ('mkdir', 'b', 448),
+        ('rename', 'b', 'a/c'),
+    ],
 }
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason

@@ -15,7 +15,7 @@
  *   put PATH LOCAL_FILE [MODE]          copy LOCAL_FILE into staging, put it
  *                                       (transaction: the longest root that
  *                                       is PATH or a parent of it)
- *   dir PATH | drop PATH | move FROM TO
+ *   dir PATH | drop PATH | move FROM TO [MROOT]
  *   seal ROOT | abort ROOT | wait ROOT | wait-file PATH
  *   rdel PATH dir|file | rren FROM TO dir|file [MANIFEST_ROOT]
  *   sync | status | sleep SECONDS | cache-stats
@@ -173,7 +173,7 @@ static int command(eng *e, cache *rc_, char *line, bool *exit_now)
 		rc = eng_dir_put(e, txn_of(argv[1]), argv[1], &m);
 	} else if (!strcmp(op, "drop") && argc == 2) {
 		rc = eng_file_drop(e, txn_of(argv[1]), argv[1]);
-	} else if (!strcmp(op, "move") && argc == 3) {
+	} else if (!strcmp(op, "move") && (argc == 3 || argc == 4)) {
 		uint64_t from = txn_of(argv[1]);
 		bool root = false;
 		for (size_t i = 0; i < NA; i++)
@@ -183,7 +183,8 @@ static int command(eng *e, cache *rc_, char *line, bool *exit_now)
 				A[i].root = strdup(argv[2]);
 			}
 		uint64_t to = root ? from : txn_of(argv[2]);
-		rc = eng_file_move(e, from, argv[1], to ? to : from, argv[2]);
+		rc = eng_file_move(e, from, argv[1], to ? to : from, argv[2],
+				   argc > 3 ? argv[3] : NULL);
 	} else if (!strcmp(op, "seal") && argc == 2) {
 		rc = eng_txn_seal(e, txn_of(argv[1]));
 	} else if (!strcmp(op, "abort") && argc == 2) {

@@ -127,7 +127,7 @@ Test(facts, rename_and_remove_inside_a_checkpoint)
 	cr_assert_eq(eng_file_put(e, t, "step.tmp/opt/a", sa, 1, NULL), 0);
 	cr_assert_eq(eng_file_put(e, t, "step.tmp/opt/b", sb, 2, NULL), 0);
 	cr_assert_eq(eng_file_put(e, t, "step.tmp/c.part", sc, 3, NULL), 0);
-	cr_assert_eq(eng_file_move(e, t, "step.tmp/c.part", t, "step.tmp/c"), 0);
+	cr_assert_eq(eng_file_move(e, t, "step.tmp/c.part", t, "step.tmp/c", NULL), 0);
 	cr_assert_eq(eng_file_drop(e, t, "step.tmp/opt"), 0);
 	cr_assert_not(exists(pa));
 	cr_assert_not(exists(pb));
@@ -151,7 +151,7 @@ Test(facts, a_move_between_checkpoints_replaces_the_target)
 	uint64_t s1 = staged(e, "from a", p1), s2 = staged(e, "old b", p2);
 	cr_assert_eq(eng_file_put(e, t1, "a.tmp/x", s1, 6, NULL), 0);
 	cr_assert_eq(eng_file_put(e, t2, "b.tmp/x", s2, 5, NULL), 0);
-	cr_assert_eq(eng_file_move(e, t1, "a.tmp/x", t2, "b.tmp/x"), 0);
+	cr_assert_eq(eng_file_move(e, t1, "a.tmp/x", t2, "b.tmp/x", NULL), 0);
 	cr_assert_not(exists(p2), "the replaced target's bytes are freed");
 	struct seen s = after_crash(&e);
 	cr_assert_eq(s.n, 1);

@@ -490,7 +490,7 @@ Test(journal, temp_root_takes_its_place_at_its_rename)
 	eng_status_free(v, n);
 
 	/* the rename is when the application means it: behind `latest` */
-	cr_assert_eq(eng_file_move(e, t1, "model.tmp", t1, "model"), 0);
+	cr_assert_eq(eng_file_move(e, t1, "model.tmp", t1, "model", NULL), 0);
 	cr_assert_eq(eng_status(e, &v, &n), 0);
 	cr_assert_eq(n, 3);
 	cr_assert_str_eq(v[0].path, "latest");
@@ -560,7 +560,7 @@ struct rows {
 	jr *j;
 	int txns, files, dirs, parts;
 	int64_t seq;
-	char root[32], dest[32], path[32], key[32], etag[32], blocks[32];
+	char root[32], dest[32], mroot[32], path[32], key[32], etag[32], blocks[32];
 	char symlink[32], dpath[32], pseg[32];
 	uint32_t mode, dmode, crc;
 	uint64_t rdev;
@@ -586,6 +586,7 @@ static int row_txn(void *arg, const jr_txn_row *r)
 	s->state = r->state;
 	snprintf(s->root, sizeof s->root, "%s", r->root);
 	snprintf(s->dest, sizeof s->dest, "%s", r->dest ? r->dest : "-");
+	snprintf(s->mroot, sizeof s->mroot, "%s", r->mroot ? r->mroot : "-");
 	return 0;
 }
 
@@ -690,11 +691,12 @@ Test(journal, row_functions_round_trip)
 	cr_assert_eq(g, 1);
 
 	/* the temp-named root renamed: a fresh position after t2 */
-	cr_assert_eq(jr_txn_set_root(j, t, "ckpt-1"), 0);
+	cr_assert_eq(jr_txn_set_root(j, t, "ckpt-1", "runs"), 0);
 	cr_assert_eq(jr_txn_requeue(j, t, &seq), 0);
 	cr_assert_gt(seq, t2);
 	load_rows(j, &s);
 	cr_assert_str_eq(s.root, "ckpt-1", "now last in queue order");
+	cr_assert_str_eq(s.mroot, "runs", "the new root's manifest root");
 	cr_assert_eq(s.seq, seq);
 	cr_assert_eq(s.state, 1);
 

@@ -172,9 +172,10 @@ int eng_file_drop(eng *e, uint64_t txn, const char *path)
 }
 
 int eng_file_move(eng *e, uint64_t txn_from, const char *from,
-		  uint64_t txn_to, const char *to)
+		  uint64_t txn_to, const char *to, const char *manifest_root)
 {
 	(void)e;
+	(void)manifest_root;
 	note("move %llu %s %llu %s", (unsigned long long)txn_from, from,
 	     (unsigned long long)txn_to, to);
 	return 0;
