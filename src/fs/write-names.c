@@ -736,10 +736,8 @@ static int rename_clear_target(fs_ctx *fs, fs_inode *np, const char *newname,
 			rc = -ENOTEMPTY;
 	}
 	if (rc == 0 && dobj) {
-		/* a remote original under the local target is
-		 * replaced by what moves in: no delete needed for a
-		 * file (the PUT replaces it) */
-		bool shadows = dobj->shadows;
+		/* a remote original under the local target is replaced by
+		 * what moves in: no delete for a file (the PUT replaces it) */
 		dobj->shadows = false;
 		if (!dst_dir && dobj->txn && dobj->txn->sealed)
 			/* committing: the file moving in replaces its
@@ -751,7 +749,6 @@ static int rename_clear_target(fs_ctx *fs, fs_inode *np, const char *newname,
 		ov_node *w = ov_get(&fs->ov, to);
 		if (w && w->kind == OV_WHITEOUT)
 			ov_remove(&fs->ov, w);
-		(void)shadows;
 	}
 	return rc;
 }
