@@ -312,11 +312,37 @@ REGRESSIONS = {
         ('mkdir', 'b', 448),
         ('rename', 'b', 'a/c'),
     ],
+    # Found while shrinking seed 9002, not fixed (XFAIL below): after a
+    # kill, a directory the restart commits shows mode 0755 on its writer
+    # after the sync, for at least 2 s (its manifest committed 0700; the
+    # writer lists b/.ckptfs/ right after the commit and gets no body).
+    "dir_committed_by_the_restart_after_a_kill": [
+        ('mkdir', 'b', 448),
+        ('kill',),
+        ('sync',),
+    ],
+    # Found while shrinking seed 9002, not fixed (XFAIL below): a committed
+    # directory renamed to the name of one just removed: its writer does
+    # not show the new name after the sync (the oracle drops it by the
+    # empty-dir-gone rule), the observer shows it.
+    "rename_of_a_committed_dir_to_a_name_just_removed": [
+        ('mkdir', 'a', 493),
+        ('mkdir', 'a/c', 1023),
+        ('mkdir', 'b', 448),
+        ('sync',),
+        ('rmdir', 'a/c'),
+        ('rename', 'b', 'a/c'),
+    ],
 }
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
 # of a divergence found and not fixed (the sequence may pass: timing)
-XFAIL = {}
+XFAIL = {
+    "dir_committed_by_the_restart_after_a_kill":
+        "a directory committed by the restart shows mode 0755 after the sync",
+    "rename_of_a_committed_dir_to_a_name_just_removed":
+        "a directory renamed to a name just removed: its writer hides it",
+}
 
 
 @pytest.mark.timeout(300)
