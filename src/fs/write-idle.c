@@ -75,9 +75,19 @@ static ns_dir *held_listing(fs_ctx *fs, const char *path, bool make)
 
 static void leave_in_listings(fs_ctx *fs, ov_node **v, size_t k)
 {
-	for (size_t i = 0; i < k; i++)
-		if (v[i]->kind == OV_DIR && !v[i]->shadows && !v[i]->merge)
-			held_listing(fs, v[i]->path, true);
+	for (size_t i = 0; i < k; i++) {
+		if (v[i]->kind != OV_DIR || v[i]->shadows)
+			continue;
+		/* one restored from the journal (merge) keeps the bucket's
+		 * listing it had, from before the commit (its manifests an
+		 * intent, no "dir": mode 0755 after a kill), held as well */
+		ns_dir *l = held_listing(fs, v[i]->path, !v[i]->merge);
+		fs_inode *n = l && v[i]->merge
+				  ? fs_itable_find(fs->it, v[i]->path)
+				  : NULL;
+		if (n)
+			n->listing_held = true;
+	}
 	for (size_t i = 0; i < k; i++) {
 		const ov_node *o = v[i];
 		char *pp = ov_parent(o->path);
