@@ -499,10 +499,7 @@ static void remote_attrs(fs_inode *parent, fs_inode *c)
  * Table locked. */
 static void recorded_dir_attrs(fs_inode *parent, fs_inode *c);
 
-/* A change of c's attributes this mount made that its step has not
- * stored yet (fs/write-dirattrs.c) shows over what the manifests say:
- * the latest one.  Table locked. */
-static bool pending_dir_attrs(fs_ctx *fs, fs_inode *c)
+bool fs_dir_show_pending(fs_ctx *fs, fs_inode *c)
 {
 	const fs_dir_pending *p = NULL;
 	for (size_t i = 0; i < fs->n_dpend; i++)
@@ -530,7 +527,7 @@ static bool pending_dir_attrs(fs_ctx *fs, fs_inode *c)
 static void remote_dir_attrs(fs_ctx *fs, fs_inode *parent, fs_inode *c)
 {
 	recorded_dir_attrs(parent, c);
-	if (fs->n_dpend && pending_dir_attrs(fs, c))
+	if (fs->n_dpend && fs_dir_show_pending(fs, c))
 		return;
 	/* a name this mount added or removed since moved it, although the
 	 * listing may predate that change's commit (doc/posix.md,

@@ -71,6 +71,10 @@ bool fs_bound_to_other_version(const fs_inode *n, const char *etag);
  * d itself when its own "dir" does), malloc'd; NULL when none records it
  * (a directory other tools made).  Table locked. */
 char *fs_dir_record_root(const fs_inode *d);
+/* The latest change of directory c's attributes this mount made that is
+ * not stored yet (fs->dpend, fs/write-dirattrs.c) shown over what the
+ * manifests say; false when there is none.  Table locked. */
+bool fs_dir_show_pending(fs_ctx *fs, fs_inode *c);
 /* The block checksums n's manifest records for version (etag, size), to
  * check downloads against.  Table locked. */
 bool fs_manifest_blocks(const fs_inode *n, const char *etag, uint64_t size,

@@ -8,7 +8,7 @@
  * its attributes as they are now, ordered after every step before it like
  * any other effect, resumed after a crash.  Until that step is done, and
  * the root's manifests were listed again after it, this mount shows the
- * change from fs->dpend (fs/nodes.c pending_dir_attrs), after a restart
+ * change from fs->dpend (fs/nodes.c fs_dir_show_pending), after a restart
  * too (wr_dirattr_restore): an inode's manifests from before would show
  * the old record.  doc/posix.md, "Changing a
  * committed directory".
@@ -133,15 +133,7 @@ int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp)
 		return rc;
 	if (!p)
 		return -ENOMEM; /* stored, but not shown until it lands */
-	/* shown at once, as the listing will show it */
-	n->mode = p->mode;
-	n->uid = p->uid;
-	n->gid = p->gid;
-	n->mtime = p->mtime;
-	n->rec_since = p->ctime;
-	n->name_change = (struct timespec){0, 0};
-	free(n->xattrs_json);
-	n->xattrs_json = p->xattrs_json ? strdup(p->xattrs_json) : NULL;
+	fs_dir_show_pending(fs, n); /* at once, as a listing will */
 	return 0;
 }
 
