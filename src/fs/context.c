@@ -16,6 +16,7 @@
 #include "fs/ctx.h"
 #include "fs/handles.h"
 #include "fs/write-deletes.h"
+#include "fs/write-dirattrs.h"
 #include "fs/write-idle.h"
 #include "fs/write-resume.h"
 #include "fs/write-sync.h"
@@ -41,6 +42,7 @@ static void writes_init(fs_ctx *fs)
 static void writes_destroy(fs_ctx *fs)
 {
 	wr_shutdown(fs);
+	wr_dirattr_free(fs);
 	ov_destroy(&fs->ov);
 	pthread_cond_destroy(&fs->idle_cv);
 	if (fs->dels) {

@@ -399,7 +399,6 @@ void wr_shutdown(fs_ctx *fs)
 	fs_itable_unlock(fs->it);
 	pthread_join(fs->idle_thread, NULL);
 	fs->idle_running = false;
-	wr_dirattr_free(fs);
 }
 
 void wr_set_engine(fs_ctx *fs, eng *e, double commit_delay)

@@ -262,7 +262,8 @@ static void on_dir_set(void *arg, uint64_t txn, const char *path,
 	s->uid[s->n] = m->uid;
 	s->mtime_s[s->n] = m->mtime.tv_sec;
 	s->xattrs_len[s->n] = m->xattrs_len < 32 ? m->xattrs_len : 32;
-	memcpy(s->xattrs[s->n], m->xattrs, s->xattrs_len[s->n]);
+	if (s->xattrs_len[s->n])
+		memcpy(s->xattrs[s->n], m->xattrs, s->xattrs_len[s->n]);
 	s->n++;
 }
 
