@@ -860,3 +860,38 @@ def test_rename_inside_a_checkpoint_being_committed(s3server, bucket, mount,
                   {"b.pt": b"b", "c.pt": data})
     o = observer(mount, bucket, tmp_path)
     assert sorted(os.listdir(o / "ckpt-1")) == ["b.pt", "c.pt"]
+
+
+@pytest.mark.timeout(120)
+def test_rename_of_a_file_committed_while_a_reader_holds_it(s3server, bucket, mount,
+                                                           tmp_path):
+    """A committed file stored again (utimensat), its commit done while a
+    reader still holds it open, renamed over a committed file in another
+    committed directory: the rename succeeds, the new name shows the bytes
+    and the time set (it answered ENOENT: the node the reader held stayed
+    in the overlay, and the rename asked the engine to move a transaction
+    it had finished; model seed 7101, whose check's read was the reader)."""
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=3600")
+    body, old = det_bytes(7101, 7744), det_bytes(7102, 4790)
+    (w / "c").mkdir()
+    (w / "c" / "a").write_bytes(old)
+    (w / "f0").mkdir(0o750)
+    (w / "f0" / "f0").write_bytes(body)
+    ckptfs_sync(w)
+    t = 1575059477567046897
+    os.utime(w / "f0" / "f0", ns=(t, t))
+    fd = os.open(w / "f0" / "f0", os.O_RDONLY)
+    try:
+        ckptfs_sync(w)  # its commit done, the reader still there
+        os.rename(w / "f0" / "f0", w / "c" / "a")
+        assert os.pread(fd, 16, 0) == body[:16]
+    finally:
+        os.close(fd)
+    assert os.listdir(w / "f0") == []
+    assert (w / "c" / "a").read_bytes() == body
+    assert os.stat(w / "c" / "a").st_mtime_ns == t
+    ckptfs_sync(w)
+    o = observer(mount, bucket, tmp_path)
+    assert os.listdir(o / "f0") == []
+    assert (o / "c" / "a").read_bytes() == body
+    assert os.stat(o / "c" / "a").st_mtime_ns == t
