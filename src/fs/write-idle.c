@@ -150,6 +150,17 @@ void wr_drop_committed(fs_ctx *fs, ov_node *o)
 	fs->listing_gen++; /* a listing from before does not show it */
 }
 
+bool wr_drop_if_done(fs_ctx *fs, const char *path)
+{
+	ov_node *o = ov_get(&fs->ov, path);
+	if (!o || o->kind != OV_FILE || !o->txn || !o->txn->sealed ||
+	    o->writers || o->dirty || o->meta_dirty ||
+	    (!o->txn->done && eng_txn_pending(fs->eng, o->txn->id)))
+		return false;
+	wr_drop_committed(fs, o);
+	return true;
+}
+
 /* Removes the nodes of transactions now visible remotely, and whiteouts
  * whose delete went through.  Table locked. */
 static void reap(fs_ctx *fs, drop_ctx *d)

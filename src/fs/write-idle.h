@@ -23,5 +23,10 @@ void wr_reap(fs_ctx *fs);
  * reap does (its inode shows what was committed and asks for the version
  * again), when the reap found it still held (a handle released late). */
 void wr_drop_committed(fs_ctx *fs, ov_node *o);
+/* Drops the node at path when it is a file its commit made remote and
+ * nothing changed since: its transaction is done, or the engine finished
+ * it since the last reap (a rename then renames the committed name; the
+ * engine has no transaction left to move).  Whether it did. */
+bool wr_drop_if_done(fs_ctx *fs, const char *path);
 
 #endif

@@ -753,18 +753,6 @@ static int rename_clear_target(fs_ctx *fs, fs_inode *np, const char *newname,
 	return rc;
 }
 
-/* Whether o is a file its commit made remote (its transaction is done,
- * or the engine finished it since the last reap) and nothing changed it
- * since: the reap leaves such a node while a handle holds it (a reader's
- * release on its way), and the engine has no transaction to move for it
- * (eng_file_move answered ENOENT).  Table locked. */
-static bool committed_file(fs_ctx *fs, const ov_node *o)
-{
-	return o->linked && o->kind == OV_FILE && o->txn && o->txn->sealed &&
-	       o->writers == 0 && !o->dirty && !o->meta_dirty &&
-	       (o->txn->done || !eng_txn_pending(fs->eng, o->txn->id));
-}
-
 /* wr_rename's move of from (name in p) to to (in np): a local node
  * moves in the overlay, a remote file into a local directory is copied
  * in, a remote name is renamed server-side.  0 or -errno. */
@@ -773,21 +761,9 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		       bool src_dir, const struct timespec *now)
 {
 	int rc = 0;
-	ov_node *so = ov_get(&fs->ov, from);
-	if (so && so->kind != OV_WHITEOUT && committed_file(fs, so)) {
-		wr_drop_committed(fs, so); /* its name is remote now */
-		so = NULL;
-	}
+	ov_node *so = wr_drop_if_done(fs, from) ? NULL : ov_get(&fs->ov, from);
 	if (so && so->kind != OV_WHITEOUT) {
-		ov_node_ref(so);
 		rc = rename_local(fs, so, np, to);
-		bool retry = rc == -ENOENT && committed_file(fs, so);
-		if (retry) /* committed meanwhile: renamed as a remote name */
-			wr_drop_committed(fs, so);
-		ov_node_unref(so);
-		if (retry)
-			return rename_move(fs, p, name, np, from, to, src_dir,
-					   now);
 	} else if (fs_local_is_dir(fs, np) && !src_dir) {
 		/* a remote file into a local directory: copy it in
 		 * (copy-on-write), then the old name goes */
@@ -893,6 +869,8 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	if (rc == 0)
+		rc = rename_move(fs, p, name, np, from, to, src_dir, &now);
+	if (rc == -ENOENT && wr_drop_if_done(fs, from)) /* committed since */
 		rc = rename_move(fs, p, name, np, from, to, src_dir, &now);
 	if (rc == 0) {
 		fs_inode *c = fs_itable_find(fs->it, from);
