@@ -348,12 +348,12 @@ REGRESSIONS = {
     ],
     # seed 7101 diverged at step 57, rename f0/f0 c/a: ENOENT; by hand
     # from the seed's last steps.  f0/f0, a committed file stored again
-    # (utimensat), committed while a handle still held its node (the
-    # check's read, its release on its way), or between the rename's reap
-    # and its move: the rename asked the engine to move a transaction it
-    # had finished.  Timing: it passed here before the fix too; the
-    # direct test holds the reader open (test_commit.py, "committed while
-    # a reader holds it").
+    # (utimensat), finished its commit after the rename's reap, its node
+    # still in the overlay: the rename asked the engine to move a
+    # transaction it had finished (eng_file_move).  Timing: it failed 3 of
+    # 12 runs before the fix (wr_drop_if_done); the direct test, with a
+    # reader holding the node, always (test_commit.py, "committed while a
+    # reader holds it").
     "rename_of_a_file_committed_while_read": [
         ('mkdir', 'c', 493),
         ('create', 'c/a', 4790, 943930788),
