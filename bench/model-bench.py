@@ -10,7 +10,13 @@ every divergence with its shortest sequence.
 Usage (as root; the test's fixtures start their own Ceph RGW):
 
     bench/model-bench.py [--steps 10000] [--seeds 20] [--base SEED]
-                         [--shrink-s 120] [--ckptfs PATH]
+                         [--shrink-s 120] [--jobs 1] [--ckptfs PATH]
+
+--jobs N runs the seeds in N pytest processes at once (seeds base..,
+split in N consecutive ranges; each process starts its own RGW), since
+a step mostly waits on the server and on mounts (bench/README.md gives
+the measured rates).  Each line a job prints starts with [jK]; the
+summary adds the jobs' "model:" lines up.
 
 Replay one seed: CKPTFS_MODEL_SEED=N CKPTFS_MODEL_STEPS=M with
 tests/integration/test_model.py -k random.  Exit status 0 when no seed
@@ -18,8 +24,10 @@ diverged, 1 otherwise."""
 
 import argparse
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -35,38 +43,70 @@ def main():
                     help="first seed (default: from the clock, printed)")
     ap.add_argument("--shrink-s", type=float, default=120,
                     help="seconds of shrinking per divergence (0: none)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="pytest processes at once (default 1)")
     ap.add_argument("--ckptfs", default=str(REPO / "build" / "ckptfs"))
     a = ap.parse_args()
     per_seed = max(1, a.steps // a.seeds)
-    env = dict(os.environ, CKPTFS_BIN=a.ckptfs,
-               CKPTFS_MODEL_KEEP_GOING="1",
-               CKPTFS_MODEL_SEEDS=str(a.seeds),
-               CKPTFS_MODEL_STEPS=str(per_seed),
-               CKPTFS_MODEL_BASE=str(a.base),
-               CKPTFS_MODEL_SHRINK_S=str(a.shrink_s),
-               CKPTFS_MODEL_TIMEOUT=str(24 * 3600))
+    jobs = max(1, min(a.jobs, a.seeds))
     print(f"model-bench: {a.seeds} seeds from {a.base}, {per_seed} steps "
-          f"each", flush=True)
+          f"each, {jobs} job(s)", flush=True)
     t0 = time.monotonic()
-    p = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-         str(REPO / "tests" / "integration" / "test_model.py"),
-         "-k", "random"], env=env, cwd=REPO, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
-    out = []
-    for ln in p.stdout:        # the seeds' lines as they come
-        out.append(ln)
-        if ln.startswith(("seed ", "model: ", "  seed ", "shortest",
-                          "    (", "]", "CKPTFS_MODEL_SEED", "shrink:")):
-            print(ln, end="", flush=True)
-    p.wait()
-    out = "".join(out)
-    print(f"model-bench: {time.monotonic() - t0:.0f} s, pytest exit "
-          f"{p.returncode}")
-    if p.returncode not in (0, 1):
-        print(out[-4000:])
+    procs = []
+    first = a.base
+    for j in range(jobs):
+        n = a.seeds // jobs + (1 if j < a.seeds % jobs else 0)
+        env = dict(os.environ, CKPTFS_BIN=a.ckptfs,
+                   CKPTFS_MODEL_KEEP_GOING="1",
+                   CKPTFS_MODEL_SEEDS=str(n),
+                   CKPTFS_MODEL_STEPS=str(per_seed),
+                   CKPTFS_MODEL_BASE=str(first),
+                   CKPTFS_MODEL_SHRINK_S=str(a.shrink_s),
+                   CKPTFS_MODEL_TIMEOUT=str(24 * 3600))
+        first += n
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-s", "-p",
+             "no:cacheprovider",
+             str(REPO / "tests" / "integration" / "test_model.py"),
+             "-k", "random"], env=env, cwd=REPO, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    outs = [[] for _ in procs]
+    lock = threading.Lock()
+
+    def relay(j):
+        for ln in procs[j].stdout:  # the seeds' lines as they come
+            outs[j].append(ln)
+            if ln.startswith(("seed ", "model: ", "  seed ", "shortest",
+                              "    (", "]", "CKPTFS_MODEL_SEED",
+                              "shrink:")):
+                with lock:
+                    print(f"[j{j}] {ln}", end="", flush=True)
+        procs[j].wait()
+
+    threads = [threading.Thread(target=relay, args=(j,))
+               for j in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    steps = divs = known = 0
+    for o in outs:
+        for ln in o:
+            m = re.match(r"model: (\d+) steps run over \d+ seeds, (\d+) "
+                         r"divergences, (\d+) known", ln)
+            if m:
+                steps += int(m.group(1))
+                divs += int(m.group(2))
+                known += int(m.group(3))
+    codes = [p.returncode for p in procs]
+    print(f"model-bench: {time.monotonic() - t0:.0f} s, {steps} steps, "
+          f"{divs} divergences, {known} known ones; pytest exit {codes}")
+    bad = [j for j, c in enumerate(codes) if c not in (0, 1)]
+    for j in bad:
+        print(f"[j{j}] " + "".join(outs[j])[-4000:])
+    if bad:
         return 2
-    return 0 if p.returncode == 0 else 1
+    return 0 if all(c == 0 for c in codes) else 1
 
 
 if __name__ == "__main__":
