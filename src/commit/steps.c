@@ -661,20 +661,22 @@ static int delete_one(eng *e, const char *path, bool is_dir, s3_err *x)
 }
 
 /* A remote delete; keep (the parent it would leave with nothing under
- * its prefix) then gets its empty directory object, as a committed
- * empty directory has, so it stays (a PUT of a fixed key: idempotent). */
+ * its prefix) first gets its empty directory object, as a committed
+ * empty directory has, so it stays, with no moment between the delete
+ * and that PUT where a listing finds no parent (a PUT of a fixed key:
+ * idempotent; in a directory with other names it changes nothing). */
 static int remote_delete(eng *e, const char *path, bool is_dir,
 			 const char *keep, s3_err *x)
 {
 	CKPTFS_ASSERT_NOT_HELD(&e->mu);
-	int rc = delete_one(e, path, is_dir, x);
-	if (!rc && keep && keep[0]) {
+	int rc = 0;
+	if (keep && keep[0]) {
 		buf k = BUF_INIT;
 		buf_printf(&k, "%s%s/", e->prefix, keep);
 		rc = eng_put_mem(e, buf_cstr(&k), "", NULL, NULL, 0, x);
 		buf_free(&k);
 	}
-	return rc;
+	return rc ? rc : delete_one(e, path, is_dir, x);
 }
 
 /* Whether this writer's delete record of path exists: a rename resumed

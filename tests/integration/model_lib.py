@@ -383,6 +383,9 @@ class World:
         # inode numbers (of the oracle) of names that may be committed
         self.committed = set()
         self.explicit_mtime = set()     # oracle inodes with a set mtime
+        # directories (oracle inodes) a name was removed from or renamed
+        # out of: the only ones empty-dir-gone may drop
+        self.emptied = set()
         # another host's files: committed and local versions
         self.h2_committed, self.h2_local = {}, {}
         # versions h2 wrote (None: removed) since its last sync: each
@@ -527,6 +530,8 @@ class World:
                                                   before.st_mtime_ns))
                 self.rules_used["truncate-same-size"] += 1
             return
+        if op in ("unlink", "rmdir", "rename"):
+            self.emptied.add(self._ino(os.path.dirname(st[1])))
         if op == "utimens":
             i = self._ino(st[1])
             if st[2] is None:
@@ -677,12 +682,16 @@ class World:
 
     def _drop_gone_dirs(self, got):
         """empty-dir-gone: empty committed directories the mount no longer
-        shows are removed from the oracle too (deepest first)."""
+        shows, that a name was removed from or renamed out of (doc/posix.md
+        "Removing the last name of a directory": the two cases left), are
+        removed from the oracle too (deepest first).  A directory made
+        empty and committed never goes."""
         while True:
             want = snapshot(self.oracle)
             gone = [rel for rel, w in want.items()
                     if w["type"] == "d" and rel not in got
                     and w["ino"] in self.committed
+                    and w["ino"] in self.emptied
                     and not os.listdir(self.oracle / rel)]
             if not gone:
                 return want
