@@ -293,7 +293,7 @@ static bool in_manifest(fs_ctx *fs, fuse_ino_t parent)
 	if (pd && pd->kind == OV_DIR && pd->txn && pd->txn->is_dir &&
 	    !pd->txn->sealed)
 		return true;
-	char *m = wr_manifest_root(fs, p);
+	char *m = wr_manifest_root_known(fs, p);
 	bool governed = m != NULL;
 	free(m);
 	return governed;
@@ -633,7 +633,7 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 {
 	ov_txn *x = o->txn;
 	if (x->sealed && strcmp(x->root, o->path))
-		return -EBUSY; /* committing again since wr_wait_sealed */
+		return -EBUSY; /* sealed since wr_wait_sealed: wr_rename waits */
 	char *from = strdup(o->path);
 	if (!from)
 		return -ENOMEM;
@@ -783,8 +783,8 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 	} else {
 		/* remote to remote: server-side, in order, shown once visible;
 		 * all ahead commits first (eng_sync, wr_seal_all) */
+		char *mroot = wr_manifest_root_known(fs, np);
 		wr_ordered(fs);
-		char *mroot = wr_manifest_root(fs, np);
 		eng_dir_attrs pd[3];
 		buf xa[3] = {BUF_INIT, BUF_INIT, BUF_INIT};
 		size_t npd = wr_rename_records(
@@ -868,7 +868,7 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	clock_gettime(CLOCK_REALTIME, &now);
 	if (rc == 0)
 		rc = rename_move(fs, p, name, np, from, to, src_dir, &now);
-	if (rc == -ENOENT && wr_drop_if_done(fs, from)) /* committed since */
+	if (wr_rename_again(fs, &rc, from, to)) /* committed since */
 		rc = rename_move(fs, p, name, np, from, to, src_dir, &now);
 	if (rc == 0) {
 		fs_inode *c = fs_itable_find(fs->it, from);

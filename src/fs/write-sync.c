@@ -132,6 +132,16 @@ int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b)
 	return 0;
 }
 
+bool wr_rename_again(fs_ctx *fs, int *rc, const char *a, const char *b)
+{
+	if (*rc == -ENOENT)
+		return wr_drop_if_done(fs, a);
+	if (*rc != -EBUSY)
+		return false;
+	*rc = wr_wait_sealed(fs, a, b);
+	return *rc == 0;
+}
+
 int wr_sync(fs_ctx *fs,
 	    void (*progress)(void *arg, uint64_t done, uint64_t total),
 	    void *arg)

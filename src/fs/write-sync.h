@@ -30,4 +30,12 @@ void wr_seal_all(fs_ctx *fs);
  * waiting. */
 int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b);
 
+/* Whether wr_rename's move of a to b, which answered *rc, is tried again:
+ * the commit of a's transaction ended since wr_wait_sealed (-ENOENT: the
+ * engine has no transaction to move; its name is remote now, the node
+ * goes: wr_drop_if_done) or began (-EBUSY: the idle commit sealed it
+ * while the rename fetched a listing; waited for here, *rc set to the
+ * commit's error if it failed).  Table locked; dropped while waiting. */
+bool wr_rename_again(fs_ctx *fs, int *rc, const char *a, const char *b);
+
 #endif

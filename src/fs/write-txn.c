@@ -15,6 +15,7 @@
 
 #include "commit/engine.h"
 #include "fs/ctx.h"
+#include "fs/nodes.h"
 #include "fs/write-deletes.h"
 #include "fs/write-local.h"
 #include "util/log.h"
@@ -38,6 +39,26 @@ char *wr_manifest_root(fs_ctx *fs, fs_inode *p)
 	return NULL;
 }
 
+char *wr_manifest_root_known(fs_ctx *fs, fs_inode *p)
+{
+	fs_inode_ref(p);
+	for (fs_inode *a = p; a; a = a->parent) {
+		ov_node *o = wr_local_of(fs, a);
+		if (o && !o->merge)
+			continue; /* this mount's: wr_manifest_root knows it */
+		int rc = 0;
+		if (a->listing_held) /* as of this mount's commit */
+			rc = fs_dir_refetch(fs, a);
+		else if (!a->listing || a->listing_gen != fs->listing_gen)
+			rc = fs_dir_load(fs, a);
+		if (rc < 0 || (a->manifest && a->manifest->committed))
+			break;
+	}
+	char *root = wr_manifest_root(fs, p);
+	fs_itable_unref(fs->it, p);
+	return root;
+}
+
 /*
  * The transaction a new name at path (child of directory inode p) joins:
  * the one of a local parent directory still open, else a new one rooted
@@ -51,8 +72,8 @@ int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 		*out = pd->txn;
 		return 0;
 	}
+	char *mroot = wr_manifest_root_known(fs, p);
 	wr_ordered_for(fs, path);
-	char *mroot = wr_manifest_root(fs, p);
 	fs_itable_unlock(fs->it);
 	uint64_t id = 0;
 	int rc = eng_txn_begin(fs->eng, path, is_dir, mroot, &id);

@@ -10,7 +10,17 @@
 
 #include "fs/ctx.h"
 
+/* The transaction root whose manifest governs a name made in directory
+ * p (its nearest committed or committing ancestor root), or NULL. */
 char *wr_manifest_root(fs_ctx *fs, fs_inode *p);
+/* wr_manifest_root once the manifests it reads are known: p and the
+ * directories above it up to that root that this mount has not listed
+ * (never, or not since a sync or since its own commit of them) are
+ * listed first.  A name stored without the root governing it is a plain
+ * object the manifest hides from readers (model seed 7303: a rename in a
+ * checkpoint directory this mount had just committed; a chmod of a
+ * committed file right after a sync).  Drops the lock while listing. */
+char *wr_manifest_root_known(fs_ctx *fs, fs_inode *p);
 int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 		   ov_txn **out);
 int wr_seal(fs_ctx *fs, ov_txn *x);

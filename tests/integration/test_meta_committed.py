@@ -343,6 +343,61 @@ def test_changes_of_directories_just_committed(bucket, mount, tmp_path):
     assert os.stat(m / "c").st_mode == 0o40700
 
 
+def test_changes_of_files_just_committed(bucket, mount, tmp_path):
+    """Right after a sync, before anything listed the checkpoint directory
+    again, a chmod of its committed file is stored in its manifest (an
+    addendum), not as a plain object its manifest hides from readers:
+    another mount, and the writer after a remount, show it, and the
+    directory keeps the mtime it recorded (a plain object put there moved
+    it to that object's LastModified).  So are a utimensat and a setxattr
+    of a file in a subdirectory.  Found by helper-33 writing the format-2
+    compat fixture: the chmod went out as a plain object when the
+    directory's listing was the one held from before its commit (the
+    stat of sub after the sync answers from it), whose manifest is the
+    intent, not the committed one (fs/write-txn.c
+    wr_manifest_root_known)."""
+    opts = [f"cache_dir={tmp_path / 'cache-w'}", "lease=2",
+            "commit_delay=600"]
+    m = mount(bucket, "run", options=opts)
+    d = m.path / "ckpt"
+    os.makedirs(d / "sub")
+    (d / "model.bin").write_bytes(b"x" * 3000)
+    (d / "sub" / "o.bin").write_bytes(b"y" * 300)
+    os.utime(d / "sub", ns=(1, 1700000000123456789))
+    os.utime(d, ns=(1, 1700000001123456789))
+    assert os.stat(d / "sub").st_mtime_ns == 1700000000123456789
+    ckptfs_sync(m.path)
+    assert os.stat(d).st_mtime_ns == 1700000001123456789
+    assert os.stat(d / "sub").st_mtime_ns == 1700000000123456789
+    os.chmod(d / "model.bin", 0o640)
+    ckptfs_sync(m.path)
+    other = mount(bucket, "run", options=helpers.observer_options(
+        tmp_path / "cache-o"))
+
+    def view(top):
+        c = top / "ckpt"
+        return (os.stat(c / "model.bin").st_mode, os.stat(c).st_mtime_ns)
+    want = (0o100640, 1700000001123456789)
+    assert view(m.path) == want
+    assert view(other.path) == want
+    os.utime(d / "sub" / "o.bin", ns=(1, 1600000000000000007))
+    os.setxattr(d / "sub" / "o.bin", "user.k", b"v")
+    ckptfs_sync(m.path)
+
+    def sub_view(top):
+        o = top / "ckpt" / "sub" / "o.bin"
+        try:
+            return (os.stat(o).st_mtime_ns, os.getxattr(o, "user.k"))
+        except OSError as e:  # ENODATA: not shown yet
+            return e.errno
+    helpers.wait_for(lambda: sub_view(other.path) ==
+                     (1600000000000000007, b"v"), 15, "the file's changes")
+    assert m.unmount() == []
+    m = mount(bucket, "run", options=opts)
+    assert view(m.path) == want
+    assert sub_view(m.path) == (1600000000000000007, b"v")
+
+
 ADDENDUM_PUT = r"/\.ckptfs/manifest\."
 
 

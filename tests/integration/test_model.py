@@ -354,6 +354,24 @@ REGRESSIONS = {
     # 12 runs before the fix (wr_drop_if_done); the direct test, with a
     # reader holding the node, always (test_commit.py, "committed while a
     # reader holds it").
+    # bench seed 7303 diverged at step 40, rename c/b c/g: EBUSY (the idle
+    # commit sealed c while the rename fetched a listing, after its
+    # wr_wait_sealed), then, once that waited, c/g absent: the rename in
+    # c, which this mount had just committed, went out as plain objects
+    # with no addendum in c's root (c's manifest was not loaded: its
+    # listing was held from before the commit), so readers following c's
+    # manifest hid the new c/g.  Fixed: wr_rename_again waits for a
+    # commit begun since, and wr_manifest_root_known lists what this
+    # mount does not know (fs/write-txn.c).  Shrunk by hand.
+    "rename_in_a_dir_just_committed": [
+        ('symlink', 'x', 'g'),
+        ('sync',),
+        ('mkdir', 'c', 493),
+        ('create', 'c/b', 2986, 705095154),
+        ('rename', 'g', 'c/g'),
+        ('truncate', 'c/b', 0),
+        ('rename', 'c/b', 'c/g'),
+    ],
     "rename_of_a_file_committed_while_read": [
         ('mkdir', 'c', 493),
         ('create', 'c/a', 4790, 943930788),
