@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "fs/ctx.h"
-#include "fs/local.h"
 #include "fs/nodes.h"
 #include "proto/meta.h"
 #include "util/buf.h"
@@ -34,20 +33,6 @@
 #define META_BATCH 1024 /* files per batch at most */
 #define META_FIRST 32   /* the first batch of a directory */
 #define META_PAR 64     /* HEADs in flight at once */
-
-/* Whether n's metadata is still to be read.  Table locked. */
-static bool needs_meta(fs_ctx *fs, const fs_inode *n)
-{
-	if (n->is_dir || !n->etag || !n->etag[0] ||
-	    (n->has_attrs && (!n->meta_etag || n->attrs_committed)))
-		return false; /* no version known, or the manifest or this
-		               * mount's commit said */
-	if (fs_meta_read_for(n, n->etag, n->obj_mtime))
-		return false;
-	if (!fs_meta_wanted(fs, n))
-		return false; /* object_meta: no hint, or off */
-	return !fs_local_fill_stat(fs, n, &(struct stat){0});
-}
 
 typedef struct meta_item {
 	fs_inode *n; /* referenced, meta_busy */
@@ -210,7 +195,7 @@ static void batch_collect(fs_ctx *fs, fs_inode *n, meta_batch *b)
 		buf_printf(&path, "%s%s%s", d->path, d->path[0] ? "/" : "",
 			   e->name);
 		fs_inode *c = fs_itable_find(fs->it, buf_cstr(&path));
-		if (c && !c->meta_busy && needs_meta(fs, c) &&
+		if (c && !c->meta_busy && fs_meta_unread(fs, c) &&
 		    !recall_meta(fs, c))
 			batch_add(fs, b, c);
 	}
@@ -221,7 +206,7 @@ void fs_check_meta(fs_ctx *fs, fs_inode *n)
 {
 	while (n->meta_busy) /* in another thread's batch */
 		fs_itable_wait(fs->it);
-	if (!needs_meta(fs, n) || recall_meta(fs, n))
+	if (!fs_meta_unread(fs, n) || recall_meta(fs, n))
 		return;
 	/* a lone stat costs one round of HEADs; a directory whose files keep
 	 * needing theirs (ls -l) gets batches growing up to META_BATCH */

@@ -667,6 +667,19 @@ bool fs_meta_wanted(fs_ctx *fs, const fs_inode *n)
 	return e && e->hinted;
 }
 
+bool fs_meta_unread(fs_ctx *fs, const fs_inode *n)
+{
+	if (n->is_dir || !n->etag || !n->etag[0] ||
+	    (n->has_attrs && (!n->meta_etag || n->attrs_committed)))
+		return false; /* no version known, or the manifest or this
+		               * mount's commit said */
+	if (fs_meta_read_for(n, n->etag, n->obj_mtime))
+		return false;
+	if (!fs_meta_wanted(fs, n))
+		return false; /* object_meta: no hint, or off */
+	return !fs_local_fill_stat(fs, n, &(struct stat){0});
+}
+
 static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 {
 	/* a directory whose mtime is not known yet: make stat ask again */
@@ -678,10 +691,9 @@ static double entry_attr_timeout(fs_ctx *fs, const fs_inode *n)
 	if (n->is_dir && n->name_change.tv_sec &&
 	    n->listing_gen != fs->listing_gen)
 		return 0.0;
-	/* a file whose object metadata was not read yet (fs_check_meta) */
-	if (!n->is_dir && !n->has_attrs && n->etag && fs_meta_wanted(fs, n) &&
-	    !fs_meta_read_for(n, n->etag, n->obj_mtime) &&
-	    !fs_local_fill_stat(fs, n, &(struct stat){0}))
+	/* a file whose object metadata was not read yet for this version
+	 * (fs_check_meta) */
+	if (fs_meta_unread(fs, n))
 		return 0.0;
 	return fs->o.attr_timeout;
 }

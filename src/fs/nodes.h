@@ -31,6 +31,14 @@ void fs_fill_stat(fs_ctx *fs, const fs_inode *n, struct stat *st);
  * off never, auto when n's directory listing holds a metadata hint for it
  * (or is not known).  Table locked. */
 bool fs_meta_wanted(fs_ctx *fs, const fs_inode *n);
+/* Whether file n's object metadata is still to be read for its version
+ * (fs/metaread.c fs_check_meta): wanted (fs_meta_wanted), not read for
+ * this version (its ETag and LastModified), and neither a manifest nor
+ * this mount's commit speaks for n.  Metadata read for another version
+ * counts as unread: a name renamed server-side (a copy: a new
+ * LastModified) or stored again shows the listing's LastModified until
+ * it is read.  Table locked. */
+bool fs_meta_unread(fs_ctx *fs, const fs_inode *n);
 void fs_fill_entry(fs_ctx *fs, fs_inode *n, struct fuse_entry_param *ep);
 /* Makes d->listing fresh; drops the lock while listing.  0 or -errno. */
 int fs_dir_load(fs_ctx *fs, fs_inode *d);          /* table locked */

@@ -179,6 +179,41 @@ def test_times_of_a_file_just_written(bucket, mount, tmp_path):
     assert {n: os.lstat(other / n).st_mtime_ns for n in want} == want
 
 
+@pytest.mark.timeout(90)
+def test_times_of_names_renamed_by_a_mount_that_read_them(bucket, mount,
+                                                          tmp_path):
+    """A file and a symlink outside any manifest, committed, then read by
+    a mount that did not write them (their object metadata read), renamed
+    there: the renames are server-side copies, whose new LastModified the
+    next listing shows.  `ls -l` (readdirplus, then lstat) shows the
+    recorded mtimes at once.  Before, the metadata read for the old
+    version counted as known: the listing's reply carried the copy's
+    LastModified with the full attr_timeout, and lstat showed it (model
+    seed 9003, step 111)."""
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = mount(bucket, mountpoint=mp, options=opts)
+    (m / "f").write_bytes(b"f")
+    os.utime(m / "f", ns=(T_EXPLICIT, T_EXPLICIT))
+    os.symlink("nowhere", m / "l")
+    os.utime(m / "l", ns=(T_OLD, T_OLD), follow_symlinks=False)
+    ckptfs_sync(m)
+    m = _remounted(m, bucket, mount, opts)
+    want = {"f": T_EXPLICIT, "l": T_OLD}
+    assert {n: os.lstat(m / n).st_mtime_ns for n in sorted(os.listdir(m))} \
+        == want
+    os.rename(m / "f", m / "g")
+    os.rename(m / "l", m / "k")
+    want = {"g": T_EXPLICIT, "k": T_OLD}
+    assert {n: os.lstat(m / n).st_mtime_ns for n in sorted(os.listdir(m))} \
+        == want
+    assert os.readlink(m / "k") == "nowhere"
+    other = _elsewhere(bucket, mount, tmp_path, "cache-b")
+    assert {n: os.lstat(other / n).st_mtime_ns
+            for n in sorted(os.listdir(other))} == want
+
+
 @pytest.mark.timeout(120)
 def test_sigkill_after_attribute_changes(bucket, mount, tmp_path):
     """The changes are journaled before the calls return: a writer killed
