@@ -538,6 +538,41 @@ def tree_view(root):
     return out
 
 
+def attr_tree(root):
+    """{relative path: attributes} of root and everything under it, as a
+    mount shows them (lstat, listxattr): type, mode, uid, gid, mtime_ns,
+    user xattrs ({name: value as latin-1 text}) and, per type, the md5 of
+    a file's bytes or a symlink's target; None when root is absent.  The
+    entry of root itself is ".".  JSON-serializable (compat fixtures
+    record it, tests/integration/test_compat_v2.py compares it)."""
+    import hashlib
+    import stat as _stat
+    root = Path(root)
+    if not os.path.lexists(root):
+        return None
+    out = {}
+    stack = [root]
+    while stack:
+        p = stack.pop()
+        st = os.lstat(p)
+        rel = p.relative_to(root).as_posix() if p != root else "."
+        e = {"mode": oct(st.st_mode & 0o7777), "uid": st.st_uid, "gid": st.st_gid,
+             "mtime_ns": st.st_mtime_ns}
+        if _stat.S_ISLNK(st.st_mode):
+            e["type"], e["target"] = "symlink", os.readlink(p)
+        else:
+            e["xattrs"] = {n: os.getxattr(p, n).decode("latin-1")
+                           for n in sorted(os.listxattr(p)) if n.startswith("user.")}
+            if _stat.S_ISDIR(st.st_mode):
+                e["type"] = "dir"
+                stack += [p / n for n in sorted(os.listdir(p))]
+            else:
+                e["type"] = "file"
+                e["md5"] = hashlib.md5(p.read_bytes()).hexdigest()
+        out[rel] = dict(sorted(e.items()))
+    return dict(sorted(out.items()))
+
+
 class Poller:
     """Runs check() in a thread again and again (every `interval` seconds)
     until stop().  check returns None when what it saw is allowed, else a

@@ -69,21 +69,28 @@ ROOT = TOOLS.parent.parent
 IT = ROOT / "tests" / "integration"
 PREFIX = "run/"
 LEASE = 2
-OLD_COMMIT = "381e25d"
+OLD_COMMITS = {1: "381e25d", 2: "2408fb3"}
 
 
 def _main():
+    args = sys.argv[1:]
+    fmt = 1
+    if args and args[0] in ("--v1", "--v2"):
+        fmt = int(args.pop(0)[3:])
+    commit = OLD_COMMITS[fmt]
     old = os.environ.get("CKPTFS_OLD_BIN")
     if not old or not os.access(old, os.X_OK):
         sys.exit("set CKPTFS_OLD_BIN to the ckptfs binary built at "
-                 f"{OLD_COMMIT} (see this script's docstring)")
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "tests/data/bucket-v1")
+                 f"{commit} (see this script's docstring)")
+    out = Path(args[0] if args else ROOT / f"tests/data/bucket-v{fmt}")
     os.environ["CKPTFS_BIN"] = old
     os.environ["COMPAT_FIXTURE_OUT"] = str(out.resolve())
+    os.environ["COMPAT_FIXTURE_FORMAT"] = str(fmt)
     sys.path.insert(0, str(IT))
     import pytest
     sys.exit(pytest.main(["-q", "-s", "-p", "no:cacheprovider", "-p", "conftest",
-                          "--rootdir", str(TOOLS), __file__]))
+                          "--rootdir", str(TOOLS), __file__,
+                          "-k", f"test_generate_v{fmt}"]))
 
 
 # ---- below: run by pytest --------------------------------------------------
@@ -130,14 +137,11 @@ def blob(seed, n):
     return helpers.det_bytes(seed, n)
 
 
-def test_generate(s3server, bucket, mount, tmp_path):
-    import helpers
+def _writers(s3server, bucket, mount, tmp_path):
+    """writer(tag, proxy=None): a writable mount of PREFIX (lease LEASE,
+    commits only when asked); killed_during(...): see its docstring."""
     from faultproxy import FaultProxy
-    from helpers import ckptfs_sync, kill_ckptfs, run, wait_until
-
-    out = Path(os.environ["COMPAT_FIXTURE_OUT"])
-    s3 = s3server.client()
-    notes = {}
+    from helpers import ckptfs_sync, kill_ckptfs
 
     def writer(tag, proxy=None):
         mp = mount.workdir / f"w-{tag}"
@@ -168,6 +172,17 @@ def test_generate(s3server, bucket, mount, tmp_path):
             time.sleep(0.3)  # requests in flight beside it land
             kill_ckptfs(w)
             t.join(30)
+
+    return writer, killed_during
+
+
+def test_generate_v1(s3server, bucket, mount, tmp_path):
+    from helpers import ckptfs_sync, run
+
+    out = Path(os.environ["COMPAT_FIXTURE_OUT"])
+    s3 = s3server.client()
+    notes = {}
+    writer, killed_during = _writers(s3server, bucket, mount, tmp_path)
 
     # (a) a committed directory with every kind of entry
     w = writer("a")
@@ -230,14 +245,7 @@ def test_generate(s3server, bucket, mount, tmp_path):
         "CopyObject held: marker on ckpt-ren-dst, two copies, no manifest")
 
     # (f) a directory transaction killed mid-upload
-    def abandon(mp):
-        os.makedirs(f"{mp}/ckpt-abandoned")
-        time.sleep(0.5)  # the marker and the intent are PUT at mkdir
-        write(Path(mp) / "ckpt-abandoned" / "a.bin", blob(70, 900))
-        write(Path(mp) / "ckpt-abandoned" / "b.bin", blob(71, 1100))
-        run([helpers.CKPTFS_BIN, "commit", f"{mp}/ckpt-abandoned"], timeout=60,
-            check=False)
-    killed_during("abandon", None, abandon,
+    killed_during("abandon", None, _abandon,
                   lambda m, p, q, c: m == "PUT" and "/ckpt-abandoned/" in p and
                   "/.ckptfs" not in p and "-pending/" not in p, n=2)
     notes["run/ckpt-abandoned/"] = (
@@ -245,7 +253,154 @@ def test_generate(s3server, bucket, mount, tmp_path):
         "second file held: marker, intent manifest, one object")
 
     # the dump
-    dump(s3, bucket, out, notes)
+    dump(s3, bucket, out, notes, 1)
+
+
+# ---- format 2 (--v2): tests/data/bucket-v2, by ckptfs at 2408fb3 --------------
+
+T0 = 1_700_000_000_000_000_000  # a fixed base for every explicit mtime (ns)
+
+
+def _dir(p, mode, uid, gid, xattrs=()):
+    os.makedirs(p, exist_ok=True)
+    os.chmod(p, mode)
+    os.chown(p, uid, gid)
+    for n, v in xattrs:
+        os.setxattr(p, n, v)
+
+
+def test_generate_v2(s3server, bucket, mount, tmp_path):
+    import helpers
+    from helpers import attr_tree, ckptfs_sync, run
+
+    out = Path(os.environ["COMPAT_FIXTURE_OUT"])
+    s3 = s3server.client()
+    notes = {}
+    writer, killed_during = _writers(s3server, bucket, mount, tmp_path)
+
+    # (a) run/ckpt-d: a committed directory whose directories got their
+    # modes, owners, xattrs and (last, once filled) mtimes before the commit
+    w = writer("d")
+    d = w.path / "ckpt-d"
+    _dir(d, 0o750, 1001, 1002, [("user.kind", b"checkpoint")])
+    _dir(d / "sub", 0o700, 2001, 2002, [("user.dirnote", b"sub dir")])
+    _dir(d / "sub" / "deeper", 0o711, 2003, 2004)
+    _dir(d / "sub" / "deeper" / "empty2", 0o755, 0, 0, [("user.e2", b"")])
+    _dir(d / "emptydir", 0o705, 3001, 3002, [("user.empty", b"yes")])
+    write(d / "model.bin", blob(101, 3000))
+    write(d / "config.json", b'{"lr": 0.2}\n', mode=0o600)
+    os.setxattr(d / "config.json", "user.note", b"hello v2")
+    write(d / "sub" / "opt.bin", blob(102, 2000))
+    write(d / "sub" / "deeper" / "notes.txt", b"deeper\n", mode=0o444)
+    os.chown(d / "sub" / "deeper" / "notes.txt", 4001, 4002)
+    os.symlink("model.bin", d / "link")
+    files = ["model.bin", "config.json", "sub/opt.bin", "sub/deeper/notes.txt"]
+    for i, rel in enumerate(files):
+        os.utime(d / rel, ns=(T0, T0 + 1000 * i + 7))
+    dirs = ["sub/deeper/empty2", "sub/deeper", "sub", "emptydir", "."]
+    for i, rel in enumerate(dirs):  # children first: a name made moves it
+        os.utime(d / rel, ns=(T0, T0 + 1_000_000_000 * (i + 1) + 123_456_789))
+    before = attr_tree(d)
+    assert ckptfs_sync(w.path).returncode == 0
+    # (b) committed files changed after the commit: each one an addendum
+    # storing the file again (with its parent directory's record).  The
+    # tree is listed first: right after a sync, a change of a committed
+    # file whose directory this mount has not listed since is stored as a
+    # plain object, which readers ignore under a manifest (so at 2408fb3,
+    # and on main as of 2026-11-29: a bug, not the format)
+    for _ in os.walk(d):
+        pass
+    os.chmod(d / "model.bin", 0o640)
+    os.utime(d / "sub" / "opt.bin", ns=(T0, T0 - 86_400_000_000_001))
+    os.setxattr(d / "config.json", "user.note", b"changed after commit")
+    os.setxattr(d / "config.json", "user.extra", b"x")
+    os.chown(d / "sub" / "deeper" / "notes.txt", 4011, 4012)
+    assert ckptfs_sync(w.path).returncode == 0
+    after = attr_tree(d)
+    # what the changes changed, and nothing else (directories included)
+    assert {k for k in after if after[k] != before[k]} == \
+        {"model.bin", "sub/opt.bin", "config.json", "sub/deeper/notes.txt"}, \
+        json.dumps([before, after], indent=1)
+    notes["run/ckpt-d/"] = (
+        "directory transaction: modes, owners, xattrs and mtimes of its "
+        "root (\"dir\"), nested and empty directories (\"dirs\") set "
+        "before the commit; then model.bin chmod, sub/opt.bin touch -d, "
+        "config.json setfattr x2, sub/deeper/notes.txt chown, each stored "
+        "by an addendum (files + \"parent\" record)")
+    # (c) latest, a single-file commit
+    write(w.path / "latest", b"ckpt-d\n")
+    os.utime(w.path / "latest", ns=(T0, T0 + 42))
+    assert ckptfs_sync(w.path).returncode == 0
+    w.unmount()
+
+    def tree(mp, name, seed, mode):
+        root = Path(mp) / name
+        _dir(root, mode, 5001, 5002, [("user.tag", name.encode())])
+        _dir(root / "inner", 0o710, 5003, 5004, [("user.inner", b"1")])
+        for i in range(4):
+            write(root / ("inner" if i % 2 else ".") / f"part-{i}.bin",
+                  blob(seed + i, 600 + 100 * i))
+        os.utime(root / "inner", ns=(T0, T0 + 5_000_000_000 + seed))
+        os.utime(root, ns=(T0, T0 + 6_000_000_000 + seed))
+
+    # (d) rm -r after its commit point: the delete record PUT, the data's
+    # DeleteObjects landed, the writer SIGKILLed with the manifests' held
+    killed_during("del", lambda mp: tree(mp, "ckpt-del", 110, 0o751),
+                  lambda mp: run(["rm", "-r", f"{mp}/ckpt-del"], timeout=60),
+                  lambda m, p, q, c: m == "POST" and "delete" in q, n=2)
+    notes["run/ckpt-del/"] = (
+        "rm -r; old writer SIGKILLed with its second DeleteObjects (the "
+        "manifests') held: delete record W.gone@86400, manifests, no data")
+    # (e) mv after its commit point: the new name's manifest with
+    # "renamed_from", the old name's delete record; the writer SIGKILLed
+    # with the DELETE of its marker on the new name held
+    killed_during("ren", lambda mp: tree(mp, "ckpt-ren-src", 120, 0o701),
+                  lambda mp: os.rename(f"{mp}/ckpt-ren-src", f"{mp}/ckpt-ren-dst"),
+                  lambda m, p, q, c: m == "DELETE" and
+                  "/.ckptfs-pending/ckpt-ren-dst/" in p)
+    notes["run/ckpt-ren-dst/"] = (
+        "mv ckpt-ren-src ckpt-ren-dst; old writer SIGKILLed with the DELETE "
+        "of its marker on ckpt-ren-dst held: copies, manifest with "
+        "renamed_from, delete record of ckpt-ren-src (past the commit point)")
+    # (f) mv before its commit point: SIGKILLed with its third CopyObject held
+    killed_during("cp", lambda mp: tree(mp, "ckpt-cp-src", 130, 0o755),
+                  lambda mp: os.rename(f"{mp}/ckpt-cp-src", f"{mp}/ckpt-cp-dst"),
+                  lambda m, p, q, c: m == "PUT" and c, n=3)
+    notes["run/ckpt-cp-dst/"] = (
+        "mv ckpt-cp-src ckpt-cp-dst; old writer SIGKILLed with its third "
+        "CopyObject held: marker and intent on ckpt-cp-dst, two copies "
+        "(before the commit point)")
+    # (g) a directory transaction killed mid-upload
+    killed_during("abandon", None, _abandon,
+                  lambda m, p, q, c: m == "PUT" and "/ckpt-abandoned/" in p and
+                  "/.ckptfs" not in p and "-pending/" not in p, n=2)
+    notes["run/ckpt-abandoned/"] = (
+        "directory transaction; old writer SIGKILLed with the PUT of its "
+        "second file held: marker, intent manifest, one object")
+
+    # what the old binary shows, from a fresh mount once every marker
+    # expired: the fixture's expected view (test_compat_v2.py)
+    time.sleep(LEASE + 1)
+    obs = mount(bucket, PREFIX.rstrip("/"),
+                options=helpers.observer_options(tmp_path / "obs"))
+    names = sorted(os.listdir(obs.path))
+    assert names == ["ckpt-cp-src", "ckpt-d", "ckpt-ren-dst", "latest"], names
+    expect = {n: attr_tree(obs.path / n) for n in names}
+    assert expect["ckpt-d"] == after, (expect["ckpt-d"], after)
+    assert expect["ckpt-ren-dst"]["."]["mode"] == "0o701"
+    assert expect["ckpt-ren-dst"]["inner"]["xattrs"] == {"user.inner": "1"}
+    dump(s3, bucket, out, notes, 2, expect=expect)
+
+
+def _abandon(mp):
+    import helpers
+    from helpers import run
+    os.makedirs(f"{mp}/ckpt-abandoned")
+    time.sleep(0.5)  # the marker and the intent are PUT at mkdir
+    write(Path(mp) / "ckpt-abandoned" / "a.bin", blob(70, 900))
+    write(Path(mp) / "ckpt-abandoned" / "b.bin", blob(71, 1100))
+    run([helpers.CKPTFS_BIN, "commit", f"{mp}/ckpt-abandoned"], timeout=60,
+        check=False)
 
 
 def _quiet(fn, *a):
@@ -255,11 +410,11 @@ def _quiet(fn, *a):
         sys.stderr.write(f"[generator] {fn.__name__}: {e!r} (expected)\n")
 
 
-def dump(s3, bucket, out, notes):
-    keys = []
+def dump(s3, bucket, out, notes, fmt, expect=None, limit=200_000):
+    listed = {}  # the listing's LastModified has milliseconds (RGW)
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys += [o["Key"] for o in page.get("Contents", [])]
-    keys.sort()
+        listed.update((o["Key"], o["LastModified"]) for o in page.get("Contents", []))
+    keys = sorted(listed)
     objdir = out / "objects"
     if out.exists():
         for f in sorted(objdir.glob("*")) if objdir.exists() else []:
@@ -274,7 +429,8 @@ def dump(s3, bucket, out, notes):
         e = {"key": k, "file": f"objects/{name}", "size": len(body),
              "md5": hashlib.md5(body).hexdigest(),
              "content_type": r.get("ContentType", ""),
-             "last_modified": r["LastModified"].isoformat(),
+             "last_modified": (r["LastModified"].isoformat() if fmt == 1 else
+                               listed[k].isoformat(timespec="milliseconds")),
              "metadata": dict(sorted(r.get("Metadata", {}).items()))}
         m = re.search(r"/\.ckptfs-pending/[^/]+/([^/]+)@(\d+)$", k)
         if m:
@@ -283,8 +439,9 @@ def dump(s3, bucket, out, notes):
     writers = sorted({e["metadata"]["writer"] for e in entries
                       if "writer" in e["metadata"]})
     index = {
-        "format": 1,
-        "written_by": f"ckptfs at commit {OLD_COMMIT} (tests/tools/make-compat-fixture.py)",
+        "format": fmt,
+        "written_by": (f"ckptfs at commit {OLD_COMMITS[fmt]} "
+                       f"(tests/tools/make-compat-fixture.py{' --v2' if fmt == 2 else ''})"),
         "prefix": PREFIX,
         "lease_seconds": LEASE,
         "liveness": ("markers are judged live while LastModified + lease is "
@@ -293,16 +450,23 @@ def dump(s3, bucket, out, notes):
                      "before judging them expired"),
         "replay": ("upload in order of last_modified, ties in index order: "
                    "a format-1 delete's marker is newer than the objects it "
-                   "was deleting, which `ckptfs gc` relies on"),
+                   "was deleting, which `ckptfs gc` relies on" if fmt == 1 else
+                   "upload in order of last_modified (milliseconds, from the "
+                   "listing), ties in index order: a manifest is newer than "
+                   "the objects directly in the directories it records (else "
+                   "readers show their LastModified as the directory's mtime), "
+                   "a delete record newer than the objects it deletes"),
         "markers": leases,
         "writers": writers,
         "notes": notes,
         "objects": entries,
     }
+    if expect is not None:
+        index["expect"] = expect
     (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=False) + "\n")
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     sys.stderr.write(f"[generator] {len(entries)} keys, {total} bytes in {out}\n")
-    assert total < 200_000, total
+    assert total < limit, total
 
 
 if __name__ == "__main__":
