@@ -37,14 +37,15 @@ def body(key):
     raise KeyError(key)
 
 
-def load(s3, bucket):
-    order = sorted(enumerate(INDEX["objects"]),
+def load(s3, bucket, fix=FIX, index=INDEX):
+    """Replays fixture `fix` (default bucket-v1) into bucket."""
+    order = sorted(enumerate(index["objects"]),
                    key=lambda ie: (ie[1]["last_modified"], ie[0]))
     for _, e in order:
-        s3.put_object(Bucket=bucket, Key=e["key"], Body=(FIX / e["file"]).read_bytes(),
+        s3.put_object(Bucket=bucket, Key=e["key"], Body=(fix / e["file"]).read_bytes(),
                       ContentType=e["content_type"] or "binary/octet-stream",
                       Metadata=e["metadata"])
-    time.sleep(LEASE + 1.5)  # every replayed marker expired
+    time.sleep(index["lease_seconds"] + 1.5)  # every replayed marker expired
 
 
 def keys_under(s3server, bucket, prefix):
