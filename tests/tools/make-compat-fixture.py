@@ -9,9 +9,9 @@ Usage (as root, like the integration tests; RGW is started and stopped):
     (cd /tmp/ckptfs-old && autoreconf -fi && mkdir -p build && cd build &&
      ../configure -q CC=gcc && make -j2)
     CKPTFS_OLD_BIN=/tmp/ckptfs-old/build/ckptfs \\
-        /usr/bin/python3 tests/tools/make-compat-fixture.py [OUTDIR]
+        /usr/bin/python3 tests/tools/make-compat-fixture.py [--v2] [OUTDIR]
 
-OUTDIR defaults to tests/data/bucket-v1.  The script runs itself under
+OUTDIR defaults to tests/data/bucket-v1 (with --v2: bucket-v2).  The script runs itself under
 pytest with tests/integration/conftest.py loaded as a plugin, so it gets
 the same throwaway RGW, mounts, watchdog and hygiene as the tests; every
 mount and `ckptfs` command uses the OLD binary (CKPTFS_BIN is set to
@@ -47,6 +47,35 @@ fresh LastModified, so the replay waits past the lease):
   run/ckpt-abandoned/ directory transaction killed mid-upload: marker,
                       intent manifest (state pending), at most some of its
                       files' objects
+
+With --v2 it generates tests/data/bucket-v2/ instead: a bucket written by
+format 2 as of commit 2408fb3 (the previous landed main, before committed
+directories' attribute changes were stored), for
+tests/integration/test_compat_v2.py; CKPTFS_OLD_BIN is then a binary
+built at 2408fb3 (same steps, `git worktree add /tmp/ckptfs-old 2408fb3`):
+
+  run/ckpt-d/         committed directory: root ("dir") mode 0750, owner
+                      1001:1002, xattr; sub/ (0700, xattr), sub/deeper/
+                      (0711), empty sub/deeper/empty2/ and emptydir/ (own
+                      owners, xattrs); every directory's and file's mtime
+                      set to the ns before the commit; then model.bin
+                      chmod, sub/opt.bin touch -d, config.json setfattr
+                      twice, sub/deeper/notes.txt chown: addenda with
+                      "parent" records
+  run/latest          single-file commit
+  run/ckpt-del/       `rm -r` killed with its manifests' DeleteObjects
+                      held: delete record, manifest, no data
+  run/ckpt-ren-dst/   `mv ckpt-ren-src ckpt-ren-dst` killed with the DELETE
+                      of its marker held: copies, "renamed_from" manifest,
+                      ckpt-ren-src's delete record (past the commit point)
+  run/ckpt-cp-dst/    `mv ckpt-cp-src ckpt-cp-dst` killed with its third
+                      CopyObject held (before the commit point)
+  run/ckpt-abandoned/ as for format 1
+
+index.json's "expect" is each visible checkpoint's tree as a fresh mount of
+the old binary showed it (helpers.attr_tree); "last_modified" has
+milliseconds (from the listing), so a replay keeps the order of requests
+made in one second.
 
 The dump (index.json + objects/NNNN) keeps, per key, the body, the
 Content-Type, every x-amz-meta-* header and the original LastModified;
