@@ -796,13 +796,8 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		for (int i = 0; i < 3; i++)
 			buf_free(&xa[i]);
 		free(mroot);
-		if (rc == 0) {
-			wr_seal_all(fs);
-			fs_itable_unlock(fs->it);
-			rc = eng_sync(fs->eng, NULL, NULL);
-			fs_itable_lock(fs->it);
-			fs->listing_gen++;
-		}
+		if (rc == 0)
+			rc = wr_sync_shown(fs, to);
 	}
 	return rc;
 }

@@ -132,6 +132,19 @@ int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b)
 	return 0;
 }
 
+int wr_sync_shown(fs_ctx *fs, const char *to)
+{
+	wr_seal_all(fs);
+	fs_itable_unlock(fs->it);
+	int rc = eng_sync(fs->eng, NULL, NULL);
+	fs_itable_lock(fs->it);
+	ov_node *w = rc == 0 ? ov_get(&fs->ov, to) : NULL;
+	if (w && w->kind == OV_WHITEOUT)
+		ov_remove(&fs->ov, w);
+	fs->listing_gen++;
+	return rc;
+}
+
 bool wr_rename_again(fs_ctx *fs, int *rc, const char *a, const char *b)
 {
 	if (*rc == -ENOENT)

@@ -30,6 +30,14 @@ void wr_seal_all(fs_ctx *fs);
  * waiting. */
 int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b);
 
+/* A remote rename's wait for its new name `to` to be visible: seals
+ * everything, waits for the whole queue (eng_sync), then drops a whiteout
+ * at `to` (a removal just before the rename, whose delete ran ahead of
+ * it: the reap keeps whiteouts for a second, and this one hid the new
+ * name) and counts every listing stale.  0 or -errno.  Table locked;
+ * dropped while waiting. */
+int wr_sync_shown(fs_ctx *fs, const char *to);
+
 /* Whether wr_rename's move of a to b, which answered *rc, is tried again:
  * the commit of a's transaction ended since wr_wait_sealed (-ENOENT: the
  * engine has no transaction to move; its name is remote now, the node
