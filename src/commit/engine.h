@@ -226,10 +226,11 @@ int eng_file_drop(eng *e, uint64_t txn, const char *path);
  * anything already uploaded under the old name is re-uploaded or copied
  * to the new keys and the old keys deleted after the commit.  A moved
  * file that was already uploaded is likewise moved remotely.
- * manifest_root: as for eng_txn_begin, for `to`: a whole directory
- * transaction takes it (moved into a governed directory, its commit
- * records it in that root's addendum, whose record of a directory it
- * replaced readers would take otherwise); ignored otherwise.
+ * manifest_root: as for eng_txn_begin, for `to`: a whole transaction
+ * takes it (moved into a governed directory, its commit records it in
+ * that root's addendum: a directory, whose record of a directory it
+ * replaced readers would take otherwise, or a single file, which readers
+ * of that directory take from its manifest only); ignored otherwise.
  */
 int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 		  uint64_t txn_to, const char *to, const char *manifest_root);

@@ -553,7 +553,7 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 	etxn *tf = eng_find_txn(e, txn_from), *tt = eng_find_txn(e, txn_to);
 	int rc = tf && tt ? 0 : -ENOENT;
 	bool whole = !rc && tf == tt && !strcmp(from, tf->root);
-	bool announce_new = false;
+	bool announce_new = false, orphan = false;
 	if (whole)
 		announce_new = tf->kind == T_DIR && !proto_has_temp(&e->pats, to);
 	ckpt_unlock(&e->mu);
@@ -577,11 +577,12 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 			free(tf->root);
 			tf->root = nr;
 			tf->has_marker = announce_new;
-			if (tf->kind == T_DIR) {
-				free(tf->mroot);
-				tf->mroot = manifest_root ? strdup(manifest_root)
-							  : NULL;
-			}
+			/* the root governing the new name (a single file moved
+			 * into a checkpoint directory is recorded in its
+			 * manifest; model seed 7404 stored it as a plain
+			 * object that manifest hid) */
+			free(tf->mroot);
+			tf->mroot = manifest_root ? strdup(manifest_root) : NULL;
 			jr_txn_set_root(e->j, tf->id, to, tf->mroot);
 			/* a single file renamed is ordered by its rename too:
 			 * after what it replaces (f0's own commit queued
@@ -593,8 +594,23 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 					  tf->root);
 		} else {
 			move_entries(e, tf, from, tt, to);
+			/* a directory transaction's root moved into another
+			 * (mkdir b; mv b a/c, a still open): nothing is left
+			 * of it but its marker and intent, which its clean-up
+			 * deletes; its commit showed an empty b */
+			orphan = tf->kind == T_DIR && !strcmp(from, tf->root);
+			if (orphan)
+				rc = jr_txn_set_state(e->j, tf->id,
+						      TS_ABORTED);
 		}
-		rc = jr_commit(e->j);
+		if (rc)
+			jr_rollback(e->j);
+		else
+			rc = jr_commit(e->j);
+	}
+	if (!rc && orphan) {
+		tf->state = TS_ABORTED;
+		eng_txn_progress(e, tf);
 	}
 	if (!rc) {
 		JOURNAL_CHECK(eng_journaled_none_under(e, tf->id, from) ||

@@ -830,7 +830,7 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fs_inode_ref(p);
 	fs_inode_ref(np);
 	char *from = wr_child_path(p, name), *to = wr_child_path(np, newname);
-	int rc = from && to ? wr_wait_sealed(fs, from, to) : -ENOMEM;
+	int rc = from && to ? wr_rename_ready(fs, np, from, to) : -ENOMEM;
 	bool src_remote = false, src_local = false, dst_remote = false,
 	     dst_local = false;
 	if (rc == 0)

@@ -132,6 +132,14 @@ int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b)
 	return 0;
 }
 
+int wr_rename_ready(fs_ctx *fs, fs_inode *np, const char *a, const char *b)
+{
+	int rc = wr_wait_sealed(fs, a, b);
+	if (rc == 0)
+		free(wr_manifest_root_known(fs, np));
+	return rc;
+}
+
 int wr_sync_shown(fs_ctx *fs, const char *to)
 {
 	wr_seal_all(fs);

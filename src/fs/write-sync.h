@@ -30,6 +30,15 @@ void wr_seal_all(fs_ctx *fs);
  * waiting. */
 int wr_wait_sealed(fs_ctx *fs, const char *a, const char *b);
 
+/* What wr_rename of a to b (in directory np) waits for first: a commit
+ * on its way inside either (wr_wait_sealed), and the manifests governing
+ * np when this mount does not know them (wr_manifest_root_known), so
+ * that a name moved into np's checkpoint is stored in its manifest (model
+ * seed 7404: a new symlink renamed into a directory just renamed
+ * remotely went out as a plain object, hidden by its manifest).  0 or
+ * -errno.  Table locked; dropped while waiting or listing. */
+int wr_rename_ready(fs_ctx *fs, fs_inode *np, const char *a, const char *b);
+
 /* A remote rename's wait for its new name `to` to be visible: seals
  * everything, waits for the whole queue (eng_sync), then drops a whiteout
  * at `to` (a removal just before the rename, whose delete ran ahead of

@@ -162,6 +162,32 @@ Test(facts, a_move_between_checkpoints_replaces_the_target)
 	eng_close(e, false);
 }
 
+/* A directory transaction whose root moves into another one (mkdir b;
+ * mv b a/c with a not committed) has nothing left to commit: it is
+ * aborted with the move, in one journal transaction (a crash right after
+ * keeps it aborted), so its clean-up deletes its marker and intent
+ * instead of a commit showing an empty b; what moved is the target's. */
+Test(facts, a_root_moved_into_another_transaction_leaves_nothing_behind)
+{
+	eng *e = open_eng();
+	uint64_t t1, t2;
+	char p[300], q[300];
+	cr_assert_eq(eng_txn_begin(e, "a.tmp", true, NULL, &t1), 0);
+	cr_assert_eq(eng_txn_begin(e, "b.tmp", true, NULL, &t2), 0);
+	uint64_t s1 = staged(e, "in b", p), s2 = staged(e, "late", q);
+	cr_assert_eq(eng_file_put(e, t2, "b.tmp/x", s1, 4, NULL), 0);
+	cr_assert_eq(eng_file_move(e, t2, "b.tmp", t1, "a.tmp/c", NULL), 0);
+	/* aborted: it takes nothing more (it would commit it at b) */
+	cr_assert_eq(eng_file_put(e, t2, "b.tmp/y", s2, 4, NULL), -ENOENT);
+	struct seen s = after_crash(&e);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.path[0], "a.tmp/c/x");
+	cr_assert_eq(eng_file_put(e, t2, "b.tmp/y", s2, 4, NULL), -ENOENT,
+		     "still aborted after the crash");
+	cr_assert_eq(eng_file_put(e, t1, "a.tmp/c/y", s2, 4, NULL), 0);
+	eng_close(e, false);
+}
+
 /* A checkpoint a write failed in is never sealed (it would publish a
  * short file), also after a restart, until the file is written again. */
 Test(facts, a_failed_write_keeps_the_checkpoint_from_sealing)
