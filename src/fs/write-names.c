@@ -687,6 +687,9 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 		rc = wr_hold_delete(fs, from, o->kind == OV_DIR, NULL);
 		o->shadows = false;
 	}
+	ov_node *tw = rc == 0 ? ov_get(&fs->ov, to) : NULL;
+	if (tw && tw->kind == OV_WHITEOUT) /* its delete is ordered first */
+		ov_remove(&fs->ov, tw);     /* (it hid the name: seed 7407) */
 	if (rc == 0 && ov_move(&fs->ov, from, to) < 0)
 		rc = -ENOMEM;
 	ov_node *w = wo ? ov_add(&fs->ov, from, OV_WHITEOUT, NULL) : NULL;
