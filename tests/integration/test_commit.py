@@ -895,3 +895,30 @@ def test_rename_of_a_file_committed_while_a_reader_holds_it(s3server, bucket, mo
     assert os.listdir(o / "f0") == []
     assert (o / "c" / "a").read_bytes() == body
     assert os.stat(o / "c" / "a").st_mtime_ns == t
+
+
+def test_rm_then_mv_of_a_tracker_file_while_a_checkpoint_is_open(
+        s3server, bucket, mount, tmp_path):
+    """`rm latest; mv latest.tmp latest` (coreutils) while a checkpoint
+    directory is still being written: the new `latest` shows at once on
+    the writer and, once synced, on another mount, with its bytes.  The
+    removal of the old one was queued behind the open checkpoint, its
+    whiteout stayed at `latest` beside the file moved there and hid it:
+    ls showed no `latest` (bench seed 7407)."""
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=3600")
+    (w / "latest").write_text("step-1\n")
+    ckptfs_sync(w)
+    (w / "step-2").mkdir()
+    (w / "step-2" / "model.pt").write_bytes(det_bytes(7407, 50000))
+    (w / "latest.tmp").write_text("step-2\n")
+    subprocess.run(["rm", str(w / "latest")], check=True)
+    subprocess.run(["mv", str(w / "latest.tmp"), str(w / "latest")],
+                   check=True)
+    assert (w / "latest").read_text() == "step-2\n"
+    assert "latest" in os.listdir(w)
+    assert "latest.tmp" not in os.listdir(w)
+    ckptfs_sync(w)
+    o = observer(mount, bucket, tmp_path)
+    assert (o / "latest").read_text() == "step-2\n"
+    assert (o / "step-2" / "model.pt").read_bytes() == det_bytes(7407, 50000)
+    assert "latest.tmp" not in os.listdir(o)
