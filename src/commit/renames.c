@@ -136,6 +136,44 @@ static int load_root_manifests(eng *e, const char *mroot, vis_manifest *vm,
 	return rc;
 }
 
+/* The manifests that govern src, a directory with no committed ones of
+ * its own, into *vm: its nearest ancestor's that has committed ones (the
+ * transaction root it was made in, whose manifests readers take its
+ * files and directories from, fs/nodes.c root_manifest), and src's path
+ * below that root in *base.  The rename's manifest root (sn->mroot) is
+ * the new name's, another one when src moves out of its root (model
+ * seed 7100: it moved without its files' and directories' attributes).
+ * *vm is left as it was when no ancestor has any.  0 or -1 (x). */
+static int load_governing_root(eng *e, const char *src, vis_manifest *vm,
+			       const char **base, s3_err *x)
+{
+	char *anc = strdup(src);
+	if (!anc) {
+		x->err = ENOMEM;
+		snprintf(x->msg, sizeof x->msg, "rename of %s: out of memory",
+			 src);
+		return -1;
+	}
+	int rc = 0;
+	for (bool top = false; !rc && !top;) {
+		char *cut = strrchr(anc, '/');
+		top = !cut; /* the bucket's top, last */
+		*(cut ? cut : anc) = '\0';
+		vis_manifest m;
+		vis_manifest_init(&m);
+		rc = load_root_manifests(e, anc, &m, x);
+		if (!rc && m.committed > 0) {
+			vis_manifest_free(vm);
+			*vm = m;
+			*base = src + strlen(anc) + (anc[0] ? 1 : 0);
+			break;
+		}
+		vis_manifest_free(&m);
+	}
+	free(anc);
+	return rc;
+}
+
 /* The entry of the source's file rel in vm, whose paths are relative to
  * base (the source's own manifests: ""). */
 static const vis_file *src_file(const vis_manifest *vm, const char *base,
@@ -421,14 +459,8 @@ int eng_rename_dir(eng *e, eng_snap *sn, s3_err *x)
 	/* a directory inside its transaction root (not a root itself): the
 	 * root's manifests record its files and directories, under base */
 	const char *base = "";
-	const char *in_root;
-	if (!rc && vm.committed == 0 && sn->mroot &&
-	    proto_under(sn->root, sn->mroot, &in_root) && in_root[0]) {
-		vis_manifest_free(&vm);
-		vis_manifest_init(&vm);
-		rc = load_root_manifests(e, sn->mroot, &vm, x);
-		base = in_root;
-	}
+	if (!rc && vm.committed == 0)
+		rc = load_governing_root(e, sn->root, &vm, &base, x);
 	bool governed = vm.committed > 0;
 	char *final_json = NULL; /* the new name's manifest, unconditional */
 	/* copy every object but the root's own manifests */

@@ -872,9 +872,9 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fs_inode *c = fs_itable_find(fs->it, from);
 		if (c)
 			fs_itable_move(fs->it, c, np, newname);
-		/* a committed directory renamed: its manifests are the new
-		 * name's now (every listing of its parent applies them) */
-		if (c && c->is_dir && c->manifest && !fs_local_is_dir(fs, c)) {
+		/* a committed directory renamed: its manifests, or its
+		 * root's (none of its own), are the new name's now */
+		if (c && c->is_dir && c->listing && !fs_local_is_dir(fs, c)) {
 			fs_inode_ref(c);
 			if (fs_dir_refetch(fs, c) < 0)
 				log_debug("%s: listing after its rename failed",

@@ -664,6 +664,41 @@ def test_rename_inside_a_transaction_root_keeps_directory_metadata(
     check(_remounted(m, bucket, mount, opts) / "ckpt-1", "remount")
 
 
+@pytest.mark.timeout(120)
+def test_rename_out_of_a_transaction_root_keeps_directory_metadata(
+        bucket, mount, tmp_path):
+    """ckpt-1/sub (recorded in ckpt-1's manifests, none of its own)
+    renamed to the top once committed and listed: the first stat of the
+    new name shows its mode, owner, user xattrs and mtime at once, as do
+    its subdirectories, on the writer, another mount and after a remount.
+    Before, the writer showed the new name with mode 0755, owned by the
+    mounting user, until its listing's refresh (model seed 7100)."""
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    m = mount(bucket, mountpoint=mp, options=opts)
+    top = m / "ckpt-1"
+    _dir_tree(top)
+    ckptfs_sync(m)
+    dirs = _dirs_view(top / "sub")  # lists it: the rename moves a listing
+    files = _files_view(top / "sub")
+    os.rename(top / "sub", m / "moved")
+
+    def check(t, where):
+        d, f = _dirs_view(t), _files_view(t)
+        bad = {k: (d.get(k), dirs.get(k)) for k in set(d) | set(dirs)
+               if d.get(k) != dirs.get(k)}
+        bad.update({k: (f.get(k), files.get(k))
+                    for k in set(f) | set(files) if f.get(k) != files.get(k)})
+        assert not bad, f"{where}: {bad}"
+    check(m / "moved", "writer, at once")
+    ckptfs_sync(m)
+    check(m / "moved", "writer, after a sync")
+    check(_elsewhere(bucket, mount, tmp_path, "cache-b") / "moved",
+          "another mount")
+    check(_remounted(m, bucket, mount, opts) / "moved", "remount")
+
+
 # --------------------------------------------------------------------------
 # A removal moves its directory's mtime on every mount (issue 22 point 1)
 
