@@ -286,6 +286,16 @@ Test(write_names, a_committed_directory_renamed_in_its_root_keeps_attrs)
 	fuse_ino_t run = fx_lookup(fs, ROOT_INO, "run");
 	fuse_ino_t sub = fx_lookup(fs, run, "sub");
 	cr_assert_eq(fx_getattr(fs, sub).st_mode, S_IFDIR | 0750);
+	/* the bucket once the rename step ran (the rename waits for it and
+	 * lists the moved directory and its root again): the root's
+	 * addendum records the new name (commit/renames.c) */
+	proto_mdir dd2[] = {{"sub2", &dm, false}};
+	f[0].path = "sub2/w";
+	char *j2 = proto_manifest_json("w", 2, 1700000000000000001LL, f, 1,
+				       dd2, 1);
+	r->v[0].name = "sub2/";
+	r->manifest = j2;
+	fake_dir_add(fake_list_in("pre/run/sub2/"), "w", 1, 1700000000);
 	cr_assert_eq(fx_rename(fs, run, "sub", run, "sub2", 0), 0);
 	cr_assert_geq(fake_eng_find("rename run/sub run/sub2 dir mroot=run"),
 		      0);
@@ -293,6 +303,7 @@ Test(write_names, a_committed_directory_renamed_in_its_root_keeps_attrs)
 	cr_assert_eq(st.st_mode, S_IFDIR | 0750);
 	cr_assert_eq(st.st_uid, 7);
 	free(j);
+	free(j2);
 }
 
 /* A remote directory cannot move into a directory made here (mv copies
