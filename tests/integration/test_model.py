@@ -448,15 +448,18 @@ REGRESSIONS = {
         ('rename', 'g', 'a'),
     ],
     # seed 7100 diverged at step 295, rename g/b b: the new name showed
-    # mode 0755 and uid 0 (its 0700, uid 1000 once listed); by hand.
-    # g/b, made in g's transaction, had no manifests of its own (g's
-    # recorded it); the rename records it in the new name's own "dir",
-    # but the moved inode, listed as g/b, was listed again only when it
-    # had manifests (a root of its own), so the writer's first stat
-    # answered from a listing of the root, which records nothing of b.
-    # Fixed: wr_rename lists every moved committed directory again
-    # (fs/write-names.c); direct test: test_meta_committed.py, "rename
-    # out of a transaction root".
+    # mode 0755 and uid 0 (its 0700, uid 1000 once listed); by hand
+    # (fails every run).  g/b, made in g's transaction, had no manifests
+    # of its own (g's recorded it); the rename records it in the new
+    # name's own "dir", but the moved inode, listed as g/b, was listed
+    # again only when it had manifests (a root of its own), so the
+    # writer's first stat answered from the top's listing, which records
+    # nothing of b.  Fixed: wr_rename lists every moved committed
+    # directory again (fs/write-names.c).  The direct test
+    # (test_meta_committed.py, "rename out of a transaction root") also
+    # found its subdirectories and files losing their records: the step
+    # read the new name's root's manifests, not g's (commit/renames.c
+    # load_governing_root).
     "rename_of_a_committed_dir_out_of_its_root": [
         ('mkdir', 'a', 493),
         ('mkdir', 'a/b', 448),
