@@ -199,6 +199,24 @@ static int journal_file(eng *e, efile *f)
 }
 
 /*
+ * A file of t is to be stored at path: the object there that another
+ * transaction keeps as garbage (the old name of a file moved away) is t's
+ * from now on.  Deleted when that one became visible, it went after t had
+ * stored its own there (model seed 7400: a file renamed out of an open
+ * checkpoint, another put at its name; the rename's transaction, visible
+ * after the checkpoint, deleted the new object).  A step never deletes a
+ * key it commits (eng_garbage_plan); aborted, or the file moved on, t
+ * deletes the old object.  mu, inside a journal transaction.
+ */
+static int claim_garbage(eng *e, etxn *t, const char *path)
+{
+	char *key = proto_key(e->prefix, path);
+	int rc = key ? jr_garbage_take(e->j, t->id, key) : -ENOMEM;
+	free(key);
+	return rc;
+}
+
+/*
  * One try of file_put, inside a journal transaction; on an error the
  * model is left as it was (what reset_upload forgot aside: the file is
  * uploaded again), since the journal keeps nothing of the transaction.
@@ -243,6 +261,8 @@ static int file_put_once(eng *e, etxn *t, const char *path, uint64_t sid,
 	f->put_at = eng_now();
 	eng_meta_from(&f->m, m);
 	rc = journal_file(e, f);
+	if (!rc)
+		rc = claim_garbage(e, t, path);
 	if (!rc)
 		rc = jr_commit(e->j);
 	else
@@ -511,6 +531,7 @@ static void move_entries(eng *e, etxn *tf, const char *from, etxn *tt,
 		f->path = np;
 		eng_link_file(tt, f);
 		journal_file(e, f);
+		claim_garbage(e, tt, f->path);
 	}
 	for (edir *d = tf->dirs, **pp = &tf->dirs; d; d = *pp) {
 		if (!proto_under(d->path, from, NULL)) {

@@ -83,6 +83,7 @@ static const char schema_sql[] =
     " mtime_ns INTEGER, xattrs BLOB, PRIMARY KEY(txn, path)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS garbage(txn INTEGER NOT NULL, "
     " key TEXT NOT NULL, PRIMARY KEY(txn, key)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS garbage_key ON garbage(key);"
     /* no AUTOINCREMENT: a new row's id is above every row's left (its
      * order), and one page written instead of two took a hold from
      * about 220 to 50 us (rm -r of 1000 files) */
@@ -736,6 +737,19 @@ int jr_garbage_add(jr *j, int64_t txn, const char *key)
 	return jr_exec(j, NULL, NULL,
 		       "INSERT OR IGNORE INTO garbage(txn, key) VALUES(?, ?)",
 		       "it", txn, key);
+}
+
+int jr_garbage_take(jr *j, int64_t txn, const char *key)
+{
+	int rc = jr_exec(j, NULL, NULL,
+			 "INSERT OR IGNORE INTO garbage(txn, key) SELECT ?, "
+			 "key FROM garbage WHERE key = ? AND txn <> ? LIMIT 1",
+			 "iti", txn, key, txn);
+	if (!rc)
+		rc = jr_exec(j, NULL, NULL,
+			     "DELETE FROM garbage WHERE key = ? AND txn <> ?",
+			     "ti", key, txn);
+	return rc;
 }
 
 struct garbage_lister {

@@ -177,8 +177,11 @@ int jr_dir_put(jr *j, const jr_dir_row *r);
 int jr_dir_set_meta(jr *j, const jr_dir_row *r);
 int jr_dir_delete(jr *j, int64_t txn, const char *path);
 
-/* garbage: an object to delete once txn is visible; the list of them. */
+/* garbage: an object to delete once txn is visible; key made txn's alone
+ * (taken from every other transaction's garbage, if any held it); the
+ * list of them. */
 int jr_garbage_add(jr *j, int64_t txn, const char *key);
+int jr_garbage_take(jr *j, int64_t txn, const char *key);
 int jr_garbage_list(jr *j, int64_t txn,
 		    int (*fn)(void *arg, const char *key), void *arg);
 

@@ -182,3 +182,20 @@ int wr_make_local_file(fs_ctx *fs, fs_inode *n, bool truncate,
 	*out = o;
 	return 0;
 }
+
+int wr_copy_in(fs_ctx *fs, fs_inode *n, ov_node **out)
+{
+	ov_node *o = NULL;
+	int rc = wr_make_local_file(fs, n, false, &o);
+	if (rc < 0)
+		return rc;
+	o->dirty = true;
+	/* handed over, not sealed: a single file with no writer seals at
+	 * its put (wr_put_stage), here at the old name */
+	o->writers++;
+	rc = wr_put_file(fs, o);
+	o->writers--;
+	if (rc == 0)
+		*out = o;
+	return rc;
+}

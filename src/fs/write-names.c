@@ -774,13 +774,11 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 			rc = -ENOMEM;
 		if (rc == 0) {
 			fs_inode_ref(sc);
-			rc = wr_make_local_file(fs, sc, false, &o);
+			rc = wr_copy_in(fs, sc, &o);
 			fs_itable_unref(fs->it, sc);
 		}
-		if (rc == 0) {
-			o->dirty = true;
+		if (rc == 0)
 			rc = rename_local(fs, o, np, to);
-		}
 	} else if (fs_local_is_dir(fs, np)) {
 		rc = -EXDEV; /* mv copies it */
 	} else {

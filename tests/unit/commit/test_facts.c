@@ -248,6 +248,44 @@ Test(facts, a_put_the_journal_cannot_take_leaves_no_trace)
 	eng_close(e, false);
 }
 
+/* The rows of garbage key in transaction txn. */
+static int64_t garbage_rows(eng *e, uint64_t txn, const char *key)
+{
+	int64_t n = -1;
+	cr_assert_eq(jr_exec(e->j, int_row, &n,
+			     "SELECT COUNT(*) FROM garbage WHERE txn = ? AND "
+			     "key = ?",
+			     "it", (int64_t)txn, key),
+		     0);
+	return n;
+}
+
+/* A file put or moved where another transaction keeps the old object as
+ * garbage (a stored file renamed away from there) takes that garbage:
+ * the other one, visible after this one's commit, deleted the new object
+ * (model seed 7400).  Its own step never deletes a key it commits. */
+Test(facts, a_file_stored_where_another_keeps_garbage_takes_it)
+{
+	eng *e = open_eng();
+	uint64_t t1, t2;
+	char p[300];
+	cr_assert_eq(eng_txn_begin(e, "b.tmp", true, NULL, &t1), 0);
+	cr_assert_eq(eng_txn_begin(e, "f1", false, NULL, &t2), 0);
+	cr_assert_eq(jr_garbage_add(e->j, (int64_t)t2, "b.tmp/c"), 0);
+	cr_assert_eq(jr_garbage_add(e->j, (int64_t)t2, "b.tmp/d"), 0);
+	uint64_t s1 = staged(e, "new c", p);
+	cr_assert_eq(eng_file_put(e, t1, "b.tmp/c", s1, 5, NULL), 0);
+	cr_assert_eq(garbage_rows(e, t2, "b.tmp/c"), 0);
+	cr_assert_eq(garbage_rows(e, t1, "b.tmp/c"), 1);
+	/* moved there (rename_local): the same */
+	uint64_t s2 = staged(e, "new d", p);
+	cr_assert_eq(eng_file_put(e, t1, "b.tmp/x", s2, 5, NULL), 0);
+	cr_assert_eq(eng_file_move(e, t1, "b.tmp/x", t1, "b.tmp/d", NULL), 0);
+	cr_assert_eq(garbage_rows(e, t2, "b.tmp/d"), 0);
+	cr_assert_eq(garbage_rows(e, t1, "b.tmp/d"), 1);
+	eng_close(e, false);
+}
+
 /* Facts about a transaction that does not exist (ended, or never begun)
  * fail with ENOENT and leave nothing behind. */
 Test(facts, unknown_transaction)
