@@ -106,8 +106,9 @@ def test_random_sequences(make_world):
 # Sequences the random test found, shrunk; each one diverged once.
 REGRESSIONS = {
     # seed 20261130 (first cut), shrunk to 4 of 11 steps: a symlink
-    # committed, its mtime set, the writer shows the object's
-    # LastModified for a moment (xfail below; timing-dependent).
+    # committed, its mtime set, the writer showed the object's
+    # LastModified for a moment (timing-dependent; an XFAIL once, fixed
+    # since: it passes).
     "symlink_mtime_after_restore": [
         ('symlink', 'f0', 'c'),
         ('sync',),
