@@ -126,6 +126,15 @@ def _elsewhere(bucket, mount, tmp_path, tag):
     return mount(bucket, options=helpers.observer_options(tmp_path / tag))
 
 
+def _writer(bucket, mount, tmp_path):
+    """The writer's mount at tmp_path/mnt with its own cache, and its
+    options (for _remounted)."""
+    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    return mount(bucket, mountpoint=mp, options=opts), opts
+
+
 def _remounted(m, bucket, mount, opts):
     """m unmounted cleanly and mounted again (same cache and journal)."""
     mp = m.path
@@ -190,10 +199,7 @@ def test_times_of_names_renamed_by_a_mount_that_read_them(bucket, mount,
     version counted as known: the listing's reply carried the copy's
     LastModified with the full attr_timeout, and lstat showed it (model
     seed 9003, step 111)."""
-    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
-    mp = tmp_path / "mnt"
-    mp.mkdir()
-    m = mount(bucket, mountpoint=mp, options=opts)
+    m, opts = _writer(bucket, mount, tmp_path)
     (m / "f").write_bytes(b"f")
     os.utime(m / "f", ns=(T_EXPLICIT, T_EXPLICIT))
     os.symlink("nowhere", m / "l")
@@ -278,10 +284,7 @@ def test_directory_metadata_round_trip(bucket, mount, tmp_path):
     remount and after a rename of the committed directory.  Before, a
     directory showed the newest LastModified under it as mtime and had no
     xattrs anywhere but on the writer until its node went."""
-    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
-    mp = tmp_path / "mnt"
-    mp.mkdir()
-    m = mount(bucket, mountpoint=mp, options=opts)
+    m, opts = _writer(bucket, mount, tmp_path)
     _dir_tree(m / "ckpt-1")
     want = _dirs_view(m / "ckpt-1")
     assert want["sub"]["xattrs"] == {"user.dir": b"d1\0bin"}
@@ -626,10 +629,7 @@ def test_rename_inside_a_transaction_root_keeps_directory_metadata(
     xattrs and mtime, and every file its attributes, on another mount and
     after a remount.  Before, the moved directories showed mode 0755,
     owned by the mounting user, without xattrs."""
-    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
-    mp = tmp_path / "mnt"
-    mp.mkdir()
-    m = mount(bucket, mountpoint=mp, options=opts)
+    m, opts = _writer(bucket, mount, tmp_path)
     top = m / "ckpt-1"
     _dir_tree(top)
     os.chmod(top / "sub" / "f", 0o604)
@@ -673,10 +673,7 @@ def test_rename_out_of_a_transaction_root_keeps_directory_metadata(
     its subdirectories, on the writer, another mount and after a remount.
     Before, the writer showed the new name with mode 0755, owned by the
     mounting user, until its listing's refresh (model seed 7100)."""
-    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
-    mp = tmp_path / "mnt"
-    mp.mkdir()
-    m = mount(bucket, mountpoint=mp, options=opts)
+    m, opts = _writer(bucket, mount, tmp_path)
     top = m / "ckpt-1"
     _dir_tree(top)
     ckptfs_sync(m)
@@ -710,10 +707,7 @@ def test_removal_moves_the_directory_mtime(bucket, mount, tmp_path):
     below it (the delete stores the directory's object again), on the
     writer, another mount and after a remount.  Before, a committed
     directory kept its recorded mtime on every mount."""
-    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
-    mp = tmp_path / "mnt"
-    mp.mkdir()
-    m = mount(bucket, mountpoint=mp, options=opts)
+    m, opts = _writer(bucket, mount, tmp_path)
     for top in ("local", "ckpt"):
         (m / top / "sub" / "gone").mkdir(parents=True)
         for d in (m / top, m / top / "sub"):
@@ -766,10 +760,7 @@ def test_directory_mtime_after_store_mkdir_and_rename(bucket, mount,
     another mount (and a remount) showed the stored file's LastModified as
     its directory's mtime and ctime, and the mkdir's and rename's parents
     kept their old mtime there."""
-    opts = (f"cache_dir={tmp_path / 'cache-a'}",)
-    mp = tmp_path / "mnt"
-    mp.mkdir()
-    m = mount(bucket, mountpoint=mp, options=opts)
+    m, opts = _writer(bucket, mount, tmp_path)
     for d in ("ckpt/keep", "ckpt/make", "ckpt/ren/d1", "ckpt/top"):
         (m / d).mkdir(parents=True)
     for d in ("ckpt/keep", "ckpt/make", "ckpt/ren/d1"):
