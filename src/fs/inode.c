@@ -32,6 +32,7 @@ typedef struct ghost {
 	vis_manifest *manifest;
 	struct timespec mtime;
 	double listing_time;
+	double listing_began, listing_replied;
 	uint64_t listing_gen;
 	bool listing_held;
 	struct ghost *lprev, *lnext;
@@ -45,6 +46,8 @@ typedef struct ghost {
 		(to)->manifest = (from)->manifest;                       \
 		(to)->mtime = (from)->mtime;                             \
 		(to)->listing_time = (from)->listing_time;               \
+		(to)->listing_began = (from)->listing_began;             \
+		(to)->listing_replied = (from)->listing_replied;         \
 		(to)->listing_gen = (from)->listing_gen;                 \
 		(to)->listing_held = (from)->listing_held;               \
 		(from)->listing = NULL;                                  \

@@ -46,6 +46,9 @@ struct fs_inode {
 	char *etag;
 	struct timespec mtime;
 	double attr_time; /* monotonic seconds when attributes were set */
+	/* the request those attributes came from (a HEAD, or the parent's
+	 * listing): when it was sent and when its reply came (fs_now) */
+	double obs_began, obs_replied;
 
 	/* attributes a committed manifest recorded (fs/nodes.c remote_attrs) */
 	bool has_attrs;
@@ -103,6 +106,10 @@ struct fs_inode {
 	vis_manifest *manifest;
 	double listing_time;
 	double listing_began; /* when the fetch of that listing was sent */
+	double listing_replied; /* and when its reply came */
+	/* the request behind the newest version an open pinned in this
+	 * directory (fs/read.c pin_floor): no later open pins an older look */
+	double pin_began, pin_replied;
 	uint64_t listing_gen; /* fs listing generation it was fetched in */
 	bool listing_busy; /* a thread is fetching it */
 	/* the listing was not fetched: the reap made it of the names this

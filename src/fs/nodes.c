@@ -168,8 +168,10 @@ void fs_set_version(fs_inode *n, const char *etag, struct timespec lm)
  * clock): a lookup answered from a listing past dir_timeout (the stale
  * rule) leaves them that old, so that open asks again rather than pin a
  * version that may have been replaced since (and the kernel then learns
- * the size of the one it pins, fs/read.c rd_open). */
-static void set_file_attrs(fs_inode *n, const ns_entry *e, double listed)
+ * the size of the one it pins, fs/read.c rd_open).  d: the parent whose
+ * listing it is (the request they came from), or NULL. */
+static void set_file_attrs(fs_inode *n, const ns_entry *e, double listed,
+			   const fs_inode *d)
 {
 	n->size = e->size;
 	/* what this mount committed stands for the first version listed
@@ -189,6 +191,8 @@ static void set_file_attrs(fs_inode *n, const ns_entry *e, double listed)
 		n->etag = e->etag ? strdup(e->etag) : NULL;
 	}
 	n->attr_time = listed;
+	n->obs_began = d ? d->listing_began : 0;
+	n->obs_replied = d ? d->listing_replied : 0;
 }
 
 static void set_manifest(fs_inode *d, vis_manifest *man)
@@ -394,6 +398,7 @@ static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 		if (nd->vanished && d->parent)
 			d->parent->listing_time = -1e9;
 		d->listing_began = began;
+		d->listing_replied = fs_now();
 		d->listing_gen = gen;
 		if (nd->newest.tv_sec)
 			d->mtime = d->obj_mtime = nd->newest;
@@ -640,8 +645,9 @@ fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 	if (!c)
 		return NULL;
 	if (!e->is_dir) {
-		set_file_attrs(c, e, parent->listing ? parent->listing_time
-						   : fs_now());
+		set_file_attrs(c, e,
+			       parent->listing ? parent->listing_time : fs_now(),
+			       parent->listing ? parent : NULL);
 		remote_attrs(parent, c);
 	} else {
 		if ((!c->listing || c->listing_held) &&

@@ -168,36 +168,87 @@ static bool listed_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr)
  * HEAD each. */
 #define LIST_REVALIDATE_MAX 1000
 
+/* The request a pinned version's attributes came from (fs_now times). */
+typedef struct {
+	double began, replied;
+} fs_look;
+
+/*
+ * Whether attributes from look may be pinned in directory d: the request
+ * was sent after the reply of the newest one an open pinned there, or is
+ * that same request.  Each name's attributes are cached on their own, for
+ * attr_timeout; without this rule a reader that opened an index file
+ * another host had just rewritten (listed again) and then a shard written
+ * before it (its attributes still fresh from an earlier look) paired the
+ * new index with the old shard, which S3 itself never shows.  Table
+ * locked.
+ */
+static bool look_current(const fs_inode *d, fs_look look)
+{
+	return !d || look.began >= d->pin_replied ||
+	       (look.began == d->pin_began && look.replied == d->pin_replied);
+}
+
+/* Records look as pinned in n's directory (look_current).  Table locked. */
+static void pin_floor(fs_inode *n, fs_look look)
+{
+	fs_inode *d = n->detached ? NULL : n->parent;
+	if (d && look.replied > d->pin_replied) {
+		d->pin_began = look.began;
+		d->pin_replied = look.replied;
+	}
+}
+
 /*
  * Copies n's attributes into hr when they are recent enough to pin: set
  * within attr_timeout (the same staleness the kernel's attribute cache
- * has), or listed by a listing within dir_timeout.  Otherwise a directory
- * of at most one listing page is listed again (shared by every file
- * opened meanwhile); false: the caller HEADs.  any_age: whatever their
- * age, whenever they name a version (the server is unreachable).
+ * has), or listed by a listing within dir_timeout, and no older than what
+ * an open pinned in the same directory before (look_current; the newer
+ * of the two when both are).  Otherwise a directory of at most one
+ * listing page is listed again (shared by every file opened meanwhile);
+ * false: the caller HEADs.  any_age: whatever their age, whenever they
+ * name a version (the server is unreachable).  *look: where they came
+ * from.  Table not locked.
  */
 static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr,
-			bool any_age)
+			bool any_age, fs_look *look)
 {
 	fs_itable_lock(fs->it);
+	fs_inode *d = n->detached ? NULL : n->parent;
+	fs_look own = {n->obs_began, n->obs_replied};
 	bool fresh = n->etag && n->etag[0] &&
-		     (any_age || fs_now() - n->attr_time < fs->o.attr_timeout);
+		     (any_age || (fs_now() - n->attr_time < fs->o.attr_timeout &&
+				  look_current(d, own)));
 	if (fresh) {
 		hr->size = n->size;
 		hr->mtime = n->mtime;
 		snprintf(hr->etag, sizeof hr->etag, "%s", n->etag);
+		*look = own;
 	}
-	if (!fresh && !any_age)
-		fresh = listed_attrs(fs, n, hr);
-	fs_inode *d = n->parent;
+	if (any_age) {
+		fs_itable_unlock(fs->it);
+		return fresh;
+	}
+	/* the parent's listing, when it is newer than n's own look */
+	fs_look listed = d ? (fs_look){d->listing_began, d->listing_replied}
+			   : (fs_look){0, 0};
+	if (d && (!fresh || listed.began > own.began) &&
+	    look_current(d, listed) && listed_attrs(fs, n, hr)) {
+		fresh = true;
+		*look = listed;
+	}
 	/* only a listing that really came back counts: one kept through an
 	 * outage (fs_dir_load) leaves the choice to the HEAD's failure */
 	const ns_dir *before = d ? d->listing : NULL;
-	if (!fresh && !any_age && !n->detached && d && d->listing &&
+	if (!fresh && d && d->listing &&
 	    d->listing->n <= LIST_REVALIDATE_MAX &&
 	    !fs_local_is_dir(fs, d) && fs_dir_load(fs, d) == 0 &&
-	    d->listing != before)
-		fresh = listed_attrs(fs, n, hr);
+	    d->listing != before) {
+		listed = (fs_look){d->listing_began, d->listing_replied};
+		fresh = look_current(d, listed) && listed_attrs(fs, n, hr);
+		if (fresh)
+			*look = listed;
+	}
 	fs_itable_unlock(fs->it);
 	return fresh;
 }
@@ -205,24 +256,27 @@ static bool fresh_attrs(fs_ctx *fs, fs_inode *n, s3_head_result *hr,
 /* Pins the version a handle of n (key) reads: the one listed or HEADed
  * recently (fresh_attrs), else (or with head) a fresh HEAD; the server unreachable, the
  * version listed last (*offline; the caller checks it is cached whole).
+ * *look: the request it came from.
  * Returns a new handle, or NULL after replying the error (key and n's
  * reference dropped).  Table not locked. */
 static fs_handle *open_version(fuse_req_t req, fs_ctx *fs, fs_inode *n,
 			       char *key, s3_head_result *hr, s3_err *e,
-			       bool *offline, bool head)
+			       bool *offline, bool head, fs_look *look)
 {
 	/* pin the version this handle reads: the one listed or HEADed
 	 * recently (fresh_attrs), else (or when head says so) a fresh HEAD */
 	fs_handle *h = calloc(1, sizeof *h);
-	bool fresh = !head && fresh_attrs(fs, n, hr, false);
+	bool fresh = !head && fresh_attrs(fs, n, hr, false, look);
 	/* the server unreachable: the version listed last, if it is cached
 	 * whole (checked below), as listings serve the last one */
 	bool ok = fresh;
 	*offline = false;
 	if (h && key && !fresh) {
+		look->began = fs_now();
 		ok = s3_head(fs->s3, key, hr, e) == 0;
+		look->replied = fs_now();
 		if (!ok && s3_err_transient(e) &&
-		    fresh_attrs(fs, n, hr, true))
+		    fresh_attrs(fs, n, hr, true, look))
 			ok = *offline = true;
 	}
 	if (!h || !key || !ok) {
@@ -302,10 +356,11 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	s3_head_result hr;
 	s3_err e;
 	bool offline = false;
+	fs_look look = {0, 0};
 	fs_handle *h;
 	for (int tries = 0;; tries++) {
 		h = open_version(req, fs, n, key, &hr, &e, &offline,
-				 tries > 0);
+				 tries > 0, &look);
 		if (!h)
 			return;
 		h->node = n;
@@ -380,8 +435,14 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	    !n->has_attrs)
 		n->mtime = hr.mtime;
 	fs_set_version(n, hr.etag, hr.mtime);
-	if (!offline) /* the next open asks the server again */
-		n->attr_time = fs_now();
+	/* as old as the look they came from: an open that used cached
+	 * attributes does not make them fresh for another attr_timeout */
+	if (!offline) {
+		n->attr_time = look.replied;
+		n->obs_began = look.began;
+		n->obs_replied = look.replied;
+		pin_floor(n, look);
+	}
 	set_page_cache_mode(n, h, fi);
 	fs_inode_ref(n); /* the handle may go at once after the reply */
 	fs_itable_unlock(fs->it);
@@ -515,7 +576,9 @@ static int switch_version(fs_ctx *fs, fs_handle *h)
 	char was[sizeof h->etag];
 	snprintf(was, sizeof was, "%s", h->etag);
 	pthread_mutex_unlock(&h->mu);
+	fs_look look = {fs_now(), 0};
 	int rc = s3_head(fs->s3, h->key, &hr, &e) < 0 ? -EIO : 0;
+	look.replied = fs_now();
 	if (!rc && !strcmp(hr.etag, was))
 		rc = -EIO; /* the same version: it did not change after all */
 	/* the kernel's pages of the inode hold no other version's bytes */
@@ -561,8 +624,11 @@ static int switch_version(fs_ctx *fs, fs_handle *h)
 	if (!rc) {
 		fs_set_version(n, hr.etag, hr.mtime);
 		n->size = hr.size;
-		n->attr_time = can ? fs_now() : 0;
+		n->attr_time = can ? look.replied : 0;
+		n->obs_began = look.began;
+		n->obs_replied = look.replied;
 		if (can) { /* the kernel's pages of n now hold this version */
+			pin_floor(n, look);
 			free(n->kc_etag);
 			n->kc_etag = strdup(hr.etag);
 		}

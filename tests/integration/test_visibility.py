@@ -183,3 +183,55 @@ def test_directory_with_only_pending_manifests_answers_enoent(s3, bucket, mount)
             os.listdir(m.path / "run/ckpt-1")
     with pytest.raises(FileNotFoundError):
         os.listdir(m.path / "run/ckpt-1/sub")
+
+
+@pytest.mark.timeout(120)
+def test_a_reader_never_pairs_a_new_index_with_an_older_shard(s3, bucket, mount):
+    """Another writer replaces a shard and then the index naming its step,
+    in that order, many times (safetensors' sharded save, or any tool that
+    writes a file before the file pointing at it).  A reader that opens the
+    index and then the shard never gets a shard older than the index: S3
+    shows the two writes in order, and so must the mount, although each
+    name's attributes are cached on their own (doc/architecture.md,
+    "Reads": an open never pins a version older than one pinned before in
+    the same directory)."""
+    def body(step, size):
+        return (f"{step:08d}".encode() * (size // 8 + 1))[:size]
+
+    put(s3, bucket, "run/shard.bin", body(0, 4096))
+    put(s3, bucket, "run/index.json", b"0")
+    m = mount(bucket)
+    d = m.path / "run"
+    assert (d / "index.json").read_bytes() == b"0"
+    stop = time.monotonic() + 20
+    steps = 0
+    bad = []
+    import threading
+
+    def writer():
+        nonlocal steps
+        k = 0
+        while time.monotonic() < stop:
+            k += 1
+            put(s3, bucket, "run/shard.bin", body(k, 4096 + k))
+            put(s3, bucket, "run/index.json", str(k).encode())
+            steps = k
+            time.sleep(0.3)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    reads = 0
+    try:
+        while time.monotonic() < stop:
+            idx = int((d / "index.json").read_bytes())
+            got = (d / "shard.bin").read_bytes()
+            shard = int(got[:8])
+            assert got == body(shard, len(got)), "a torn shard"
+            reads += 1
+            if shard < idx:
+                bad.append((idx, shard))
+            time.sleep(0.02)
+    finally:
+        t.join()
+    assert steps > 30 and reads > 100
+    assert not bad, f"{len(bad)} of {reads} reads paired index N with an older shard: {bad[:5]}"
