@@ -337,8 +337,6 @@ int eng_open(s3_client *s3, cache *rc, const char *state_dir,
 		r = load_writer(e);
 	if (!r)
 		r = load_journal(e);
-	if (!r)
-		r = eng_resume_held(e);
 	if (r) {
 		if (err && !*err)
 			*err = strdup(strerror(-r));

@@ -295,13 +295,19 @@ int eng_remote_delete_keep(eng *e, const char *path, bool is_dir,
  * deletes it makes needless, a directory's over its files, forgotten with
  * it), eng_release_delete makes it a step (as eng_remote_delete_keep,
  * keep may be NULL) and forgets it in one journal transaction.  The held
- * ones a killed mount leaves become steps at the next eng_open, after
- * every step journaled before: an unlink that returned is never undone
- * by a SIGKILL.  Held rows are written without an fsync (a first put's
- * rule, doc/commit.md "Journal").
+ * ones a killed mount leaves stay held: eng_held_foreach hands them (in
+ * the order they were held) to the next mount's FUSE layer, which holds
+ * them again (an unlink that returned is never undone by a SIGKILL, and
+ * a killed `rm -r` does not show other hosts a checkpoint cut short).
+ * Held rows are written without an fsync (a first put's rule,
+ * doc/commit.md "Journal").
  */
 int eng_hold_delete(eng *e, const char *path, bool is_dir, const char *keep,
 		    const uint64_t *replaced, size_t n, uint64_t *id);
+int eng_held_foreach(eng *e,
+		     void (*fn)(void *arg, uint64_t id, const char *path,
+				bool is_dir, const char *keep),
+		     void *arg);
 int eng_release_delete(eng *e, uint64_t id, const char *path, bool is_dir,
 		       const char *keep);
 

@@ -835,29 +835,18 @@ static int held_one(void *arg, int64_t id, const char *path, bool is_dir,
 	return !o->path || (keep && !o->keep) ? -ENOMEM : 0;
 }
 
-/* Whether held delete i's store of its kept directory is not needed: the
- * next one stores the same directory again (as wr_flush_deletes sends
- * them). */
-static bool held_kept_next(const held_vec *h, size_t i)
-{
-	return i + 1 < h->n && h->v[i + 1].keep && h->v[i].keep &&
-	       !strcmp(h->v[i + 1].keep, h->v[i].keep);
-}
-
-int eng_resume_held(eng *e)
+int eng_held_foreach(eng *e,
+		     void (*fn)(void *arg, uint64_t id, const char *path,
+				bool is_dir, const char *keep),
+		     void *arg)
 {
 	held_vec h = {0};
+	ckpt_lock(&e->mu);
 	int rc = jr_held_list(e->j, held_one, &h);
-	/* each one becomes its step and leaves the held rows in one
-	 * journal transaction: a crash in the middle queues none twice */
-	for (size_t i = 0; !rc && i < h.n; i++) {
-		const char *keep = held_kept_next(&h, i) ? NULL : h.v[i].keep;
-		rc = remote_step(e, T_RDEL, h.v[i].path, keep, h.v[i].is_dir,
-				 NULL, NULL, 0, h.v[i].id);
-	}
-	if (!rc && h.n)
-		log_info("commit: %zu remote delete(s) held at the crash queued",
-			 h.n);
+	ckpt_unlock(&e->mu);
+	for (size_t i = 0; !rc && i < h.n; i++)
+		fn(arg, (uint64_t)h.v[i].id, h.v[i].path, h.v[i].is_dir,
+		   h.v[i].keep);
 	for (size_t i = 0; i < h.n; i++) {
 		free(h.v[i].path);
 		free(h.v[i].keep);

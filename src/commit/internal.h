@@ -274,10 +274,6 @@ bool eng_journaled_file(eng *e, const efile *f);
 bool eng_journaled_dir(eng *e, int64_t txn, const char *path);
 /* ... and no row of t's files at or under path is left. */
 bool eng_journaled_none_under(eng *e, int64_t txn, const char *path);
-/* facts.c: the remote deletes the FUSE layer held when it was killed
- * (eng_hold_delete) become steps, in the order they were held, after
- * every step journaled before (eng_open; mu not held). */
-int eng_resume_held(eng *e);
 
 /* ---- poison.c ----------------------------------------------------------- */
 /* Reads t's poisoned paths from the journal (at load). */

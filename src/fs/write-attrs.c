@@ -76,7 +76,7 @@ static int meta_changed(fs_ctx *fs, ov_node *o)
 		if (o->txn->sealed) /* dir_change_refused: not reached */
 			return -ENOTSUP;
 		/* the manifest's "dirs" entry takes the new ones */
-		wr_ordered(fs);
+		wr_ordered(fs, o->path, NULL);
 		wr_meta_of(o, &m, &xa);
 		rc = eng_dir_put(fs->eng, o->txn->id, o->path, &m);
 		buf_free(&xa);
@@ -88,7 +88,7 @@ static int meta_changed(fs_ctx *fs, ov_node *o)
 		return put_again(fs, o);
 	if (o->st && o->st->handed && !o->dirty && !o->meta_dirty &&
 	    !o->txn->sealed) {
-		wr_ordered(fs);
+		wr_ordered(fs, o->path, NULL);
 		wr_meta_of(o, &m, &xa);
 		rc = eng_file_set_meta(fs->eng, o->txn->id, o->path, &m);
 		buf_free(&xa);

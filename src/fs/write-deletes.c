@@ -7,7 +7,13 @@
  * kept: wr_ordered, wr_ordered_for), or for a second of quiet with no
  * listing being fetched (the idle thread, fs/write-idle.c).  Each one is
  * in the journal from the start (eng_hold_delete), so a killed mount's
- * next mount sends those it held (eng_open).
+ * next mount holds them again (wr_dels_revive).  Those revived deletes
+ * wait for the rmdir that ends the killed `rm -r` (one directory delete,
+ * as if no kill had come), a change overlapping their names, a sync or
+ * the unmount; not for a second of quiet or a change elsewhere: sent then,
+ * they showed other hosts a checkpoint cut short by the kill (the crash
+ * loop's rotation, killed mid-rmtree).  Sent later than issued, they
+ * still reach the bucket after what came before them: the safe direction.
  */
 #include "fs/write-deletes.h"
 
@@ -31,38 +37,76 @@ void wr_dels_clear(struct wr_deletes *d)
 		d->n = 0;
 }
 
-/* Whether the delete held right after d->v[i] stores the same directory
- * object again: v[i]'s store of it is then not needed. */
-static bool kept_next(const struct wr_deletes *d, size_t i)
+/* Whether one of a and b is the other or lies under it. */
+static bool overlaps(const char *a, const char *b)
 {
-	return i + 1 < d->n && d->v[i + 1].keep &&
-	       !strcmp(d->v[i + 1].keep, d->v[i].keep);
+	size_t la = strlen(a), lb = strlen(b);
+	size_t l = la < lb ? la : lb;
+	return !strncmp(a, b, l) &&
+	       (la == lb || (la < lb ? b[l] : a[l]) == '/');
 }
 
-/* Sends the held remote deletes to the engine, in order; of removals in
- * a row in one directory only the last stores the directory's object
- * again (one PUT for `rm a b c`).  Table locked. */
-void wr_flush_deletes(fs_ctx *fs)
+/* Whether held delete v goes now: every one that is not revived, and a
+ * revived one when all do or when it overlaps a or b. */
+static bool goes(const wr_del *v, bool all, const char *a, const char *b)
+{
+	return !v->revived || all || (a && overlaps(v->path, a)) ||
+	       (b && overlaps(v->path, b));
+}
+
+/* Sends the held remote deletes that go (goes), in order, to the engine;
+ * of removals in a row in one directory only the last stores the
+ * directory's object again (one PUT for `rm a b c`).  The others stay
+ * held, in order.  Table locked. */
+static void flush_held(fs_ctx *fs, bool all, const char *a, const char *b)
 {
 	struct wr_deletes *d = fs->dels;
+	size_t k = 0;
 	for (size_t i = 0; d && i < d->n; i++) {
-		const char *keep = d->v[i].keep && !kept_next(d, i)
-					   ? d->v[i].keep
-					   : NULL;
-		int rc = eng_release_delete(fs->eng, d->v[i].hid, d->v[i].path,
-					    d->v[i].is_dir, keep);
+		wr_del *v = &d->v[i];
+		if (!goes(v, all, a, b)) {
+			d->v[k++] = *v;
+			continue;
+		}
+		/* the next one sent stores the same directory again */
+		size_t j = i + 1;
+		while (j < d->n && !goes(&d->v[j], all, a, b))
+			j++;
+		bool again = v->keep && j < d->n && d->v[j].keep &&
+			     !strcmp(d->v[j].keep, v->keep);
+		int rc = eng_release_delete(fs->eng, v->hid, v->path,
+					    v->is_dir,
+					    again ? NULL : v->keep);
 		if (rc < 0)
 			log_error("delete of %s could not be journaled: %s",
-				  d->v[i].path, strerror(-rc));
+				  v->path, strerror(-rc));
+		free(v->path);
+		free(v->keep);
 	}
-	wr_dels_clear(d);
+	if (d)
+		d->n = k;
+}
+
+void wr_flush_deletes(fs_ctx *fs)
+{
+	flush_held(fs, true, NULL, NULL);
+}
+
+void wr_flush_quiet(fs_ctx *fs)
+{
+	flush_held(fs, false, NULL, NULL);
 }
 
 /* Whether path lies in the tree of the held deletes (they all share their
  * top directory: a delete of another tree sends them first). */
 static bool related(const struct wr_deletes *d, const char *path)
 {
-	const char *top = d->v[0].path;
+	size_t i = 0;
+	while (i < d->n && d->v[i].revived)
+		i++;
+	if (i == d->n)
+		return true; /* only revived ones: they wait (top of file) */
+	const char *top = d->v[i].path;
 	const char *slash = strchr(top, '/');
 	size_t tl = slash ? (size_t)(slash - top) : strlen(top);
 	return !strncmp(path, top, tl) && (path[tl] == '/' || path[tl] == 0);
@@ -85,7 +129,7 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 	size_t pl = strlen(path);
 	/* deletes of unrelated trees keep their order: send what is held */
 	if (d->n && !related(d, path))
-		wr_flush_deletes(fs);
+		wr_flush_quiet(fs);
 	if (d->n == d->cap) {
 		wr_del *v = vec_grow(d->v, &d->cap, sizeof *v, 64);
 		if (!v)
@@ -103,7 +147,8 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 	for (size_t i = 0; rep && i < d->n; i++)
 		if (under(&d->v[i], path, pl))
 			rep[nr++] = d->v[i].hid;
-	wr_del n = {strdup(path), is_dir, keep ? strdup(keep) : NULL, 0};
+	wr_del n = {strdup(path), is_dir, keep ? strdup(keep) : NULL, 0,
+		    false};
 	int rc = !n.path || (keep && !n.keep) ? -ENOMEM : 0;
 	if (!rc)
 		rc = eng_hold_delete(fs->eng, path, is_dir, keep, rep, nr,
@@ -129,19 +174,10 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 }
 
 /* Before any other fact reaches the engine.  Table locked. */
-void wr_ordered(fs_ctx *fs)
+void wr_ordered(fs_ctx *fs, const char *a, const char *b)
 {
 	if (fs->dels && fs->dels->n)
-		wr_flush_deletes(fs);
-}
-
-/* Whether one of a and b is the other or lies under it. */
-static bool overlaps(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t l = la < lb ? la : lb;
-	return !strncmp(a, b, l) &&
-	       (la == lb || (la < lb ? b[l] : a[l]) == '/');
+		flush_held(fs, false, a, b);
 }
 
 /* Before a fact about path only: held deletes of other paths (an rm -r in
@@ -154,8 +190,102 @@ void wr_ordered_for(fs_ctx *fs, const char *path)
 	struct wr_deletes *d = fs->dels;
 	for (size_t i = 0; d && i < d->n; i++)
 		if (overlaps(d->v[i].path, path)) {
-			wr_flush_deletes(fs);
+			flush_held(fs, false, path, NULL);
 			return;
 		}
 }
 
+struct under_ctx {
+	const char *path;
+	ov_node **v;
+	size_t n, cap;
+};
+
+static void collect_under(void *arg, ov_node *o)
+{
+	struct under_ctx *u = arg;
+	if (o->kind == OV_WHITEOUT || !overlaps(u->path, o->path) ||
+	    strlen(o->path) < strlen(u->path))
+		return;
+	if (u->n == u->cap) {
+		ov_node **v = vec_grow(u->v, &u->cap, sizeof *v, 16);
+		if (!v)
+			return;
+		u->v = v;
+	}
+	u->v[u->n++] = o;
+}
+
+/* What the journal restored at or under path (a file of a transaction
+ * that was committing when it was removed: the kill came before its held
+ * delete was sent) leaves the overlay, and path becomes a whiteout, as
+ * the removal made it before the kill (do_remove).  Table locked. */
+static void hide_again(fs_ctx *fs, const char *path)
+{
+	struct under_ctx u = {path, NULL, 0, 0};
+	ov_each(&fs->ov, collect_under, &u);
+	for (size_t i = 0; i < u.n; i++)
+		ov_remove(&fs->ov, u.v[i]);
+	free(u.v);
+	if (!ov_get(&fs->ov, path)) {
+		ov_node *w = ov_add(&fs->ov, path, OV_WHITEOUT, NULL);
+		if (w)
+			w->wo_time = wr_now_s();
+	}
+}
+
+static void revive_one(void *arg, uint64_t id, const char *path, bool is_dir,
+		       const char *keep)
+{
+	fs_ctx *fs = arg;
+	struct wr_deletes *d = fs->dels;
+	if (d->n == d->cap) {
+		wr_del *v = vec_grow(d->v, &d->cap, sizeof *v, 64);
+		if (!v)
+			return; /* stays in the journal for the next mount */
+		d->v = v;
+	}
+	wr_del n = {strdup(path), is_dir, keep ? strdup(keep) : NULL, id,
+		    true};
+	if (!n.path || (keep && !n.keep)) {
+		free(n.path);
+		free(n.keep);
+		return;
+	}
+	d->v[d->n++] = n;
+	d->last = wr_now_s();
+	hide_again(fs, path);
+}
+
+void wr_dels_revive(fs_ctx *fs)
+{
+	if (!fs->eng || !fs->dels)
+		return;
+	int rc = eng_held_foreach(fs->eng, revive_one, fs);
+	if (rc < 0)
+		log_error("the deletes held at the crash could not be read: %s",
+			  strerror(-rc));
+	else if (fs->dels->n)
+		log_info("%zu remote delete(s) held at the crash held again "
+			 "(sent with the rmdir that ends them, a change to "
+			 "their names, a sync or the unmount)",
+			 fs->dels->n);
+}
+
+bool wr_dels_held_now(const fs_ctx *fs)
+{
+	const struct wr_deletes *d = fs->dels;
+	for (size_t i = 0; d && i < d->n; i++)
+		if (!d->v[i].revived)
+			return true;
+	return false;
+}
+
+bool wr_dels_revived_at(const fs_ctx *fs, const char *path)
+{
+	const struct wr_deletes *d = fs->dels;
+	for (size_t i = 0; d && i < d->n; i++)
+		if (d->v[i].revived && overlaps(d->v[i].path, path))
+			return true;
+	return false;
+}

@@ -117,7 +117,7 @@ int wr_dirattr_store(fs_ctx *fs, fs_inode *n, const ov_node *tmp)
 	char *root = record_root(fs, n);
 	if (!root)
 		return -ENOTSUP;
-	wr_ordered(fs);
+	wr_ordered(fs, n->path, NULL);
 	eng_meta m;
 	buf xa = BUF_INIT;
 	wr_meta_of(tmp, &m, &xa);

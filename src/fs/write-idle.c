@@ -177,8 +177,10 @@ static void reap(fs_ctx *fs, drop_ctx *d)
 		for (ov_node *o = fs->ov.b[i]; o; o = o->hnext) {
 			bool go = false;
 			if (o->kind == OV_WHITEOUT)
-				go = d->whiteouts && d->n == 0 && !fs->dels->n &&
-				     wr_now_s() - o->wo_time > 1.0;
+				go = d->whiteouts && d->n == 0 &&
+				     !wr_dels_held_now(fs) &&
+				     wr_now_s() - o->wo_time > 1.0 &&
+				     !wr_dels_revived_at(fs, o->path);
 			else
 				go = o->txn && o->txn->done && o->refs == 0;
 			if (!go)
@@ -347,7 +349,7 @@ static void *idle_main(void *arg)
 		 * (an rm -r waiting for a stalled LIST is not done) */
 		if (fs->dels->n && t - fs->dels->last > DELETE_QUIET_S &&
 		    !fs->fetching)
-			wr_flush_deletes(fs);
+			wr_flush_quiet(fs);
 		for (ov_txn *x = fs->ov.txns; x; x = x->next) {
 			if (x->sealed || x->done || x->open != 0)
 				continue;

@@ -122,7 +122,7 @@ static int new_node(fuse_req_t req, fs_ctx *fs, fs_inode *p, const char *name,
 		/* the engine records every directory of a transaction with
 		 * its attributes, its root's too (doc/posix.md) */
 		if (kind == OV_DIR) {
-			wr_ordered(fs);
+			wr_ordered(fs, o->path, NULL);
 			eng_meta m;
 			buf xa = BUF_INIT;
 			wr_meta_of(o, &m, &xa);
@@ -428,7 +428,7 @@ static int wr_remove_local(fs_ctx *fs, ov_node *o)
 		 * delete per unlink (readers saw the checkpoint shrink file
 		 * by file; a kill mid-rm -r left it damaged for good) */
 		rc = wr_hold_delete(fs, o->path, o->kind == OV_DIR, NULL);
-	} else if ((wr_ordered(fs), root)) {
+	} else if ((wr_ordered(fs, o->path, NULL), root)) {
 		rc = eng_txn_abort(fs->eng, x->id);
 		if (rc == 0)
 			x->done = true;
@@ -647,7 +647,7 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 	bool reseal = false, was_sealed = x->sealed;
 	if (dest == x || (!dest && root)) {
 		/* within the transaction, or the whole transaction moves */
-		wr_ordered(fs);
+		wr_ordered(fs, from, to);
 		char *mroot = root ? wr_manifest_root(fs, np) : NULL;
 		fs_itable_unlock(fs->it);
 		rc = eng_file_move(fs->eng, x->id, from, x->id, to, mroot);
@@ -668,7 +668,7 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 				reseal = o->kind != OV_DIR || o->writers == 0;
 		}
 		if (rc == 0) {
-			wr_ordered(fs);
+			wr_ordered(fs, from, to);
 			fs_itable_unlock(fs->it);
 			rc = eng_file_move(fs->eng, x->id, from, dest->id, to,
 					   NULL);
@@ -785,7 +785,7 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		/* remote to remote: server-side, in order, shown once visible;
 		 * all ahead commits first (eng_sync, wr_seal_all) */
 		char *mroot = wr_manifest_root_known(fs, np);
-		wr_ordered(fs);
+		wr_ordered(fs, from, to);
 		eng_dir_attrs pd[3];
 		buf xa[3] = {BUF_INIT, BUF_INIT, BUF_INIT};
 		size_t npd = wr_rename_records(

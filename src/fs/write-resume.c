@@ -15,6 +15,7 @@
 
 #include "commit/engine.h"
 #include "fs/ctx.h"
+#include "fs/write-deletes.h"
 #include "fs/write-dirattrs.h"
 #include "fs/write-local.h"
 #include "util/log.h"
@@ -196,6 +197,7 @@ void wr_restore(fs_ctx *fs)
 	eng_foreach_pending_txn(fs->eng, restore_txn, restore_dir, &r);
 	eng_foreach_pending_file(fs->eng, restore_one, &r);
 	eng_foreach_pending_removal(fs->eng, restore_removal, &r);
+	wr_dels_revive(fs);
 	wr_dirattr_restore(fs);
 	fs_itable_unlock(fs->it);
 	if (r.n || r.txns)

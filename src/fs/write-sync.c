@@ -48,7 +48,7 @@ int wr_commit_path(fs_ctx *fs, const char *relpath, char *err, size_t errsz)
 	bool temp = false;
 	fs_itable_lock(fs->it);
 	wr_wait_releases(fs);
-	wr_ordered(fs);
+	wr_flush_deletes(fs);
 	for (ov_txn *x = fs->ov.txns; x && n < 256; x = x->next) {
 		if (x->done)
 			continue;

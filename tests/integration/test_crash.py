@@ -12,6 +12,8 @@ can stall or slow what ckptfs sends; the restarted mount talks to S3
 directly."""
 
 import os
+import shutil
+import time
 
 import pytest
 
@@ -257,3 +259,55 @@ def test_sigkill_after_a_file_renamed_and_written_anew(
     assert s3_get(s3, bucket, "f2") == v3
     assert sorted(os.listdir(w2.path)) == ["ckpt", "f2"]
     assert sha256_bytes((w2.path / "f2").read_bytes()) == sha256_bytes(v3)
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_in_the_middle_of_an_rm_r_shows_no_checkpoint_cut_short(
+        s3server, bucket, mount, tmp_path):
+    """A rotation's `rm -r` of a committed checkpoint is SIGKILLed after
+    two of its unlinks (`.metadata` first, as os.scandir may order them).
+    The remount hides the two names, as before the kill; another host
+    keeps seeing the whole checkpoint, however long the job takes to come
+    back and whatever else it writes meanwhile; the restarted job's
+    `rm -r` of what is left removes it whole: the other host never sees
+    it without its `.metadata`.  (The crash loop: the held deletes were
+    sent at the remount, and an observer saw the checkpoint cut short.)"""
+    s3 = s3server.client()
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    files = {".metadata": b"m" * 300, "shard-0": det_bytes(970, 200_000),
+             "shard-1": det_bytes(971, 300_000)}
+    w = mount_writer(mount, s3server, bucket, cdir, mp)
+    write_files(w.path, {f"run/checkpoint-3/{n}": b for n, b in files.items()})
+    assert ckptfs_sync(w.path).returncode == 0
+    o = mount(bucket, options=helpers.observer_options(tmp_path / "cache-o"))
+    ck = o.path / "run/checkpoint-3"
+    assert sorted(os.listdir(ck)) == sorted(files)
+    os.unlink(w.path / "run/checkpoint-3/.metadata")
+    os.unlink(w.path / "run/checkpoint-3/shard-0")
+    kill_ckptfs(w)
+    w2 = mount_writer(mount, s3server, bucket, cdir, mp)
+    assert os.listdir(w2.path / "run/checkpoint-3") == ["shard-1"]
+    # the job writes its next checkpoint first; time passes
+    write_files(w2.path, {"run/checkpoint-4/.metadata": b"n" * 10})
+    os.rename(w2.path / "run/checkpoint-4", w2.path / "run/checkpoint-5")
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert sorted(os.listdir(ck)) == sorted(files), \
+            "another host sees the checkpoint cut short by the kill"
+        time.sleep(0.2)
+    def check():
+        v = tree_view(ck)
+        if v is None or sorted(v) == sorted(files):
+            return None
+        return f"another host saw the checkpoint partly removed: {v}"
+
+    poll = Poller(check)
+    shutil.rmtree(w2.path / "run/checkpoint-3")
+    assert ckptfs_sync(w2.path).returncode == 0
+    time.sleep(0.5)
+    poll.assert_clean(min_seen=2)
+    assert not [k for k in s3_sizes(s3, bucket, "run/checkpoint-3/")
+                if not is_protocol_key(k)]
+    assert not (o.path / "run/checkpoint-3").exists()

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fs/local.h"
+#include "fs/overlay.h"
 #include "fs/write-deletes.h"
 #include "../support/fake-eng.h"
 
@@ -106,4 +107,50 @@ Test(write_deletes, held_deletes_are_journaled_and_released)
 	cr_assert_lt(fake_eng_find("release 1"), 0);
 	cr_assert_eq(dels.n, 1);
 	cr_assert_str_eq(dels.v[0].path, "other");
+}
+
+/* The deletes a killed mount held (an rm -r of a checkpoint cut short)
+ * are held again, their names whiteouts: a second of quiet, a fact
+ * elsewhere and deletes of another tree leave them held (the crash loop:
+ * sent at once, they showed other hosts the checkpoint without its
+ * .metadata); the rmdir that ends the rm -r replaces them with one
+ * directory delete; a fact about one of them, or a sync, sends it. */
+Test(write_deletes, deletes_held_at_a_kill_wait_for_their_rmdir)
+{
+	ov_init(&fs.ov);
+	fs.eng = FAKE_ENG;
+	fake.held[0] = "run/ckpt-3/.metadata";
+	fake.held[1] = "run/ckpt-3/shard-0";
+	fake.held[2] = "run/x";
+	wr_dels_revive(&fs);
+	cr_assert_eq(dels.n, 3);
+	cr_assert(dels.v[0].revived && dels.v[2].revived);
+	ov_node *w = ov_get(&fs.ov, "run/ckpt-3/.metadata");
+	cr_assert(w && w->kind == OV_WHITEOUT);
+	cr_assert(wr_dels_revived_at(&fs, "run/ckpt-3/shard-0"));
+	cr_assert_not(wr_dels_revived_at(&fs, "run/ckpt-3/shard-1"));
+	cr_assert_not(wr_dels_held_now(&fs));
+	wr_flush_quiet(&fs);
+	wr_ordered(&fs, "run/tmp-ckpt-4", "run/ckpt-4");
+	wr_ordered_for(&fs, "run/ckpt-4/a");
+	cr_assert_eq(wr_hold_delete(&fs, "other/a", false, NULL), 0);
+	cr_assert_eq(wr_hold_delete(&fs, "other2/a", false, NULL), 0);
+	cr_assert_geq(fake_eng_find("release 1"), 0); /* other/a */
+	cr_assert_lt(fake_eng_find("release 100"), 0);
+	cr_assert_lt(fake_eng_find("release 101"), 0);
+	cr_assert_lt(fake_eng_find("release 102"), 0);
+	cr_assert_eq(dels.n, 4);
+	/* a fact about run/x sends its delete only */
+	wr_ordered(&fs, "run/x", NULL);
+	cr_assert_geq(fake_eng_find("release 102"), 0);
+	cr_assert_lt(fake_eng_find("release 100"), 0);
+	/* the rmdir: one directory delete */
+	cr_assert_eq(wr_hold_delete(&fs, "run/ckpt-3", true, NULL), 0);
+	cr_assert_geq(fake_eng_find("unhold 100"), 0);
+	cr_assert_geq(fake_eng_find("unhold 101"), 0);
+	wr_flush_deletes(&fs);
+	cr_assert_geq(fake_eng_find("delete run/ckpt-3 dir"), 0);
+	cr_assert_lt(fake_eng_find("delete run/ckpt-3/.metadata file"), 0);
+	cr_assert_eq(dels.n, 0);
+	ov_destroy(&fs.ov);
 }

@@ -252,6 +252,17 @@ int eng_hold_delete(eng *e, const char *path, bool is_dir, const char *keep,
 	return 0;
 }
 
+int eng_held_foreach(eng *e,
+		     void (*fn)(void *arg, uint64_t id, const char *path,
+				bool is_dir, const char *keep),
+		     void *arg)
+{
+	(void)e;
+	for (size_t i = 0; i < 4 && fake.held[i]; i++)
+		fn(arg, 100 + i, fake.held[i], false, NULL);
+	return 0;
+}
+
 int eng_release_delete(eng *e, uint64_t id, const char *path, bool is_dir,
 		       const char *keep)
 {

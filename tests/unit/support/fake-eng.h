@@ -40,6 +40,9 @@ typedef struct fake_eng {
 	int begin_rc; /* what eng_txn_begin returns (0) */
 	int dir_set_rc; /* what eng_dir_set returns (0) */
 	const char *temp_suffix; /* eng_path_has_temp: a component ending so */
+	/* the held rows a killed mount left (eng_held_foreach): file paths,
+	 * ids 100, 101, ... */
+	const char *held[4];
 } fake_eng;
 
 /* The engine the fake functions use; reset by fake_eng_reset. */
