@@ -318,6 +318,29 @@ static void refresh_up(fs_ctx *fs, fs_inode *n)
 	fs_itable_unlock(fs->it);
 }
 
+/* n's attributes from the version an open pinned (hr), from look (NULL:
+ * the server unreachable, the last one listed).  Table locked. */
+static void set_pinned(fs_inode *n, const s3_head_result *hr,
+		       const fs_look *look)
+{
+	n->size = hr->size;
+	/* HEAD has whole seconds, listings milliseconds: keep the finer one
+	 * unless the second changed, or the kernel would see the mtime flip
+	 * and drop the file's page cache on every open */
+	if (hr->mtime.tv_sec && hr->mtime.tv_sec != n->mtime.tv_sec &&
+	    !n->has_attrs)
+		n->mtime = hr->mtime;
+	fs_set_version(n, hr->etag, hr->mtime);
+	/* as old as the look they came from: an open that used cached
+	 * attributes does not make them fresh for another attr_timeout */
+	if (look) {
+		n->attr_time = look->replied;
+		n->obs_began = look->began;
+		n->obs_replied = look->replied;
+		pin_floor(n, *look);
+	}
+}
+
 /* How many times an open pins a version again when the one it pinned is
  * gone from the bucket before its first chunk came (version_gone). */
 #define REPIN_TRIES 3
@@ -427,22 +450,7 @@ void rd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * safetensors' replaced shards got the old length of new bytes) */
 	bool resized = n->k_told && n->k_size != hr.size;
 	fuse_ino_t ino_n = n->ino;
-	n->size = hr.size;
-	/* HEAD has whole seconds, listings milliseconds: keep the finer one
-	 * unless the second changed, or the kernel would see the mtime flip
-	 * and drop the file's page cache on every open */
-	if (hr.mtime.tv_sec && hr.mtime.tv_sec != n->mtime.tv_sec &&
-	    !n->has_attrs)
-		n->mtime = hr.mtime;
-	fs_set_version(n, hr.etag, hr.mtime);
-	/* as old as the look they came from: an open that used cached
-	 * attributes does not make them fresh for another attr_timeout */
-	if (!offline) {
-		n->attr_time = look.replied;
-		n->obs_began = look.began;
-		n->obs_replied = look.replied;
-		pin_floor(n, look);
-	}
+	set_pinned(n, &hr, offline ? NULL : &look);
 	set_page_cache_mode(n, h, fi);
 	fs_inode_ref(n); /* the handle may go at once after the reply */
 	fs_itable_unlock(fs->it);
