@@ -223,6 +223,41 @@ Test(read, an_open_refreshes_the_listings_above_it_ahead_of_expiry)
 	release(a, &fi);
 }
 
+/* Another writer replaced b and then a, in that order.  A reader that
+ * pins a's new version from a newer listing never pins b from its own
+ * older look afterwards, though b's attributes are within attr_timeout:
+ * it takes b from that newer listing, without a request (S3 showed the
+ * two writes in order; the mount paired a new index with an old shard). */
+Test(read, no_open_pins_an_older_look_than_one_before_it)
+{
+	fuse_ino_t a = fx_lookup(fs, ckpt, "a");
+	fuse_ino_t b = fx_lookup(fs, ckpt, "b");
+	fs->o.attr_timeout = 60;
+	open_once(b); /* b: the first listing's version */
+	dir->n = 0;
+	fake_dir_add(dir, "a", 5, 1700000200);
+	fake_dir_add(dir, "b", 7, 1700000100);
+	fs_itable_lock(fs->it);
+	fs_inode *d = fs_itable_get(fs->it, ckpt);
+	d->listing_time -= 11; /* expired: the next open lists again */
+	fs_itable_get(fs->it, a)->attr_time -= 100; /* a's look is old */
+	fs_itable_unlock(fs->it);
+	struct fuse_file_info fi;
+	cr_assert_eq(fx_open(fs, a, O_RDONLY, &fi), 0);
+	cr_assert_eq(handle(&fi)->size, 5, "a from the new listing");
+	release(a, &fi);
+	unsigned calls = fake_list.calls;
+	/* the inode's pages hold b's old version: ESTALE sends the VFS to
+	 * a new inode (an_open_that_finds_a_new_version_answers_estale) */
+	cr_assert_eq(fx_open(fs, b, O_RDONLY, &fi), ESTALE,
+		     "b pinned from its own older look");
+	cr_assert_eq(fake_list.calls, calls, "from the listing a came from");
+	fuse_ino_t b2 = fx_lookup(fs, ckpt, "b");
+	cr_assert_eq(fx_open(fs, b2, O_RDONLY, &fi), 0);
+	cr_assert_eq(handle(&fi)->size, 7, "b no older than a");
+	release(b2, &fi);
+}
+
 /* Reads at or past the end answer no bytes, without a request. */
 Test(read, reads_past_the_end_answer_nothing)
 {
