@@ -272,6 +272,44 @@ void wr_dels_revive(fs_ctx *fs)
 			 fs->dels->n);
 }
 
+char **wr_dels_under(const fs_ctx *fs, const char *dir)
+{
+	const struct wr_deletes *d = fs->dels;
+	size_t dl = strlen(dir), k = 0;
+	char **v = calloc((d ? d->n : 0) + 1, sizeof *v);
+	for (size_t i = 0; v && d && i < d->n; i++)
+		if (!strncmp(d->v[i].path, dir, dl) &&
+		    (d->v[i].path[dl] == '/' || !d->v[i].path[dl]) &&
+		    (v[k] = strdup(d->v[i].path)))
+			k++;
+	return v;
+}
+
+void wr_dels_free_paths(char **paths)
+{
+	for (size_t i = 0; paths && paths[i]; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+/* The held deletes still name the old names, and the commit at the new
+ * one brought them back (model seed 7504: rmdir f0/g/c, mv f0 c, and
+ * c/g/c showed again after the sync). */
+int wr_dels_drop_moved(fs_ctx *fs, uint64_t txn, const char *from,
+		       const char *to, char **gone)
+{
+	size_t fl = strlen(from);
+	int rc = 0;
+	for (size_t i = 0; !rc && gone[i]; i++) {
+		if (!gone[i][fl])
+			continue; /* the root itself: not what moves */
+		char *np = ov_join(to, gone[i] + fl + 1);
+		rc = np ? eng_file_drop(fs->eng, txn, np) : -ENOMEM;
+		free(np);
+	}
+	return rc;
+}
+
 bool wr_dels_held_now(const fs_ctx *fs)
 {
 	const struct wr_deletes *d = fs->dels;

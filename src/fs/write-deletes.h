@@ -46,6 +46,16 @@ void wr_flush_quiet(fs_ctx *fs);
 /* At the restart: the deletes a killed mount held, held again (revived),
  * each one's name a whiteout as before the kill. */
 void wr_dels_revive(fs_ctx *fs);
+/* The paths of the held deletes at or under dir (NULL-terminated, to
+ * free with their strings), or NULL. */
+char **wr_dels_under(const fs_ctx *fs, const char *dir);
+void wr_dels_free_paths(char **paths);
+/* What was removed from sealed transaction txn while it committed (its
+ * deletes held, gone: wr_dels_under(from) before the move), now that its
+ * root moves from `from` to `to` and it commits again there: dropped
+ * from it at their new names (doc/commit.md, "The FUSE layer"). */
+int wr_dels_drop_moved(fs_ctx *fs, uint64_t txn, const char *from,
+		       const char *to, char **gone);
 /* Whether a delete other than a revived one is held. */
 bool wr_dels_held_now(const fs_ctx *fs);
 /* Whether a revived delete takes path away (its whiteout stays). */

@@ -647,12 +647,16 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 	bool reseal = false, was_sealed = x->sealed;
 	if (dest == x || (!dest && root)) {
 		/* within the transaction, or the whole transaction moves */
+		char **gone = root && was_sealed ? wr_dels_under(fs, from) : 0;
 		wr_ordered(fs, from, to);
 		char *mroot = root ? wr_manifest_root(fs, np) : NULL;
 		fs_itable_unlock(fs->it);
 		rc = eng_file_move(fs->eng, x->id, from, x->id, to, mroot);
 		fs_itable_lock(fs->it);
 		free(mroot);
+		if (rc == 0 && gone)
+			rc = wr_dels_drop_moved(fs, x->id, from, to, gone);
+		wr_dels_free_paths(gone);
 		if (rc == 0 && root) {
 			free(x->root);
 			x->root = strdup(to);
