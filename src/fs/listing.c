@@ -391,7 +391,7 @@ static void read_manifest(struct manifests *ms, const s3_object *o)
 	size_t got = 0;
 	const char *etag = ms->mc && o->etag && o->etag[0] ? o->etag : NULL;
 	char *body = etag ? fs_mcache_get(ms->mc, o->key, etag, &got) : NULL;
-	int keep = 0; /* 1: kept, 2: to keep if it parses */
+	bool keep_if_parsed = false; /* fetched, not kept yet */
 	if (!body) {
 		body = malloc(o->size ? o->size : 1);
 		s3_err e;
@@ -418,10 +418,10 @@ static void read_manifest(struct manifests *ms, const s3_object *o)
 		 * object while its PUT is still writing it (s3rver) served a
 		 * cut manifest, which was kept under the ETag for good: the
 		 * checkpoint stayed hidden on that mount (doc/portability.md) */
-		keep = etag && s3_etag_matches(etag, body, got) ? 1
-		       : etag ? 2 : 0;
-		if (keep == 1)
+		if (etag && s3_etag_matches(etag, body, got))
 			fs_mcache_put(ms->mc, o->key, etag, body, got);
+		else
+			keep_if_parsed = etag != NULL;
 	}
 	if (!rename_passed(ms->s3, o, body, got)) {
 		ms->m->pending++; /* a rename not past its commit point */
@@ -433,7 +433,7 @@ static void read_manifest(struct manifests *ms, const s3_object *o)
 	if (vis_manifest_add_json(ms->m, body, got, &err) < 0) {
 		log_warn("ignoring %s: %s", o->key, err ? err : "invalid");
 	} else {
-		if (keep == 2)
+		if (keep_if_parsed)
 			fs_mcache_put(ms->mc, o->key, etag, body, got);
 		if (ms->cw && ms->m->committed > before &&
 		    proto_manifest_version(body, got) >= 2)

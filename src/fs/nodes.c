@@ -164,14 +164,12 @@ void fs_set_version(fs_inode *n, const char *etag, struct timespec lm)
 	n->obj_mtime = lm;
 }
 
-/* n's attributes from listing entry e, listed at listed (fs_now()'s
- * clock): a lookup answered from a listing past dir_timeout (the stale
- * rule) leaves them that old, so that open asks again rather than pin a
- * version that may have been replaced since (and the kernel then learns
- * the size of the one it pins, fs/read.c rd_open).  d: the parent whose
- * listing it is (the request they came from), or NULL. */
-static void set_file_attrs(fs_inode *n, const ns_entry *e, double listed,
-			   const fs_inode *d)
+/* n's attributes from entry e of d's listing, as old as that listing (now
+ * when d has none): a lookup answered from a listing past dir_timeout
+ * (the stale rule) leaves them that old, so that open asks again rather
+ * than pin a version that may have been replaced since (and the kernel
+ * then learns the size of the one it pins, fs/read.c rd_open). */
+static void set_file_attrs(fs_inode *n, const ns_entry *e, const fs_inode *d)
 {
 	n->size = e->size;
 	/* what this mount committed stands for the first version listed
@@ -190,9 +188,11 @@ static void set_file_attrs(fs_inode *n, const ns_entry *e, double listed,
 		free(n->etag);
 		n->etag = e->etag ? strdup(e->etag) : NULL;
 	}
-	n->attr_time = listed;
-	n->obs_began = d ? d->listing_began : 0;
-	n->obs_replied = d ? d->listing_replied : 0;
+	/* and the request they came from (fs/read.c look_current) */
+	bool listed = d->listing != NULL;
+	n->attr_time = listed ? d->listing_time : fs_now();
+	n->obs_began = listed ? d->listing_began : 0;
+	n->obs_replied = listed ? d->listing_replied : 0;
 }
 
 static void set_manifest(fs_inode *d, vis_manifest *man)
@@ -645,9 +645,7 @@ fs_inode *fs_child_for(fs_ctx *fs, fs_inode *parent, const ns_entry *e)
 	if (!c)
 		return NULL;
 	if (!e->is_dir) {
-		set_file_attrs(c, e,
-			       parent->listing ? parent->listing_time : fs_now(),
-			       parent->listing ? parent : NULL);
+		set_file_attrs(c, e, parent);
 		remote_attrs(parent, c);
 	} else {
 		if ((!c->listing || c->listing_held) &&

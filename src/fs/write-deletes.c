@@ -24,6 +24,7 @@
 #include "commit/engine.h"
 #include "fs/ctx.h"
 #include "fs/write-local.h"
+#include "proto/keys.h"
 #include "util/log.h"
 #include "util/vec.h"
 
@@ -37,21 +38,12 @@ void wr_dels_clear(struct wr_deletes *d)
 		d->n = 0;
 }
 
-/* Whether one of a and b is the other or lies under it. */
-static bool overlaps(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t l = la < lb ? la : lb;
-	return !strncmp(a, b, l) &&
-	       (la == lb || (la < lb ? b[l] : a[l]) == '/');
-}
-
 /* Whether held delete v goes now: every one that is not revived, and a
  * revived one when all do or when it overlaps a or b. */
 static bool goes(const wr_del *v, bool all, const char *a, const char *b)
 {
-	return !v->revived || all || (a && overlaps(v->path, a)) ||
-	       (b && overlaps(v->path, b));
+	return !v->revived || all || (a && proto_overlap(v->path, a)) ||
+	       (b && proto_overlap(v->path, b));
 }
 
 /* Sends the held remote deletes that go (goes), in order, to the engine;
@@ -189,7 +181,7 @@ void wr_ordered_for(fs_ctx *fs, const char *path)
 {
 	struct wr_deletes *d = fs->dels;
 	for (size_t i = 0; d && i < d->n; i++)
-		if (overlaps(d->v[i].path, path)) {
+		if (proto_overlap(d->v[i].path, path)) {
 			flush_held(fs, false, path, NULL);
 			return;
 		}
@@ -204,8 +196,7 @@ struct under_ctx {
 static void collect_under(void *arg, ov_node *o)
 {
 	struct under_ctx *u = arg;
-	if (o->kind == OV_WHITEOUT || !overlaps(u->path, o->path) ||
-	    strlen(o->path) < strlen(u->path))
+	if (o->kind == OV_WHITEOUT || !proto_under(o->path, u->path, NULL))
 		return;
 	if (u->n == u->cap) {
 		ov_node **v = vec_grow(u->v, &u->cap, sizeof *v, 16);
@@ -275,11 +266,10 @@ void wr_dels_revive(fs_ctx *fs)
 char **wr_dels_under(const fs_ctx *fs, const char *dir)
 {
 	const struct wr_deletes *d = fs->dels;
-	size_t dl = strlen(dir), k = 0;
+	size_t k = 0;
 	char **v = calloc((d ? d->n : 0) + 1, sizeof *v);
 	for (size_t i = 0; v && d && i < d->n; i++)
-		if (!strncmp(d->v[i].path, dir, dl) &&
-		    (d->v[i].path[dl] == '/' || !d->v[i].path[dl]) &&
+		if (proto_under(d->v[i].path, dir, NULL) &&
 		    (v[k] = strdup(d->v[i].path)))
 			k++;
 	return v;
@@ -298,12 +288,12 @@ void wr_dels_free_paths(char **paths)
 int wr_dels_drop_moved(fs_ctx *fs, uint64_t txn, const char *from,
 		       const char *to, char **gone)
 {
-	size_t fl = strlen(from);
 	int rc = 0;
 	for (size_t i = 0; !rc && gone[i]; i++) {
-		if (!gone[i][fl])
+		const char *rest = NULL;
+		if (!proto_under(gone[i], from, &rest) || !rest[0])
 			continue; /* the root itself: not what moves */
-		char *np = ov_join(to, gone[i] + fl + 1);
+		char *np = ov_join(to, rest);
 		rc = np ? eng_file_drop(fs->eng, txn, np) : -ENOMEM;
 		free(np);
 	}
@@ -323,7 +313,7 @@ bool wr_dels_revived_at(const fs_ctx *fs, const char *path)
 {
 	const struct wr_deletes *d = fs->dels;
 	for (size_t i = 0; d && i < d->n; i++)
-		if (d->v[i].revived && overlaps(d->v[i].path, path))
+		if (d->v[i].revived && proto_overlap(d->v[i].path, path))
 			return true;
 	return false;
 }
