@@ -605,6 +605,12 @@ static bool verify_range(cache *c, centry *e, uint32_t first, uint32_t last)
 			ok = false;
 			continue;
 		}
+		if (e->verified[i]) {
+			/* another reader found it bad and its new download
+			 * came while this check read the old bytes (or
+			 * another reader found it good): nothing to drop */
+			continue;
+		}
 		if (good) {
 			e->verified[i] = 1;
 			continue;

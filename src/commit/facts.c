@@ -678,6 +678,19 @@ int eng_txn_abort(eng *e, uint64_t txn)
 		eng_txn_progress(e, t); /* its clean-up starts afresh */
 		for (efile *f = t->files; f; f = f->next) {
 			f->gen++;
+			/* its bytes are never needed again: the space comes
+			 * back now, as a local disk gives it back at rm, not
+			 * once the clean-up's turn comes (a write right after
+			 * `rm` of a file that filled the disk failed with
+			 * ENOSPC while the clean-up waited behind a commit) */
+			char *p = eng_staging_path(e, f->sid);
+			if (p)
+				unlink(p);
+			free(p);
+			if (f->jobs && !f->releasing) {
+				f->releasing = true;
+				e->releasing++;
+			}
 		}
 		eng_sched_all(e);
 	}

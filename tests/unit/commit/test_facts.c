@@ -113,6 +113,25 @@ Test(facts, a_rewrite_replaces_the_file_and_frees_its_old_bytes)
 	eng_close(e, false);
 }
 
+/* An aborted transaction (rm of a file that filled the disk, before its
+ * commit) gives its staging space back at once, not when its clean-up's
+ * turn comes; a crash right after leaves nothing pending. */
+Test(facts, an_abort_frees_the_staged_bytes_at_once)
+{
+	eng *e = open_eng();
+	uint64_t t;
+	char p1[300];
+	cr_assert_eq(eng_txn_begin(e, "big.bin", false, NULL, &t), 0);
+	uint64_t s1 = staged(e, "bytes that filled the disk", p1);
+	cr_assert_eq(eng_file_put(e, t, "big.bin", s1, 26, NULL), 0);
+	cr_assert(exists(p1));
+	cr_assert_eq(eng_txn_abort(e, t), 0);
+	cr_assert_not(exists(p1), "the aborted file's bytes are freed at once");
+	struct seen s = after_crash(&e);
+	cr_assert_eq(s.n, 0, "nothing pending after a crash (%d)", s.n);
+	eng_close(e, false);
+}
+
 /* A rename inside a checkpoint moves the file under its new name, and a
  * removal takes the whole subtree and its staging space with it; both
  * hold after a crash right after the call. */
