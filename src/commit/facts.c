@@ -566,6 +566,21 @@ static void retire_root(eng *e, etxn *t)
 	t->has_marker = false;
 }
 
+/* Whether a step queued after t, not done, touches name `to` (a delete
+ * of the name a directory moves onto, sent as the rename replaced it).
+ * mu */
+static bool later_step_on(eng *e, const etxn *t, const char *to)
+{
+	CKPTFS_ASSERT_HELD(&e->mu);
+	for (const etxn *l = t->next; l; l = l->next)
+		if (!l->done && l->state != TS_ABORTED &&
+		    (proto_overlap(l->root, to) ||
+		     (l->kind == T_RREN && l->dest &&
+		      proto_overlap(l->dest, to))))
+			return true;
+	return false;
+}
+
 int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 		  uint64_t txn_to, const char *to, const char *manifest_root)
 {
@@ -592,6 +607,7 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 	if (!rc) {
 		if (whole) {
 			bool was_parked = eng_parked(e, tf);
+			bool after = later_step_on(e, tf, to);
 			retire_root(e, tf);
 			char *nr = strdup(to);
 			move_entries(e, tf, from, tf, to);
@@ -607,8 +623,11 @@ int eng_file_move(eng *e, uint64_t txn_from, const char *from,
 			jr_txn_set_root(e->j, tf->id, to, tf->mroot);
 			/* a single file renamed is ordered by its rename too:
 			 * after what it replaces (f0's own commit queued
-			 * behind it landed last: the old f0 won) */
-			if ((was_parked || tf->kind == T_FILE) &&
+			 * behind it landed last: the old f0 won); so is a
+			 * directory moved onto a name a later step deletes
+			 * (model seed 7507: the delete of the empty directory
+			 * it replaced ran after its commit and took it) */
+			if ((was_parked || tf->kind == T_FILE || after) &&
 			    !eng_parked(e, tf) && eng_requeue(e, tf) < 0)
 				log_error("commit: %s keeps its place in the "
 					  "queue (journal error)",

@@ -529,6 +529,23 @@ REGRESSIONS = {
         ('rename', 'f0', 'c'),
         ('sync',),
     ],
+    # Seed 7507 (step 103 of 104, shrunk by hand): a directory renamed
+    # onto an empty directory of a transaction being committed (sealed by
+    # the symlink beside it).  The empty one's delete was held and sent as
+    # the rename's, queued after f0's transaction, which kept its earlier
+    # place: f0 committed at g/g/f2 and the delete then took it.  Fixed:
+    # a directory moved onto a name a later step touches is requeued
+    # behind it (commit/facts.c eng_file_move).
+    "directory_renamed_onto_an_empty_directory_being_committed": [
+        ('mkdir', 'g', 493),
+        ('sync',),
+        ('mkdir', 'g/g', 493),
+        ('mkdir', 'g/g/f2', 488),
+        ('mkdir', 'f0', 1023),
+        ('symlink', 'x', 'g/l'),
+        ('rename', 'f0', 'g/g/f2'),
+        ('sync',),
+    ],
 }
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
