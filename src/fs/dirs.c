@@ -140,10 +140,15 @@ void rd_getattr(fuse_req_t req, fuse_ino_t ino,
 	 * directory on a path whose attr_timeout ran out (a permission
 	 * check), and a writer's open(2) must not wait for a LIST: with a
 	 * pending marker a listing is three, ~100 ms on the bench's server.
+	 * Not past STALE_OK_FACTOR x dir_timeout, the bound lookups keep
+	 * (fs_dir_recent): a directory last listed long before showed the
+	 * mode and owner it had then to the first stat (another mount saw a
+	 * directory renamed over another with the old one's attributes,
+	 * model seed 7509), so it is listed first.
 	 */
 	bool refresh = false;
 	if (n->is_dir && !fs_local_is_dir(fs, n)) {
-		if (n->listing && !n->listing_held) {
+		if (n->listing && !n->listing_held && fs_dir_recent(fs, n)) {
 			refresh = true;
 			fs_inode_ref(n);
 		} else if (fs_dir_load(fs, n) < 0) {

@@ -431,6 +431,12 @@ static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
  */
 #define STALE_OK_MIN 1000
 #define STALE_OK_FACTOR 4
+bool fs_dir_recent(fs_ctx *fs, const fs_inode *d)
+{
+	return d->listing && d->listing_gen == fs->listing_gen &&
+	       fs_now() - d->listing_time < STALE_OK_FACTOR * fs->o.dir_timeout;
+}
+
 const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
 				   const char *name)
 {

@@ -48,6 +48,11 @@ int fs_dir_refetch(fs_ctx *fs, fs_inode *d);       /* table locked */
  * being read never makes its next open or lookup wait for a LIST.  For
  * after a reply.  Table locked (dropped while listing). */
 void fs_dir_refresh_ahead(fs_ctx *fs, fs_inode *d);
+/* Whether d's listing, past dir_timeout or not, is recent enough to
+ * answer a stat of d before it is listed again behind the reply: within
+ * the STALE_OK_FACTOR x dir_timeout lookups answer from (a directory's
+ * attributes and mtime come from its own listing).  Table locked. */
+bool fs_dir_recent(fs_ctx *fs, const fs_inode *d);
 /* name's entry in d's listing when the listing is past dir_timeout and a
  * lookup may still answer from it (a large directory's name, or a
  * subdirectory: refreshed after the reply), else NULL.  Table locked. */

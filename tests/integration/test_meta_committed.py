@@ -381,6 +381,39 @@ def test_changes_of_directories_just_committed(bucket, mount, tmp_path):
     assert os.stat(m / "c").st_mode == 0o40700
 
 
+@pytest.mark.timeout(120)
+def test_another_host_first_stat_of_a_directory_replaced_since(bucket, mount,
+                                                               tmp_path):
+    """Another host that listed x and y long ago (past its lookups' bound
+    of 4 x dir_timeout) stats x once after the writer renamed y over x
+    and chmod-ed z: that one stat shows y's mode and owner at x and z's
+    new mode, not what x and z were at its last look (model seed 7509:
+    the observer showed the replaced directory's mode and group for as
+    long as it kept stat-ing without listing inside)."""
+    m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache-w'}",))
+    os.mkdir(m / "x", 0o755)
+    os.chown(m / "x", 0, 5678)
+    os.mkdir(m / "y", 0o700)
+    (m / "y" / "f").write_bytes(b"y's file")
+    os.mkdir(m / "z", 0o755)
+    ckptfs_sync(m)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+    for d in ("x", "y", "z"):
+        os.listdir(other / d)  # listed: its attributes known
+    st = os.stat(other / "x")
+    assert (st.st_mode, st.st_gid) == (0o40755, 5678)
+    os.rename(m / "y", m / "x")
+    os.chmod(m / "z", 0o750)
+    ckptfs_sync(m)
+    time.sleep(4 * helpers.OBSERVER_LISTING_S + 0.3)
+    st = os.stat(other / "x")
+    assert (oct(st.st_mode), st.st_gid) == (oct(0o40700), 0), \
+        "the first stat showed the replaced directory's attributes"
+    assert os.stat(other / "z").st_mode == 0o40750, \
+        "the first stat showed the mode before the chmod"
+    assert os.listdir(other / "x") == ["f"]
+
+
 def test_changes_of_files_just_committed(bucket, mount, tmp_path):
     """Right after a sync, before anything listed the checkpoint directory
     again, a chmod of its committed file is stored in its manifest (an
