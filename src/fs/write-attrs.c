@@ -24,6 +24,7 @@
 #include "fs/write-cow.h"
 #include "fs/write-deletes.h"
 #include "fs/write-dirattrs.h"
+#include "fs/write-idle.h"
 #include "fs/write-local.h"
 #include "fs/write-txn.h"
 #include "proto/meta.h"
@@ -122,6 +123,19 @@ static bool dir_change_refused(const ov_node *o)
 	return o && o->kind == OV_DIR && o->txn && o->txn->sealed;
 }
 
+/* n's local node, once more after the reap when its transaction seemed
+ * still to be committing: a commit done since makes it a committed
+ * directory, whose change is stored by a step of its own, not refused
+ * (model seed 7716: setxattr of a directory whose commit had landed a
+ * moment before answered ENOTSUP).  Table locked. */
+static ov_node *local_after_reap(fs_ctx *fs, fs_inode *n, ov_node *o)
+{
+	if (!dir_change_refused(o))
+		return o;
+	wr_reap(fs);
+	return wr_local_of(fs, n);
+}
+
 /* Whether the times a setattr sets can be recorded (proto_time_ok): the
  * bucket keeps mtimes from 1677 to 2262 but the epoch itself, which the
  * format reads as "not recorded" (doc/posix.md). */
@@ -207,6 +221,8 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	bool meta_set = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				  FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
 				  FUSE_SET_ATTR_MTIME_NOW);
+	if (rc == 0 && meta_set)
+		o = local_after_reap(fs, n, o);
 	if (rc == 0 && meta_set && dir_change_refused(o))
 		rc = -ENOTSUP;
 	/* a committed directory's: stored by a step of its own */
@@ -400,6 +416,8 @@ static void xattr_change(fuse_req_t req, fuse_ino_t ino, const char *name,
 			rc = local_for_meta(fs, n, false, &o);
 		fs_itable_unref(fs->it, n);
 	}
+	if (rc == 0 && n)
+		o = local_after_reap(fs, n, o);
 	if (rc == 0 && n && dir_change_refused(o))
 		rc = value || ov_xattr_get(o, name, NULL, 0) >= 0 ? -ENOTSUP
 								  : -ENODATA;
