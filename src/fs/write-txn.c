@@ -24,9 +24,14 @@ char *wr_manifest_root(fs_ctx *fs, fs_inode *p)
 {
 	for (fs_inode *a = p; a; a = a->parent) {
 		ov_node *o = wr_local_of(fs, a);
+		/* committing: has a manifest; so will one restored from the
+		 * journal (merge), queued before any step issued now (a
+		 * rename into it recorded in the root above, whose record
+		 * its own manifest then hid: model seed 7717) */
 		if (o && o->kind == OV_DIR && o->txn && o->txn->is_dir &&
-		    !strcmp(o->txn->root, a->path) && o->txn->sealed)
-			return strdup(a->path); /* committing: has a manifest */
+		    !strcmp(o->txn->root, a->path) &&
+		    (o->txn->sealed || o->merge))
+			return strdup(a->path);
 		/* a directory restored from the journal (merge) is also the
 		 * bucket's: after a SIGKILL, a committed directory holding a
 		 * pending file is such a node, and its manifest still
@@ -73,6 +78,9 @@ int wr_txn_for_new(fs_ctx *fs, fs_inode *p, const char *path, bool is_dir,
 		return 0;
 	}
 	char *mroot = wr_manifest_root_known(fs, p);
+	log_debug("%s: a transaction of its own, recorded in the manifests "
+		  "of /%s",
+		  path, mroot ? mroot : "(none)");
 	wr_ordered_for(fs, path);
 	fs_itable_unlock(fs->it);
 	uint64_t id = 0;

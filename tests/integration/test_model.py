@@ -546,6 +546,24 @@ REGRESSIONS = {
         ('rename', 'f0', 'g/g/f2'),
         ('sync',),
     ],
+    # Seed 7717 (step 249 of 250, shrunk by hand): a committed directory
+    # renamed into b/f1, a directory made before a kill whose transaction
+    # the next mount restored (open).  The rename's addendum recorded
+    # b/f1/c in b's manifests; b/f1's own commit (sealed by the rename)
+    # then made b/f1 a root of its own, whose manifest did not name c:
+    # c and its file vanished.  Fixed: a restored directory transaction
+    # is the manifest root of names made in it (fs/write-txn.c
+    # wr_manifest_root).
+    "committed_directory_renamed_into_one_restored_after_a_kill": [
+        ('mkdir', 'f1', 448),
+        ('create', 'f1/f2', 6502, 1),
+        ('mkdir', 'b', 488),
+        ('sync',),
+        ('mkdir', 'b/f1', 488),
+        ('kill',),
+        ('rename', 'f1', 'b/f1/c'),
+        ('sync',),
+    ],
 }
 
 # name -> the KNOWN entry (model_lib.KNOWN) it reproduces, or the reason
