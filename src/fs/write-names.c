@@ -650,10 +650,6 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 		char **gone = root && was_sealed ? wr_dels_under(fs, from) : 0;
 		wr_ordered(fs, from, to);
 		char *mroot = root ? wr_manifest_root(fs, np) : NULL;
-		if (root)
-			log_debug("rename %s -> %s: the transaction moves, "
-				  "recorded in the manifests of /%s",
-				  from, to, mroot ? mroot : "(none)");
 		fs_itable_unlock(fs->it);
 		rc = eng_file_move(fs->eng, x->id, from, x->id, to, mroot);
 		fs_itable_lock(fs->it);
@@ -793,9 +789,6 @@ static int rename_move(fs_ctx *fs, fs_inode *p, const char *name,
 		/* remote to remote: server-side, in order, shown once visible;
 		 * all ahead commits first (eng_sync, wr_seal_all) */
 		char *mroot = wr_manifest_root_known(fs, np);
-		log_debug("rename %s -> %s: server-side, recorded in the "
-			  "manifests of /%s",
-			  from, to, mroot ? mroot : "(none)");
 		wr_ordered(fs, from, to);
 		eng_dir_attrs pd[3];
 		buf xa[3] = {BUF_INIT, BUF_INIT, BUF_INIT};
