@@ -375,18 +375,26 @@ int eng_file_set_meta(eng *e, uint64_t txn, const char *path,
 	return rc;
 }
 
-/* Forgets f (its rows are gone): the model, its staging file.  mu. */
-static void forget_file(eng *e, etxn *t, efile *f)
+/* f's staging file goes (its space comes back once no job reads it:
+ * eng_space_pending).  mu. */
+static void free_staging(eng *e, efile *f)
 {
 	CKPTFS_ASSERT_HELD(&e->mu);
 	char *p = eng_staging_path(e, f->sid);
 	unlink(p);
 	free(p);
-	eng_unlink_file(t, f);
 	if (f->jobs && !f->releasing) {
 		f->releasing = true;
 		e->releasing++;
 	}
+}
+
+/* Forgets f (its rows are gone): the model, its staging file.  mu. */
+static void forget_file(eng *e, etxn *t, efile *f)
+{
+	CKPTFS_ASSERT_HELD(&e->mu);
+	free_staging(e, f);
+	eng_unlink_file(t, f);
 	eng_file_unref(e, f);
 }
 
@@ -702,14 +710,7 @@ int eng_txn_abort(eng *e, uint64_t txn)
 			 * once the clean-up's turn comes (a write right after
 			 * `rm` of a file that filled the disk failed with
 			 * ENOSPC while the clean-up waited behind a commit) */
-			char *p = eng_staging_path(e, f->sid);
-			if (p)
-				unlink(p);
-			free(p);
-			if (f->jobs && !f->releasing) {
-				f->releasing = true;
-				e->releasing++;
-			}
+			free_staging(e, f);
 		}
 		eng_sched_all(e);
 	}

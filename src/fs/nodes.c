@@ -440,10 +440,8 @@ bool fs_dir_recent(fs_ctx *fs, const fs_inode *d)
 const ns_entry *fs_dir_stale_entry(fs_ctx *fs, const fs_inode *d,
 				   const char *name)
 {
-	double age = fs_now() - d->listing_time;
-	if (!d->listing || d->listing_gen != fs->listing_gen ||
-	    fs->o.dir_timeout <= 0 || age < fs->o.dir_timeout ||
-	    age >= STALE_OK_FACTOR * fs->o.dir_timeout)
+	if (!fs_dir_recent(fs, d) || fs->o.dir_timeout <= 0 ||
+	    fs_now() - d->listing_time < fs->o.dir_timeout)
 		return NULL; /* fresh: fs_dir_load keeps it; too old: lists */
 	const ns_entry *e = ns_dir_find(d->listing, name);
 	return e && (e->is_dir || d->listing->n >= STALE_OK_MIN) ? e : NULL;
