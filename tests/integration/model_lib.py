@@ -386,6 +386,12 @@ class World:
         # directories (oracle inodes) a name was removed from or renamed
         # out of: the only ones empty-dir-gone may drop
         self.emptied = set()
+        # directories (oracle inodes) a name was removed from or renamed
+        # out of while no open transaction of the mount held them (the
+        # mount's status said so): committed, or sealed for a commit the
+        # mount made on its own (issue 21's seal, the parents a rename
+        # seals), which the model does not follow
+        self.emptied_sealed = set()
         # another host's files: committed and local versions
         self.h2_committed, self.h2_local = {}, {}
         # versions h2 wrote (None: removed) since its last sync: each
@@ -456,6 +462,23 @@ class World:
             return real[len(root) + 1:]
         return rel
 
+    def _open_roots(self):
+        """Roots of the mount's open transactions (`ckptfs status`): the
+        names under them are this mount's and not committed; any other
+        name is committed or on its way (a sealed transaction)."""
+        return [t["path"] for t in
+                helpers.ckptfs_status(self.mp).get("pending") or []
+                if t.get("state") == "open"]
+
+    def _sealed(self, rel, roots=None):
+        """Whether the directory rel is outside every open transaction of
+        the mount (asked after a call that changed nothing, or before
+        one: an open transaction stays open until a call seals it)."""
+        if roots is None:
+            roots = self._open_roots()
+        return not any(rel == r or rel.startswith(r + "/") or r == ""
+                       for r in roots)
+
     def _is_committed_dir(self, rel):
         i = self._ino(rel)
         return (i in self.committed and
@@ -498,18 +521,29 @@ class World:
             before_inos = self._subtree_inos(st[1])
             remote_rename = self._may_be_committed(st[1]) and \
                 self._may_be_committed(os.path.dirname(st[2]))
+        sealed_parent = False
+        if op in ("unlink", "rmdir", "rename"):
+            sealed_parent = self._sealed(os.path.dirname(st[1]))
         got = call(self.mp, st)
-        # documented refusals: the oracle is not asked
+        # documented refusals: the oracle is not asked.  Whether a
+        # directory is committed (or sealed) is asked of the mount after
+        # the refusal: a call refused changed nothing
         if got == "ENOTSUP" and op in ("chmod", "chown", "utimens",
-                                       "setxattr", "removexattr") \
-                and self._is_committed_dir(self._followed(st[1])
-                                           if op == "chmod" else st[1]):
-            self.rules_used["enotsup-dir"] += 1
-            return
+                                       "setxattr", "removexattr"):
+            d = self._followed(st[1]) if op == "chmod" else st[1]
+            if os.path.isdir(self.oracle / d) and \
+                    not os.path.islink(self.oracle / d) and \
+                    (self._is_committed_dir(d) or self._sealed(d)):
+                self.rules_used["enotsup-dir"] += 1
+                return
         if got == "EXDEV" and op == "rename" and \
-                self._is_committed_dir(st[1]):
+                os.path.isdir(self.oracle / st[1]) and \
+                not os.path.islink(self.oracle / st[1]):
             dst_parent = os.path.dirname(st[2])
-            if dst_parent and self._ino(dst_parent) not in self.committed:
+            roots = self._open_roots()
+            if dst_parent and not self._sealed(dst_parent, roots) and \
+                    (self._is_committed_dir(st[1]) or
+                     self._sealed(st[1], roots)):
                 self.rules_used["exdev"] += 1
                 return
         before = None
@@ -532,6 +566,8 @@ class World:
             return
         if op in ("unlink", "rmdir", "rename"):
             self.emptied.add(self._ino(os.path.dirname(st[1])))
+            if sealed_parent:
+                self.emptied_sealed.add(self._ino(os.path.dirname(st[1])))
         if op == "utimens":
             i = self._ino(st[1])
             if st[2] is None:
@@ -690,8 +726,9 @@ class World:
             want = snapshot(self.oracle)
             gone = [rel for rel, w in want.items()
                     if w["type"] == "d" and rel not in got
-                    and w["ino"] in self.committed
-                    and w["ino"] in self.emptied
+                    and (w["ino"] in self.committed
+                         and w["ino"] in self.emptied
+                         or w["ino"] in self.emptied_sealed)
                     and not os.listdir(self.oracle / rel)]
             if not gone:
                 return want
