@@ -585,13 +585,45 @@ int eng_rename_file(eng *e, eng_snap *sn, s3_err *x)
 }
 
 
+/*
+ * The old name's parent, when the step records its attributes (a
+ * directory written through ckptfs, not the mount root:
+ * wr_rename_records), gets its empty directory object before anything
+ * moves, so a rename of its last name leaves it, as on a local disk and
+ * as an unlink does (remote_delete, steps.c; doc/posix.md "Removing the
+ * last name of a directory").  A PUT of a fixed key: a step resumed
+ * after a crash sends it again; in a directory with other names it
+ * changes nothing.  0 or -1 (x).
+ */
+static int keep_old_parent(eng *e, const eng_snap *sn, s3_err *x)
+{
+	const char *slash = strrchr(sn->root, '/');
+	if (!slash)
+		return 0; /* the mount root stays anyway */
+	size_t plen = (size_t)(slash - sn->root);
+	for (size_t i = 0; i < sn->no; i++) {
+		if (strlen(sn->opath[i]) != plen ||
+		    strncmp(sn->opath[i], sn->root, plen) != 0)
+			continue;
+		buf k = BUF_INIT;
+		buf_printf(&k, "%s%s/", e->prefix, sn->opath[i]);
+		int rc = eng_put_mem(e, buf_cstr(&k), "", NULL, NULL, 0, x);
+		buf_free(&k);
+		return rc;
+	}
+	return 0;
+}
+
 /* The rename step of t: called and returns with mu (as eng_run_step). */
 int eng_run_rename(eng *e, etxn *t, eng_snap *sn, s3_err *x)
 {
 	CKPTFS_ASSERT_HELD(&e->mu);
 	(void)t;
 	ckpt_unlock(&e->mu);
-	int rc = sn->is_dir ? eng_rename_dir(e, sn, x) : eng_rename_file(e, sn, x);
+	int rc = keep_old_parent(e, sn, x);
+	if (!rc)
+		rc = sn->is_dir ? eng_rename_dir(e, sn, x)
+				: eng_rename_file(e, sn, x);
 	ckpt_lock(&e->mu);
 	return rc;
 }

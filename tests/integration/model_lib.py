@@ -55,9 +55,8 @@ RULES = {
                    "directory's own commit is on its way",
     "exdev": "Errors: EXDEV for a remote directory renamed into a "
              "directory this mount made and has not committed",
-    "empty-dir-gone": "Removing the last name of a directory: a rename of "
-                      "the last name out of a committed directory, or a "
-                      "removal whose local node is still there, loses it",
+    "empty-dir-gone": "Removing the last name of a directory: a removal "
+                      "whose local node is still there loses it",
     "truncate-same-size": "Times: a truncate to the file's own size marks "
                           "no time (POSIX, as ext4 and XFS; tmpfs marks it "
                           "when the file holds data)",
@@ -383,8 +382,9 @@ class World:
         # inode numbers (of the oracle) of names that may be committed
         self.committed = set()
         self.explicit_mtime = set()     # oracle inodes with a set mtime
-        # directories (oracle inodes) a name was removed from or renamed
-        # out of: the only ones empty-dir-gone may drop
+        # directories (oracle inodes) a name was removed from (a rename
+        # out of a committed one keeps it, doc/posix.md): the only ones
+        # empty-dir-gone may drop
         self.emptied = set()
         # directories (oracle inodes) a name was removed from or renamed
         # out of while no open transaction of the mount held them (the
@@ -565,7 +565,8 @@ class World:
                 self.rules_used["truncate-same-size"] += 1
             return
         if op in ("unlink", "rmdir", "rename"):
-            self.emptied.add(self._ino(os.path.dirname(st[1])))
+            if op != "rename":  # a rename keeps a committed parent
+                self.emptied.add(self._ino(os.path.dirname(st[1])))
             if sealed_parent:
                 self.emptied_sealed.add(self._ino(os.path.dirname(st[1])))
         if op == "utimens":

@@ -631,6 +631,43 @@ def test_rmdir_of_a_leaf_keeps_its_parents(bucket, mount, tmp_path, kill):
                         "nested") == WANT_NESTED
 
 
+WANT_RENAMED_OUT = [(".", ["a", "c2", "g2", "y", "z"]), ("a", ["b"]),
+                    ("a/b", []), ("c2", []), ("y", [])]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kill", [False, True])
+def test_rename_of_the_last_name_keeps_its_directory(bucket, mount, tmp_path,
+                                                     kill):
+    """mv of the last name out of a committed directory (nested/a/b/c, a
+    directory, and y/g, a file, to the top) leaves a/b and y, empty, with
+    y's mode, on every mount, as on a local disk (before, they went: a
+    prefix with nothing under it is gone).  kill: the writer is SIGKILLed
+    right after the renames and mounted again."""
+    cdir = tmp_path / "cache-w"
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    opts = (f"cache_dir={cdir}",)
+    m = mount(bucket, mountpoint=mp, options=opts)
+    _nested(m / "nested")
+    ckptfs_sync(m)
+    m = _remounted(m, bucket, mount, opts)
+    top = m / "nested"
+    os.rename(top / "a" / "b" / "c", top / "c2")
+    os.rename(top / "y" / "g", top / "g2")
+    assert _nested_view(top) == WANT_RENAMED_OUT
+    if kill:
+        helpers.kill_ckptfs(m)
+        m = mount(bucket, mountpoint=mp, options=opts)
+        assert _nested_view(m / "nested") == WANT_RENAMED_OUT
+    ckptfs_sync(m)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+    assert _nested_view(other / "nested") == WANT_RENAMED_OUT
+    assert oct(os.lstat(other / "nested" / "y").st_mode) == oct(0o40710)
+    assert _nested_view(_remounted(m, bucket, mount, opts) /
+                        "nested") == WANT_RENAMED_OUT
+
+
 # --------------------------------------------------------------------------
 # A committed directory renamed inside its transaction root keeps what it
 # recorded (issue 22 point 1: "after remount and rename")
