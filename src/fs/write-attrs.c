@@ -222,7 +222,7 @@ void wr_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 				  FUSE_SET_ATTR_GID | FUSE_SET_ATTR_MTIME |
 				  FUSE_SET_ATTR_MTIME_NOW);
 	if (rc == 0 && meta_set)
-		o = local_after_reap(fs, n, o);
+		o = wr_dirattr_adopt(fs, n, local_after_reap(fs, n, o));
 	if (rc == 0 && meta_set && dir_change_refused(o))
 		rc = -ENOTSUP;
 	/* a committed directory's: stored by a step of its own */
@@ -417,7 +417,7 @@ static void xattr_change(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fs_itable_unref(fs->it, n);
 	}
 	if (rc == 0 && n)
-		o = local_after_reap(fs, n, o);
+		o = wr_dirattr_adopt(fs, n, local_after_reap(fs, n, o));
 	if (rc == 0 && n && dir_change_refused(o))
 		rc = value || ov_xattr_get(o, name, NULL, 0) >= 0 ? -ENOTSUP
 								  : -ENODATA;

@@ -28,12 +28,12 @@
 #include "util/log.h"
 #include "util/vec.h"
 
-bool wr_dirattr_remote(fs_ctx *fs, fs_inode *n)
+/* Whether directory n's record is known, listing it first when it was
+ * looked up and never listed: a transaction root's own "dir" is in its
+ * listing's manifests (chmod(2) sends no getattr first).  Table locked;
+ * dropped for the listing. */
+static bool record_known(fs_ctx *fs, fs_inode *n)
 {
-	if (!n->is_dir || wr_local_of(fs, n))
-		return false;
-	/* looked up, never listed: a transaction root's own "dir" is in its
-	 * listing's manifests (chmod(2) sends no getattr first) */
 	if (!n->has_attrs && !n->listing) {
 		fs_inode_ref(n);
 		if (fs_dir_load(fs, n) < 0)
@@ -41,7 +41,49 @@ bool wr_dirattr_remote(fs_ctx *fs, fs_inode *n)
 				  n->path);
 		fs_itable_unref(fs->it, n);
 	}
-	return n->has_attrs && !wr_local_of(fs, n);
+	return n->has_attrs;
+}
+
+/* Whether o is a placeholder of a file's transaction: a committed
+ * directory above a file the journal restored (fs/write-resume.c), which
+ * the bucket's attributes speak for. */
+static bool file_placeholder(const ov_node *o)
+{
+	return o && o->placeholder && o->kind == OV_DIR && o->txn &&
+	       !o->txn->is_dir;
+}
+
+bool wr_dirattr_remote(fs_ctx *fs, fs_inode *n)
+{
+	ov_node *o = wr_local_of(fs, n);
+	if (!n->is_dir || (o && !file_placeholder(o)))
+		return false;
+	if (!record_known(fs, n))
+		return false;
+	o = wr_local_of(fs, n);
+	return !o || file_placeholder(o);
+}
+
+ov_node *wr_dirattr_adopt(fs_ctx *fs, fs_inode *n, ov_node *o)
+{
+	if (!o || !o->placeholder || o->kind != OV_DIR || !n->is_dir)
+		return o;
+	if (file_placeholder(o))
+		return NULL; /* a committed directory: a step of its own */
+	if (!record_known(fs, n))
+		return wr_local_of(fs, n);
+	o = wr_local_of(fs, n); /* the lock may have been dropped */
+	if (o && o->placeholder && o->kind == OV_DIR) {
+		o->mode = n->mode & 07777;
+		o->uid = n->uid;
+		o->gid = n->gid;
+		o->mtime = n->mtime;
+		buf_reset(&o->xattrs);
+		if (n->xattrs_json)
+			proto_xattrs_decode(n->xattrs_json, &o->xattrs);
+		o->placeholder = false;
+	}
+	return o;
 }
 
 void wr_dirattr_node(const fs_inode *n, ov_node *tmp)

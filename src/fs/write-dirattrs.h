@@ -11,7 +11,9 @@
 #include "fs/ctx.h"
 
 /* Whether n is a committed directory whose attributes a manifest records
- * (written through ckptfs) and that no local node holds: a change of it
+ * (written through ckptfs) and that no local node holds (but a
+ * placeholder of a single file's transaction, wr_dirattr_adopt): a change
+ * of it
  * goes through wr_dirattr_node and wr_dirattr_store.  Lists n first when
  * it was only looked up.  Table locked; dropped while listing. */
 bool wr_dirattr_remote(fs_ctx *fs, fs_inode *n);
@@ -19,6 +21,17 @@ bool wr_dirattr_remote(fs_ctx *fs, fs_inode *n);
  * xattrs), for the overlay's code to change; buf_free(&tmp->xattrs)
  * after.  Table locked. */
 void wr_dirattr_node(const fs_inode *n, ov_node *tmp);
+/* A placeholder directory node o of n (restored from the journal as a
+ * parent of a file's transaction, without its attributes: the bucket's
+ * show, fs/overlay.h) about to be changed takes the bucket's attributes
+ * first, so the change is made to what every host shows, not to the
+ * placeholder's defaults (model seed 7800: removexattr of a name the
+ * directory showed answered ENODATA).  Nothing when its record cannot be
+ * loaded (today's rule).  Returns n's local node as it is now, or NULL
+ * for a placeholder of a single file's transaction: a committed
+ * directory, changed by a step of its own (wr_dirattr_remote says yes).
+ * Table locked; dropped to list n. */
+ov_node *wr_dirattr_adopt(fs_ctx *fs, fs_inode *n, ov_node *o);
 /* Stores n's attributes as tmp holds them: a step of their own
  * (eng_dir_set), after every fact before it; they show on this mount
  * from now on.  -ENOTSUP when no manifest this mount knows records n (its

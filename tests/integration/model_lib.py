@@ -737,11 +737,32 @@ class World:
                 os.rmdir(self.oracle / rel)
                 self.rules_used["empty-dir-gone"] += 1
 
+    def _dump_bucket(self, diffs):
+        """CKPTFS_MODEL_DUMP=PATH: at a divergence of the state, the
+        differences and the bucket's keys (sizes; the JSON ones' bodies)
+        are written to PATH, to read what the mount was shown."""
+        path = os.environ.get("CKPTFS_MODEL_DUMP")
+        if not path:
+            return
+        import json
+        c = self.s3.client()
+        keys = {}
+        for pg in c.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket):
+            for o in pg.get("Contents", []):
+                k = o["Key"]
+                keys[k] = (c.get_object(Bucket=self.bucket, Key=k)["Body"]
+                           .read().decode(errors="replace")
+                           if k.endswith(".json") else o["Size"])
+        with open(path, "w") as f:
+            json.dump({"diffs": diffs, "keys": keys}, f, indent=1)
+
     def check(self, n, st, observer=False):
         got = snapshot(self.mp)
         want = self._drop_gone_dirs(got)
         diffs = self._compare(got, want, "mount")
         if diffs:
+            self._dump_bucket(diffs)
             raise Divergence(n, st, "state: " + "; ".join(diffs[:6]))
         self._check_other(n, st, self.mp)
         if not observer:

@@ -20,6 +20,9 @@ Seeds: CKPTFS_MODEL_SEED=N replays one seed; CKPTFS_MODEL_SEEDS (default
 prints the seed and the steps, then shrinks them (delta debugging, at most
 CKPTFS_MODEL_SHRINK_S seconds, default 120) and prints the shortest
 sequence; paste it into REGRESSIONS.  The long run: bench/model-bench.py.
+To debug one: CKPTFS_MODEL_DEBUG=1 mounts with `-o debug` (the mounts'
+logs are under the test's basetemp, mounts/), CKPTFS_MODEL_DUMP=PATH
+writes the bucket's keys at a divergence of the state.
 
 Why a seeded generator and not hypothesis.stateful: every example costs a
 bucket, three FUSE mounts and a tmpfs, so hypothesis's many small
@@ -201,6 +204,28 @@ REGRESSIONS = {
         ('kill',),
         ('setxattr', 'a', 'user.k', b'\x86\x87\x02*'),
         ('create', 'c/b', 3320, 22524065),
+    ],
+    # seed 7800 diverged at step 218 (removexattr c user.m: ENODATA,
+    # although c showed user.m): after a SIGKILL, a committed directory
+    # above a pending file is restored as a placeholder node (the
+    # bucket's attributes show), and a change of it was made to the
+    # placeholder's defaults: no xattrs, so ENODATA; a chmod or chown
+    # recorded mode 0755-based attributes, owner 0 and no xattrs.  Now
+    # the directory is changed as a committed one, by a step of its own.
+    "change_of_a_directory_above_a_file_restored_after_a_kill": [
+        ('mkdir', 'c', 493),
+        ('setxattr', 'c', 'user.m', b'v'),
+        ('chown', 'c', 1000, 100),
+        ('remount',),
+        ('create', 'c/f2', 1689, 38846405),
+        ('mkdir', 'c/f0', 1023),
+        ('write', 'c/f2', 85422, 2507, 107693600),
+        ('kill',),
+        ('removexattr', 'c', 'user.m'),
+        ('chmod', 'c', 0o700),
+        ('setxattr', 'c', 'user.k', b'w'),
+        ('sync',),
+        ('remount',),
     ],
     # seed 7102 diverged at step 61, truncate f2/g 0 (f2/g empty, its
     # mtime set): the mount showed the time of the truncate; shrunk by
