@@ -307,8 +307,9 @@ static int dir_fetch(fs_ctx *fs, fs_inode *d)
 }
 
 /*
- * The manifests that record d's attributes are those of its nearest
- * ancestor with manifests (root_manifest).  When that ancestor was listed
+ * The manifests that filter d's names and record d's attributes are those
+ * of its nearest ancestor with manifests (root_manifest).  When that
+ * ancestor was listed
  * before this mount's last change to the bucket (listing_gen), a commit
  * since may have recorded d again (its addendum's parent record): it is
  * listed again first.  Otherwise d's own listing, newer, showed an object
@@ -376,6 +377,12 @@ static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 		log_error("%s", e.msg[0] ? e.msg : "out of memory listing");
 	}
 	if (nd) {
+		/* the manifests that filter d's names first: an object this
+		 * listing shows, committed since the root above was listed,
+		 * is recorded in an addendum that listing does not have, and
+		 * was hidden (model seed 7708: a symlink just committed
+		 * vanished from its directory on the writer) */
+		fresh_root_manifest(fs, d);
 		if (d->listing) {
 			ns_dir_free(d->listing);
 			free(d->listing);
@@ -402,7 +409,6 @@ static int dir_fetch_once(fs_ctx *fs, fs_inode *d)
 		d->listing_gen = gen;
 		if (nd->newest.tv_sec)
 			d->mtime = d->obj_mtime = nd->newest;
-		fresh_root_manifest(fs, d);
 		/* what the writer recorded (a transaction root's own "dir") */
 		remote_dir_attrs(fs, d->parent, d);
 		d->attr_time = d->listing_time;

@@ -870,3 +870,53 @@ def test_directory_mtime_after_store_mkdir_and_rename(bucket, mount,
     other = _elsewhere(bucket, mount, tmp_path, "cache-b")
     assert times(other) == mine, "another mount"
     assert times(_remounted(m, bucket, mount, opts)) == mine, "remount"
+
+
+# --------------------------------------------------------------------------
+# The writer's own view of a name it just committed in a subdirectory of a
+# transaction root (model seed 7708)
+
+def _walk_reading(top):
+    """Every directory's names under top, reading each file and its
+    xattrs on the way (as `cp -a` or the model's snapshot do), which
+    spaces the listings of a directory and of its subdirectories."""
+    names = {}
+    for d, dn, fn in os.walk(top):
+        names[os.path.relpath(d, top)] = set(dn + fn)
+        for f in fn:
+            p = os.path.join(d, f)
+            os.listxattr(p, follow_symlinks=False)
+            if not os.path.islink(p):
+                with open(p, "rb") as fh:
+                    fh.read()
+    return names
+
+
+@pytest.mark.timeout(180)
+def test_a_name_committed_in_a_subdirectory_stays_listed(bucket, mount,
+                                                          tmp_path):
+    """ckpt/sub is a committed directory inside the transaction root ckpt;
+    a symlink made in it commits alone, recorded in an addendum of ckpt.
+    A listing of ckpt/sub taken after that commit landed was filtered by
+    ckpt's manifests as listed before it, without the addendum, so the
+    symlink vanished from the writer's own view until ckpt was listed
+    again (a tree walk reading files listed ckpt, then the commit landed,
+    then it listed ckpt/sub): before, most of the 15 rounds lost it."""
+    m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache'}",
+                               "commit_delay=3600"))
+    top = m / "ckpt"
+    os.makedirs(top / "sub")
+    for k in range(20):
+        (top / f"shard-{k}").write_bytes(os.urandom(100_000))
+    (top / "sub" / "y").write_bytes(b"y")
+    ckptfs_sync(m)
+    lost = []
+    for i in range(15):
+        os.chown(top / "sub", 1000 + i, 0)  # a step of the directory's own
+        os.symlink("y", top / "sub" / f"link-{i}")
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            if f"link-{i}" not in _walk_reading(m).get("ckpt/sub", set()):
+                lost.append(i)
+                break
+    assert lost == []
