@@ -664,13 +664,46 @@ static int delete_one(eng *e, const char *path, bool is_dir, s3_err *x)
  * its prefix) first gets its empty directory object, as a committed
  * empty directory has, so it stays, with no moment between the delete
  * and that PUT where a listing finds no parent (a PUT of a fixed key:
- * idempotent; in a directory with other names it changes nothing). */
+ * idempotent; in a directory with other names it changes nothing), when
+ * path is there to delete (remote_exists). */
+/* Whether path (a file's object, or anything under a directory) is in
+ * the bucket: one HEAD, or a LIST of one key.  0 or -1 (x). */
+static int remote_exists(eng *e, const char *path, bool is_dir, bool *yes,
+			 s3_err *x)
+{
+	buf k = BUF_INIT;
+	buf_printf(&k, "%s%s%s", e->prefix, path, is_dir ? "/" : "");
+	int rc;
+	if (is_dir) {
+		s3_list_result r = {0};
+		rc = s3_list_page(e->s3, buf_cstr(&k), NULL, NULL, 1, &r, x);
+		*yes = !rc && (r.n_objects > 0 || r.n_prefixes > 0);
+		s3_list_result_free(&r);
+	} else {
+		s3_head_result h;
+		rc = s3_head(e->s3, buf_cstr(&k), &h, x);
+		*yes = rc == 0;
+		if (rc && x->err == ENOENT)
+			rc = 0;
+	}
+	buf_free(&k);
+	return rc;
+}
+
 static int remote_delete(eng *e, const char *path, bool is_dir,
 			 const char *keep, s3_err *x)
 {
 	CKPTFS_ASSERT_NOT_HELD(&e->mu);
 	int rc = 0;
-	if (keep && keep[0]) {
+	bool there = true;
+	/* nothing there (its transaction committed at another name, or
+	 * another host removed it): the delete removes nothing, and keeping
+	 * the parent would make a directory at a name nobody has (a
+	 * removal in a checkpoint then renamed, model regression
+	 * rmdir_in_a_committing_root_then_the_root_renamed) */
+	if (keep && keep[0])
+		rc = remote_exists(e, path, is_dir, &there, x);
+	if (!rc && there && keep && keep[0]) {
 		buf k = BUF_INIT;
 		buf_printf(&k, "%s%s/", e->prefix, keep);
 		rc = eng_put_mem(e, buf_cstr(&k), "", NULL, NULL, 0, x);

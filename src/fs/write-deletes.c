@@ -165,6 +165,43 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 	return 0;
 }
 
+/* The parent of path a removal keeps (malloc'd), or NULL: in_txn, the
+ * parent is a directory of path's transaction, which its manifest
+ * records; else the parent when its attributes are in a manifest
+ * (written through ckptfs, as keeps_parent in fs/write-names.c), never
+ * the mount root.  Table locked. */
+static char *kept_parent(fs_ctx *fs, const char *path, bool in_txn)
+{
+	char *parent = ov_parent(path);
+	fs_inode *p = parent && parent[0] && !in_txn
+			  ? fs_itable_find(fs->it, parent)
+			  : NULL;
+	if (parent && parent[0] && (in_txn || (p && p->is_dir &&
+					       p->has_attrs)))
+		return parent;
+	free(parent);
+	return NULL;
+}
+
+int wr_hold_delete_in(fs_ctx *fs, const char *path, bool is_dir,
+		      bool in_txn)
+{
+	char *keep = kept_parent(fs, path, in_txn);
+	int rc = wr_hold_delete(fs, path, is_dir, keep);
+	free(keep);
+	return rc;
+}
+
+int wr_remote_delete_in(fs_ctx *fs, const char *path, bool is_dir,
+			bool in_txn)
+{
+	char *keep = kept_parent(fs, path, in_txn);
+	int rc = keep ? eng_remote_delete_keep(fs->eng, path, is_dir, keep)
+		      : eng_remote_delete(fs->eng, path, is_dir);
+	free(keep);
+	return rc;
+}
+
 /* Before any other fact reaches the engine.  Table locked. */
 void wr_ordered(fs_ctx *fs, const char *a, const char *b)
 {
@@ -263,15 +300,22 @@ void wr_dels_revive(fs_ctx *fs)
 			 fs->dels->n);
 }
 
-char **wr_dels_under(const fs_ctx *fs, const char *dir)
+char **wr_dels_moving(fs_ctx *fs, const char *dir)
 {
-	const struct wr_deletes *d = fs->dels;
+	struct wr_deletes *d = fs->dels;
 	size_t k = 0;
 	char **v = calloc((d ? d->n : 0) + 1, sizeof *v);
-	for (size_t i = 0; v && d && i < d->n; i++)
-		if (proto_under(d->v[i].path, dir, NULL) &&
-		    (v[k] = strdup(d->v[i].path)))
+	for (size_t i = 0; d && i < d->n; i++) {
+		wr_del *h = &d->v[i];
+		if (!proto_under(h->path, dir, NULL))
+			continue;
+		if (h->keep && proto_under(h->keep, dir, NULL)) {
+			free(h->keep); /* never made at the old name */
+			h->keep = NULL;
+		}
+		if (v && (v[k] = strdup(h->path)))
 			k++;
+	}
 	return v;
 }
 

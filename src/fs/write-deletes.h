@@ -33,6 +33,18 @@ void wr_dels_clear(struct wr_deletes *d);
 void wr_flush_deletes(fs_ctx *fs);
 int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 		   const char *keep);
+/* A removal of a local node's name that reaches the bucket (held after
+ * its transaction's commit, or the remote original it shadows) keeps the
+ * parent directory as an unlink of a committed name does (the delete
+ * step PUTs the parent's directory object first, so removing its last
+ * name leaves it; doc/posix.md, "Removing the last name of a
+ * directory"): in_txn, the name is not its transaction's root, so the
+ * parent is that transaction's, recorded by its manifest; else the
+ * parent is kept when it was written through ckptfs.  Table locked. */
+int wr_hold_delete_in(fs_ctx *fs, const char *path, bool is_dir,
+		      bool in_txn);
+int wr_remote_delete_in(fs_ctx *fs, const char *path, bool is_dir,
+			bool in_txn);
 /* Before any other fact reaches the engine, about a and b (either may be
  * NULL): sends the held deletes, revived ones only when they overlap a or
  * b. */
@@ -46,12 +58,16 @@ void wr_flush_quiet(fs_ctx *fs);
 /* At the restart: the deletes a killed mount held, held again (revived),
  * each one's name a whiteout as before the kill. */
 void wr_dels_revive(fs_ctx *fs);
-/* The paths of the held deletes at or under dir (NULL-terminated, to
- * free with their strings), or NULL. */
-char **wr_dels_under(const fs_ctx *fs, const char *dir);
+/* The paths of the held deletes at or under dir, a transaction root
+ * about to move (NULL-terminated, to free with their strings), or NULL;
+ * their parents inside dir are no longer kept (wr_hold_delete_in): the
+ * transaction commits at the new name, so keeping them would make them
+ * at the old one (model regression
+ * rmdir_in_a_committing_root_then_the_root_renamed). */
+char **wr_dels_moving(fs_ctx *fs, const char *dir);
 void wr_dels_free_paths(char **paths);
 /* What was removed from sealed transaction txn while it committed (its
- * deletes held, gone: wr_dels_under(from) before the move), now that its
+ * deletes held, gone: wr_dels_moving(from) before the move), now that its
  * root moves from `from` to `to` and it commits again there: dropped
  * from it at their new names (doc/commit.md, "The FUSE layer"). */
 int wr_dels_drop_moved(fs_ctx *fs, uint64_t txn, const char *from,

@@ -422,12 +422,12 @@ static int wr_remove_local(fs_ctx *fs, ov_node *o)
 	    ftruncate(o->st->fd, 0) == 0)
 		o->size = 0;
 	if (x && x->sealed) {
-		/* it is being committed: delete it after the commit, held
-		 * like a remote name, so that an rm -r of the directory
-		 * becomes one atomic directory delete instead of a file
-		 * delete per unlink (readers saw the checkpoint shrink file
-		 * by file; a kill mid-rm -r left it damaged for good) */
-		rc = wr_hold_delete(fs, o->path, o->kind == OV_DIR, NULL);
+		/* being committed: deleted after the commit, held like a
+		 * remote name (an rm -r is one atomic directory delete, not
+		 * one per unlink: readers saw the checkpoint shrink file by
+		 * file), keeping its parent when that is x's (model seed
+		 * 8000: rmdir a/g/b, sealed by issue 21's rule, lost a/g) */
+		rc = wr_hold_delete_in(fs, o->path, o->kind == OV_DIR, !root);
 	} else if ((wr_ordered(fs, o->path, NULL), root)) {
 		rc = eng_txn_abort(fs->eng, x->id);
 		if (rc == 0)
@@ -439,7 +439,7 @@ static int wr_remove_local(fs_ctx *fs, ov_node *o)
 		rc = eng_file_drop(fs->eng, x->id, o->path);
 	}
 	if (rc == 0 && o->shadows && !(x && x->sealed))
-		rc = eng_remote_delete(fs->eng, o->path, o->kind == OV_DIR);
+		rc = wr_remote_delete_in(fs, o->path, o->kind == OV_DIR, !root);
 	if (rc < 0)
 		return rc;
 	char *path = strdup(o->path);
@@ -647,7 +647,7 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 	bool reseal = false, was_sealed = x->sealed;
 	if (dest == x || (!dest && root)) {
 		/* within the transaction, or the whole transaction moves */
-		char **gone = root && was_sealed ? wr_dels_under(fs, from) : 0;
+		char **gone = root && was_sealed ? wr_dels_moving(fs, from) : 0;
 		wr_ordered(fs, from, to);
 		char *mroot = root ? wr_manifest_root(fs, np) : NULL;
 		fs_itable_unlock(fs->it);

@@ -55,8 +55,6 @@ RULES = {
                    "directory's own commit is on its way",
     "exdev": "Errors: EXDEV for a remote directory renamed into a "
              "directory this mount made and has not committed",
-    "empty-dir-gone": "Removing the last name of a directory: a removal "
-                      "whose local node is still there loses it",
     "truncate-same-size": "Times: a truncate to the file's own size marks "
                           "no time (POSIX, as ext4 and XFS; tmpfs marks it "
                           "when the file holds data)",
@@ -382,16 +380,6 @@ class World:
         # inode numbers (of the oracle) of names that may be committed
         self.committed = set()
         self.explicit_mtime = set()     # oracle inodes with a set mtime
-        # directories (oracle inodes) a name was removed from (a rename
-        # out of a committed one keeps it, doc/posix.md): the only ones
-        # empty-dir-gone may drop
-        self.emptied = set()
-        # directories (oracle inodes) a name was removed from or renamed
-        # out of while no open transaction of the mount held them (the
-        # mount's status said so): committed, or sealed for a commit the
-        # mount made on its own (issue 21's seal, the parents a rename
-        # seals), which the model does not follow
-        self.emptied_sealed = set()
         # another host's files: committed and local versions
         self.h2_committed, self.h2_local = {}, {}
         # versions h2 wrote (None: removed) since its last sync: each
@@ -521,9 +509,6 @@ class World:
             before_inos = self._subtree_inos(st[1])
             remote_rename = self._may_be_committed(st[1]) and \
                 self._may_be_committed(os.path.dirname(st[2]))
-        sealed_parent = False
-        if op in ("unlink", "rmdir", "rename"):
-            sealed_parent = self._sealed(os.path.dirname(st[1]))
         got = call(self.mp, st)
         # documented refusals: the oracle is not asked.  Whether a
         # directory is committed (or sealed) is asked of the mount after
@@ -564,11 +549,6 @@ class World:
                                                   before.st_mtime_ns))
                 self.rules_used["truncate-same-size"] += 1
             return
-        if op in ("unlink", "rmdir", "rename"):
-            if op != "rename":  # a rename keeps a committed parent
-                self.emptied.add(self._ino(os.path.dirname(st[1])))
-            if sealed_parent:
-                self.emptied_sealed.add(self._ino(os.path.dirname(st[1])))
         if op == "utimens":
             i = self._ino(st[1])
             if st[2] is None:
@@ -717,26 +697,6 @@ class World:
                                  f"local {w['mtime']} (more than 3 s)")
         return diffs
 
-    def _drop_gone_dirs(self, got):
-        """empty-dir-gone: empty committed directories the mount no longer
-        shows, that a name was removed from or renamed out of (doc/posix.md
-        "Removing the last name of a directory": the two cases left), are
-        removed from the oracle too (deepest first).  A directory made
-        empty and committed never goes."""
-        while True:
-            want = snapshot(self.oracle)
-            gone = [rel for rel, w in want.items()
-                    if w["type"] == "d" and rel not in got
-                    and (w["ino"] in self.committed
-                         and w["ino"] in self.emptied
-                         or w["ino"] in self.emptied_sealed)
-                    and not os.listdir(self.oracle / rel)]
-            if not gone:
-                return want
-            for rel in sorted(gone, key=lambda r: -r.count("/")):
-                os.rmdir(self.oracle / rel)
-                self.rules_used["empty-dir-gone"] += 1
-
     def _dump_bucket(self, diffs):
         """CKPTFS_MODEL_DUMP=PATH: at a divergence of the state, the
         differences and the bucket's keys (sizes; the JSON ones' bodies)
@@ -759,7 +719,7 @@ class World:
 
     def check(self, n, st, observer=False):
         got = snapshot(self.mp)
-        want = self._drop_gone_dirs(got)
+        want = snapshot(self.oracle)
         diffs = self._compare(got, want, "mount")
         if diffs:
             self._dump_bucket(diffs)

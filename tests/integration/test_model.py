@@ -227,6 +227,34 @@ REGRESSIONS = {
         ('sync',),
         ('remount',),
     ],
+    # seed 8000 diverged at step 18 (a/g absent): rmdir a/g/b in an open
+    # directory transaction a with a later single file beside it (f1)
+    # seals a first (issue 21's rule), and the removal becomes a delete
+    # held after a's commit; that delete did not keep its parent, a/g,
+    # whose only object was a/g/b/'s, so a/g went with it (the 19 steps
+    # as found: shorter ones let f1 commit before the rmdir).
+    "rmdir_in_a_directory_sealed_by_a_later_file_keeps_the_parent": [
+        ('rmdir', 'g'),
+        ('chmod', 'a', 960),
+        ('mkdir', 'a', 448),
+        ('write', 'a', 39, 3806, 102331790),
+        ('create', 'a/f1', 4139, 327911086),
+        ('unlink', 'a/g'),
+        ('chown', 'a/f1', 1234, 0),
+        ('mkdir', 'a/g', 488),
+        ('s3_put', 'f0', 4441, 43843846),
+        ('create', 'f1', 4661, 148322384),
+        ('unlink', 'a/g'),
+        ('mkdir', 'a/g/b', 488),
+        ('symlink', 'a', 'a/f0'),
+        ('rmdir', 'a/g'),
+        ('rename', 'a', 'a/b'),
+        ('rmdir', 'a/g/b'),
+        ('create', 'f0', 1975, 928237064),
+        ('write', 'f1', 4193, 515, 187525896),
+        ('rename', 'a/f0', 'c'),
+        ('sync',),
+    ],
     # seed 7102 diverged at step 61, truncate f2/g 0 (f2/g empty, its
     # mtime set): the mount showed the time of the truncate; shrunk by
     # hand.  A truncate by path to the file's own size marked the mtime
