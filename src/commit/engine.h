@@ -430,11 +430,12 @@ void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
 			     eng_pending_dir_fn dir_fn, void *arg);
 
 /* The names that pending remote deletes and renames take away (the
- * source of a rename), for the overlay after a restart: they must not
- * show again before their step runs. */
+ * source of a rename), with their step's id (transactions and steps are
+ * numbered in the order they were made), for the overlay after a
+ * restart: they must not show again before their step runs. */
 void eng_foreach_pending_removal(eng *e,
-				 void (*fn)(void *arg, const char *path,
-					    bool is_dir),
+				 void (*fn)(void *arg, uint64_t id,
+					    const char *path, bool is_dir),
 				 void *arg);
 
 /* The pending eng_dir_set steps, in queue order, for the overlay after a

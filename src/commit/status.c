@@ -329,14 +329,14 @@ void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
 }
 
 void eng_foreach_pending_removal(eng *e,
-				 void (*fn)(void *arg, const char *path,
-					    bool is_dir),
+				 void (*fn)(void *arg, uint64_t id,
+					    const char *path, bool is_dir),
 				 void *arg)
 {
 	ckpt_lock(&e->mu);
 	for (etxn *t = e->txns; t; t = t->next)
 		if (!t->done && (t->kind == T_RDEL || t->kind == T_RREN))
-			fn(arg, t->root, t->is_dir);
+			fn(arg, (uint64_t)t->id, t->root, t->is_dir);
 	ckpt_unlock(&e->mu);
 }
 

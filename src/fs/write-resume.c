@@ -18,7 +18,9 @@
 #include "fs/write-deletes.h"
 #include "fs/write-dirattrs.h"
 #include "fs/write-local.h"
+#include "proto/keys.h"
 #include "util/log.h"
+#include "util/vec.h"
 
 typedef struct restore_ctx {
 	fs_ctx *fs;
@@ -174,13 +176,48 @@ static void restore_one(void *arg, uint64_t txn, const char *path,
 	r->n++;
 }
 
-/* A remote name a journaled delete or rename takes away: a whiteout until
- * its step runs, as before the restart (the resumed job saw deleted
- * checkpoints again and deleted them once more).  Table locked. */
-static void restore_removal(void *arg, const char *path, bool is_dir)
+struct older_ctx {
+	uint64_t id;
+	const char *path;
+	ov_node **v;
+	size_t n, cap;
+};
+
+static void collect_older(void *arg, ov_node *o)
+{
+	struct older_ctx *c = arg;
+	if (o->kind == OV_WHITEOUT || !o->txn || o->txn->id >= c->id ||
+	    !proto_under(o->path, c->path, NULL))
+		return;
+	if (c->n == c->cap) {
+		ov_node **v = vec_grow(c->v, &c->cap, sizeof *v, 16);
+		if (!v)
+			return;
+		c->v = v;
+	}
+	c->v[c->n++] = o;
+}
+
+/*
+ * A name a journaled delete or rename (step id) takes away: a whiteout
+ * until its step runs, as before the restart (the resumed job saw
+ * deleted checkpoints again and deleted them once more).  What the
+ * journal restored there from a transaction made before that step goes:
+ * the step removes it after that transaction's commit (a removal held
+ * for after the commit, issue 21's seal: model seed 8100, an rmdir'd
+ * directory shown again after a SIGKILL).  A newer one (the name made
+ * again after its removal) stays.  Table locked.
+ */
+static void restore_removal(void *arg, uint64_t id, const char *path,
+			    bool is_dir)
 {
 	restore_ctx *r = arg;
 	(void)is_dir;
+	struct older_ctx c = {id, path, NULL, 0, 0};
+	ov_each(&r->fs->ov, collect_older, &c);
+	for (size_t i = 0; i < c.n; i++)
+		ov_remove(&r->fs->ov, c.v[i]);
+	free(c.v);
 	if (ov_get(&r->fs->ov, path))
 		return;
 	ov_node *w = ov_add(&r->fs->ov, path, OV_WHITEOUT, NULL);

@@ -24,6 +24,7 @@ What users observe, checked:
 """
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -192,3 +193,90 @@ def _run(s3server, s3, bucket, mount, tmp_path, files, hold, proxy, kill_at):
     assert not poll.bad, f"{len(poll.bad)} bad observations, first: {poll.bad[:3]}"
     assert sightings["all"] > 0 and sightings["enoent"] > 0, sightings
     assert gone, "no delete record in the bucket when the writer was killed"
+
+
+class HoldPuts:
+    """FaultProxy inspect hook: PUTs whose path matches pat pass, but for
+    the first `skip`; the others wait until release() (at most 120 s),
+    then pass."""
+
+    def __init__(self, pat, skip=0):
+        self.pat, self.skip = pat, skip
+        self.seen = 0
+        self.reached = threading.Event()
+        self._release = threading.Event()
+        self.lock = threading.Lock()
+
+    def __call__(self, method, path, query, headers):
+        if method != "PUT" or not self.pat.search(path):
+            return None
+        with self.lock:
+            self.seen += 1
+            held = self.seen > self.skip
+        if held:
+            self.reached.set()
+            self._release.wait(120)
+        return None
+
+    def release(self):
+        self._release.set()
+
+
+def _through(proxy, s3server, bucket, mount, mp, opts):
+    argv = mount.argv(bucket, "", mp, opts, endpoint=False)
+    argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+    return mount(bucket, argv=argv, mountpoint=mp, timeout=60)
+
+
+@pytest.mark.timeout(240)
+def test_rmdir_held_behind_its_commit_stays_gone_after_a_kill(
+        s3server, bucket, mount, tmp_path):
+    """rmdir of an empty checkpoint directory with a `latest` written after
+    it seals it (issue 21: it commits in its place, then its delete runs).
+    Its commit is stalled, the delete is sent behind it (after 1 s of
+    quiet), and the writer is SIGKILLed; the next mount resumes both, its
+    commit stalled again.  The directory must not show again meanwhile:
+    before, the directory the journal restored for the commit showed until
+    the delete ran (model seed 8100)."""
+    s3 = s3server.client()
+    mp = tmp_path / "mnt-w"
+    mp.mkdir()
+    opts = [f"cache_dir={tmp_path}/cache-w", "commit_delay=3600"]
+    commit_put = r"/run/ckpt/\.ckptfs/manifest\.[^/]*\.json$"
+    proxy = FaultProxy(s3server.endpoint)
+    try:
+        w = _through(proxy, s3server, bucket, mount, mp, opts)
+        (w / "run").mkdir()
+        run([CKPTFS_BIN, "sync", str(w)], timeout=120)
+        (w / "run" / "ckpt").mkdir()
+        wait_for(lambda: any("run/ckpt/.ckptfs/manifest" in k for k in
+                             s3_sizes(s3, bucket, "run/ckpt/")), 30,
+                 "the checkpoint's intent is stored")
+        proxy.rule("stall_before", method="PUT", path_re=commit_put,
+                   count=None)
+        (w / "run" / "latest").write_text("ckpt")
+        os.rmdir(w / "run" / "ckpt")
+        time.sleep(2.5)  # the held delete is sent after 1 s of quiet
+        assert sorted(os.listdir(w / "run")) == ["latest"]
+        kill_ckptfs(w)
+    finally:
+        proxy.clear()
+        proxy.close()
+    # the next mount announces the checkpoint again (one PUT of its
+    # intent), then its commit is held until released
+    hold = HoldPuts(re.compile(commit_put), skip=1)
+    proxy = FaultProxy(s3server.endpoint, inspect=hold)
+    try:
+        w = _through(proxy, s3server, bucket, mount, mp, opts)
+        assert sorted(os.listdir(w / "run")) == ["latest"]
+        assert hold.reached.wait(30), "the commit was not resumed"
+        assert sorted(os.listdir(w / "run")) == ["latest"]
+        hold.release()
+        run([CKPTFS_BIN, "sync", str(w)], timeout=120)
+        assert sorted(os.listdir(w / "run")) == ["latest"]
+    finally:
+        hold.release()
+        proxy.clear()
+        proxy.close()
+    o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
+    assert sorted(os.listdir(o / "run")) == ["latest"]

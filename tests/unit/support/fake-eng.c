@@ -383,8 +383,8 @@ void eng_foreach_pending_txn(eng *e, eng_pending_txn_fn txn_fn,
 }
 
 void eng_foreach_pending_removal(eng *e,
-				 void (*fn)(void *arg, const char *path,
-					    bool is_dir),
+				 void (*fn)(void *arg, uint64_t id,
+					    const char *path, bool is_dir),
 				 void *arg)
 {
 	(void)e, (void)fn, (void)arg;
