@@ -165,19 +165,22 @@ int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 	return 0;
 }
 
+bool wr_keeps_parent(const fs_inode *p)
+{
+	return p->has_attrs && p->path[0];
+}
+
 /* The parent of path a removal keeps (malloc'd), or NULL: in_txn, the
  * parent is a directory of path's transaction, which its manifest
- * records; else the parent when its attributes are in a manifest
- * (written through ckptfs, as keeps_parent in fs/write-names.c), never
- * the mount root.  Table locked. */
+ * records; else as wr_keeps_parent says.  Table locked. */
 static char *kept_parent(fs_ctx *fs, const char *path, bool in_txn)
 {
 	char *parent = ov_parent(path);
 	fs_inode *p = parent && parent[0] && !in_txn
 			  ? fs_itable_find(fs->it, parent)
 			  : NULL;
-	if (parent && parent[0] && (in_txn || (p && p->is_dir &&
-					       p->has_attrs)))
+	if (parent && parent[0] &&
+	    (in_txn || (p && p->is_dir && wr_keeps_parent(p))))
 		return parent;
 	free(parent);
 	return NULL;

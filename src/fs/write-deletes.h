@@ -33,6 +33,18 @@ void wr_dels_clear(struct wr_deletes *d);
 void wr_flush_deletes(fs_ctx *fs);
 int wr_hold_delete(fs_ctx *fs, const char *path, bool is_dir,
 		   const char *keep);
+/* Whether removing a name of directory p keeps p: the delete step PUTs
+ * p's empty directory object first (eng_remote_delete_keep), when p was
+ * written through ckptfs (its attributes are in a manifest) and is not
+ * the mount root.  That object keeps p when the removal leaves nothing
+ * else under its prefix, as rmdir of a leaf or unlink of the last file
+ * leaves the directory on a local disk (before, `rmdir nested/a/b/c` of
+ * a committed tree removed b, a and nested too), and its LastModified
+ * moves p's mtime on every mount, as a removal does on a local disk
+ * (doc/posix.md, "Directory attributes").  Directories other tools made
+ * keep the old rules (a prefix with nothing under it is gone, the mtime
+ * is the newest object's).  Table locked. */
+bool wr_keeps_parent(const fs_inode *p);
 /* A removal of a local node's name that reaches the bucket (held after
  * its transaction's commit, or the remote original it shadows) keeps the
  * parent directory as an unlink of a committed name does (the delete

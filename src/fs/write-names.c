@@ -476,24 +476,6 @@ static int wr_remote_dir_empty(fs_ctx *fs, fs_inode *d, bool *empty)
 	return 0;
 }
 
-/*
- * Whether removing a remote name of directory p stores p's empty
- * directory object again after the delete (eng_remote_delete_keep): p
- * was written through ckptfs (its attributes are in a manifest) and is
- * not the mount root.  That object keeps p when the removal leaves
- * nothing else under its prefix, as rmdir of a leaf or unlink of the
- * last file leaves the directory on a local disk (before, `rmdir
- * nested/a/b/c` of a committed tree removed b, a and nested too), and
- * its LastModified moves p's mtime on every mount, as a removal does on a
- * local disk (doc/posix.md, "Directory attributes").  Directories other
- * tools made keep the old rules (a prefix with nothing under it is gone,
- * the mtime is the newest object's).  Table locked.
- */
-static bool keeps_parent(const fs_inode *p)
-{
-	return p->has_attrs && p->path[0];
-}
-
 static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     bool dir)
 {
@@ -564,7 +546,7 @@ static int do_remove(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 		if (rc == 0)
 			rc = wr_hold_delete(fs, path, dir,
-					    keeps_parent(p) ? p->path
+					    wr_keeps_parent(p) ? p->path
 								      : NULL);
 		/* a checkpoint directory's own rmdir ends what its delete
 		 * needs: journal it now, so a SIGKILL right after `rm -r`
