@@ -229,6 +229,7 @@ void wr_ordered_for(fs_ctx *fs, const char *path)
 
 struct under_ctx {
 	const char *path;
+	uint64_t before;
 	ov_node **v;
 	size_t n, cap;
 };
@@ -237,6 +238,8 @@ static void collect_under(void *arg, ov_node *o)
 {
 	struct under_ctx *u = arg;
 	if (o->kind == OV_WHITEOUT || !proto_under(o->path, u->path, NULL))
+		return;
+	if (u->before != UINT64_MAX && (!o->txn || o->txn->id >= u->before))
 		return;
 	if (u->n == u->cap) {
 		ov_node **v = vec_grow(u->v, &u->cap, sizeof *v, 16);
@@ -247,13 +250,9 @@ static void collect_under(void *arg, ov_node *o)
 	u->v[u->n++] = o;
 }
 
-/* What the journal restored at or under path (a file of a transaction
- * that was committing when it was removed: the kill came before its held
- * delete was sent) leaves the overlay, and path becomes a whiteout, as
- * the removal made it before the kill (do_remove).  Table locked. */
-static void hide_again(fs_ctx *fs, const char *path)
+void wr_hide_restored(fs_ctx *fs, const char *path, uint64_t before)
 {
-	struct under_ctx u = {path, NULL, 0, 0};
+	struct under_ctx u = {path, before, NULL, 0, 0};
 	ov_each(&fs->ov, collect_under, &u);
 	for (size_t i = 0; i < u.n; i++)
 		ov_remove(&fs->ov, u.v[i]);
@@ -285,7 +284,7 @@ static void revive_one(void *arg, uint64_t id, const char *path, bool is_dir,
 	}
 	d->v[d->n++] = n;
 	d->last = wr_now_s();
-	hide_again(fs, path);
+	wr_hide_restored(fs, path, UINT64_MAX);
 }
 
 void wr_dels_revive(fs_ctx *fs)

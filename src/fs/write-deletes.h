@@ -70,6 +70,14 @@ void wr_flush_quiet(fs_ctx *fs);
 /* At the restart: the deletes a killed mount held, held again (revived),
  * each one's name a whiteout as before the kill. */
 void wr_dels_revive(fs_ctx *fs);
+/* What the journal restored at or under path leaves the overlay, and path
+ * becomes a whiteout, as the removal made it before the kill (do_remove):
+ * a file of a transaction that was committing when it was removed (the
+ * kill came before its held delete was sent), or, before != UINT64_MAX,
+ * only the nodes of transactions made before step `before` (a delete
+ * journaled behind their commit; a name made again after it stays).
+ * Table locked. */
+void wr_hide_restored(fs_ctx *fs, const char *path, uint64_t before);
 /* The paths of the held deletes at or under dir, a transaction root
  * about to move (NULL-terminated, to free with their strings), or NULL;
  * their parents inside dir are no longer kept (wr_hold_delete_in): the

@@ -18,9 +18,7 @@
 #include "fs/write-deletes.h"
 #include "fs/write-dirattrs.h"
 #include "fs/write-local.h"
-#include "proto/keys.h"
 #include "util/log.h"
-#include "util/vec.h"
 
 typedef struct restore_ctx {
 	fs_ctx *fs;
@@ -176,28 +174,6 @@ static void restore_one(void *arg, uint64_t txn, const char *path,
 	r->n++;
 }
 
-struct older_ctx {
-	uint64_t id;
-	const char *path;
-	ov_node **v;
-	size_t n, cap;
-};
-
-static void collect_older(void *arg, ov_node *o)
-{
-	struct older_ctx *c = arg;
-	if (o->kind == OV_WHITEOUT || !o->txn || o->txn->id >= c->id ||
-	    !proto_under(o->path, c->path, NULL))
-		return;
-	if (c->n == c->cap) {
-		ov_node **v = vec_grow(c->v, &c->cap, sizeof *v, 16);
-		if (!v)
-			return;
-		c->v = v;
-	}
-	c->v[c->n++] = o;
-}
-
 /*
  * A name a journaled delete or rename (step id) takes away: a whiteout
  * until its step runs, as before the restart (the resumed job saw
@@ -213,16 +189,7 @@ static void restore_removal(void *arg, uint64_t id, const char *path,
 {
 	restore_ctx *r = arg;
 	(void)is_dir;
-	struct older_ctx c = {id, path, NULL, 0, 0};
-	ov_each(&r->fs->ov, collect_older, &c);
-	for (size_t i = 0; i < c.n; i++)
-		ov_remove(&r->fs->ov, c.v[i]);
-	free(c.v);
-	if (ov_get(&r->fs->ov, path))
-		return;
-	ov_node *w = ov_add(&r->fs->ov, path, OV_WHITEOUT, NULL);
-	if (w)
-		w->wo_time = wr_now_s();
+	wr_hide_restored(r->fs, path, id);
 }
 
 void wr_restore(fs_ctx *fs)
