@@ -46,11 +46,17 @@ def main():
     ap.add_argument("--jobs", type=int, default=1,
                     help="pytest processes at once (default 1)")
     ap.add_argument("--ckptfs", default=str(REPO / "build" / "ckptfs"))
+    ap.add_argument("--dump-dir", default=None,
+                    help="where each divergence's bucket is written "
+                         "(default /tmp/model-bench-BASE)")
     a = ap.parse_args()
+    dump = Path(a.dump_dir or f"/tmp/model-bench-{a.base}")
+    dump.mkdir(parents=True, exist_ok=True)
     per_seed = max(1, a.steps // a.seeds)
     jobs = max(1, min(a.jobs, a.seeds))
     print(f"model-bench: {a.seeds} seeds from {a.base}, {per_seed} steps "
-          f"each, {jobs} job(s)", flush=True)
+          f"each, {jobs} job(s); buckets at divergences in {dump}",
+          flush=True)
     t0 = time.monotonic()
     procs = []
     first = a.base
@@ -62,7 +68,8 @@ def main():
                    CKPTFS_MODEL_STEPS=str(per_seed),
                    CKPTFS_MODEL_BASE=str(first),
                    CKPTFS_MODEL_SHRINK_S=str(a.shrink_s),
-                   CKPTFS_MODEL_TIMEOUT=str(24 * 3600))
+                   CKPTFS_MODEL_TIMEOUT=str(24 * 3600),
+                   CKPTFS_MODEL_DUMP=str(dump))
         first += n
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "pytest", "-q", "-s", "-p",

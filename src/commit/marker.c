@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "commit/internal.h"
+#include "proto/manifest.h"
 #include "util/log.h"
 
 int eng_put_marker(eng *e, const char *root, s3_err *x)
@@ -155,21 +156,14 @@ int eng_delete_marker(eng *e, const char *root, int64_t id, s3_err *x)
 int eng_get_manifest(eng *e, const char *root, char **body, size_t *len)
 {
 	char *k = proto_manifest_key(e->prefix, root, e->writer);
-	s3_head_result h;
 	s3_err x;
-	int rc = -1;
 	*body = NULL;
 	*len = 0;
-	if (k && s3_head(e->s3, k, &h, &x) == 0 && h.size < (64u << 20)) {
-		*body = malloc(h.size + 1);
-		rc = *body ? s3_get_range(e->s3, k, 0, h.size, NULL, *body, len,
-					  &x)
-			   : -1;
-		if (rc) {
-			free(*body);
-			*body = NULL;
-		}
-	}
+	/* whole, in one GET (a HEAD then a read of its size cut one
+	 * rewritten in between) */
+	int rc = k ? s3_get_object(e->s3, k, PROTO_MANIFEST_MAX, NULL, body,
+				   len, NULL, &x)
+		   : -1;
 	free(k);
 	return rc;
 }

@@ -101,12 +101,11 @@ static int load_src_manifests(eng *e, keylist *l, size_t plen,
 		if (!proto_is_meta_key(rel) ||
 		    !proto_is_manifest_name(rel + sizeof PROTO_META_DIR))
 			continue;
-		size_t sz = l->o[i].size;
-		char *body = malloc(sz + 1);
+		/* whole: one rewritten since it was listed is longer */
+		char *body = NULL;
 		size_t got = 0;
-		rc = body ? s3_get_range(e->s3, l->v[i], 0, sz, NULL, body,
-					 &got, x)
-			  : -1;
+		rc = s3_get_object(e->s3, l->v[i], PROTO_MANIFEST_MAX, NULL,
+				   &body, &got, NULL, x);
 		if (!rc)
 			vis_manifest_add_json(vm, body, got, NULL);
 		free(body);

@@ -19,8 +19,6 @@
 #include "util/log.h"
 #include "util/vec.h"
 
-#define MANIFEST_MAX (64u << 20)
-
 /* Runs every page of a listing through fn (s3_list_all). */
 static int list_all(s3_client *s3, const char *prefix, const char *delim,
 		    s3_page_fn fn, void *arg, s3_err *e)
@@ -383,7 +381,7 @@ static void add_own_writer(struct writers *w, const char *key, time_t at)
 
 static void read_manifest(struct manifests *ms, const s3_object *o)
 {
-	if (o->size > MANIFEST_MAX) {
+	if (o->size > PROTO_MANIFEST_MAX) {
 		log_warn("ignoring manifest %s: %llu bytes", o->key,
 			 (unsigned long long)o->size);
 		return;
@@ -393,24 +391,25 @@ static void read_manifest(struct manifests *ms, const s3_object *o)
 	char *body = etag ? fs_mcache_get(ms->mc, o->key, etag, &got) : NULL;
 	bool keep_if_parsed = false; /* fetched, not kept yet */
 	if (!body) {
-		body = malloc(o->size ? o->size : 1);
 		s3_err e;
 		/* exactly the listed version, so it can be kept under its
-		 * ETag; one rewritten since is read as it is now, not kept */
-		int rc = body ? s3_get_range(ms->s3, o->key, 0, o->size, etag,
-					     body, &got, &e)
-			      : -1;
-		if (rc < 0 && body && etag && e.err == ESTALE) {
+		 * ETag; one rewritten since (a writer's manifest goes from
+		 * intent to committed, longer) is read whole as it is now,
+		 * not kept.  Before, the rewritten one was read to the listed
+		 * size: cut, ignored, its names hidden until the next
+		 * listing (model seed 8200's logs) */
+		int rc = s3_get_object(ms->s3, o->key, PROTO_MANIFEST_MAX, etag,
+				       &body, &got, NULL, &e);
+		if (rc < 0 && etag && e.err == ESTALE) {
 			etag = NULL;
-			rc = s3_get_range(ms->s3, o->key, 0, o->size, NULL,
-					  body, &got, &e);
+			rc = s3_get_object(ms->s3, o->key, PROTO_MANIFEST_MAX, NULL,
+					   &body, &got, NULL, &e);
 		}
 		if (rc < 0) {
-			if (body && e.err != ENOENT) { /* deleted: fine */
+			if (e.err != ENOENT) { /* deleted: fine */
 				*ms->e = e;
 				ms->rc = -1;
 			}
-			free(body);
 			return;
 		}
 		/* kept once known whole: its MD5 is the ETag, or (a server
@@ -476,7 +475,7 @@ static void read_index(struct manifests *ms, const char *prefix,
 		       const s3_object *o)
 {
 	size_t got = 0;
-	if (!ms->mc || !o->etag || !o->etag[0] || o->size > MANIFEST_MAX)
+	if (!ms->mc || !o->etag || !o->etag[0] || o->size > PROTO_MANIFEST_MAX)
 		return;
 	char *seen = fs_mcache_get(ms->mc, o->key, o->etag, &got);
 	if (seen) {

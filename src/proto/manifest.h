@@ -113,6 +113,10 @@ int proto_manifest_renamed_from(const char *json, size_t len, char **from,
  * (doc/commit.md, "Format versions").  Readers of 2 read 1.
  */
 #define PROTO_FORMAT 2
+
+/* The largest manifest any reader reads (ckptfs writes far smaller ones:
+ * a line per file); a larger one is ignored. */
+#define PROTO_MANIFEST_MAX (64u << 20)
 int proto_manifest_version(const char *json, size_t len);
 
 /* A manifest document's "state" and "txn": 0 with *committed and *txn (0

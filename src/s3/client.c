@@ -476,6 +476,83 @@ int s3_get_range(s3_client *c, const char *key, uint64_t off, size_t len,
 	return rc;
 }
 
+struct whole_sink {
+	char *data;
+	size_t len, cap, max;
+	bool over;
+};
+
+static size_t whole_write(void *arg, const char *data, size_t n)
+{
+	struct whole_sink *s = arg;
+	if (n > s->max - s->len) {
+		s->over = true;
+		return 0;
+	}
+	if (s->len + n + 1 > s->cap) {
+		size_t cap = s->cap ? s->cap : 4096;
+		while (cap < s->len + n + 1)
+			cap *= 2;
+		char *d = realloc(s->data, cap);
+		if (!d)
+			return 0;
+		s->data = d;
+		s->cap = cap;
+	}
+	memcpy(s->data + s->len, data, n);
+	s->len += n;
+	s->data[s->len] = '\0';
+	return n;
+}
+
+static void whole_reset(void *arg)
+{
+	((struct whole_sink *)arg)->len = 0;
+}
+
+int s3_get_object(s3_client *c, const char *key, size_t max,
+		  const char *if_match, char **body, size_t *len,
+		  s3_head_result *h, s3_err *e)
+{
+	*body = NULL;
+	*len = 0;
+	struct whole_sink s = {NULL, 0, 0, max, false};
+	s3_request r = {.op = "GET", .method = "GET", .key = key,
+			   .timeout_ms = c->o.timeout_ms, .sink = whole_write,
+			   .sink_arg = &s, .sink_reset = whole_reset};
+	if (if_match && if_match[0]) {
+		r.hdr_names[r.n_hdrs] = "if-match";
+		r.hdr_values[r.n_hdrs++] = if_match;
+	}
+	http_xfer x = {0};
+	int rc = s3_request_perform(c, &r, &x, NULL, e);
+	if (rc == 0 && h)
+		head_fill(&x, h);
+	http_xfer_free(&x);
+	if (s.over) {
+		memset(e, 0, sizeof *e);
+		e->err = EFBIG;
+		snprintf(e->msg, sizeof e->msg, "%s: larger than %zu bytes",
+			 key, max);
+		rc = -1;
+	}
+	if (rc == 0 && !s.data)
+		s.data = calloc(1, 1); /* empty object */
+	if (rc == 0 && !s.data) {
+		memset(e, 0, sizeof *e);
+		e->err = ENOMEM;
+		snprintf(e->msg, sizeof e->msg, "out of memory reading %s", key);
+		rc = -1;
+	}
+	if (rc < 0) {
+		free(s.data);
+		return -1;
+	}
+	*body = s.data;
+	*len = s.len;
+	return 0;
+}
+
 int s3_check_access(s3_client *c, const char *prefix, s3_err *e)
 {
 	s3_list_result res = {0};

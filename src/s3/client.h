@@ -105,6 +105,17 @@ int s3_get_range(s3_client *c, const char *key, uint64_t off, size_t len,
 		 const char *if_match, void *dst, size_t *got, s3_err *e);
 
 /*
+ * Reads the whole of key, at most max bytes (more fails with err=EFBIG),
+ * into *body (malloc'd, NUL after its *len bytes).  if_match as above.
+ * h (may be NULL) receives the version read: its size, ETag and
+ * LastModified.  For small objects read whole (manifests, markers): a
+ * read of the listed size would cut one rewritten longer since.
+ */
+int s3_get_object(s3_client *c, const char *key, size_t max,
+		  const char *if_match, char **body, size_t *len,
+		  s3_head_result *h, s3_err *e);
+
+/*
  * Checks that the bucket exists and the credentials work by listing one key
  * under the prefix.  Used at mount time: fewer retries so a dead endpoint is
  * reported within seconds.

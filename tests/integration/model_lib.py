@@ -699,11 +699,14 @@ class World:
 
     def _dump_bucket(self, diffs):
         """CKPTFS_MODEL_DUMP=PATH: at a divergence of the state, the
-        differences and the bucket's keys (sizes; the JSON ones' bodies)
-        are written to PATH, to read what the mount was shown."""
+        differences and the bucket's keys (size, ETag, LastModified; the
+        JSON ones' bodies) are written to PATH (a directory: to
+        PATH/BUCKET.json), to read what the mount was shown."""
         path = os.environ.get("CKPTFS_MODEL_DUMP")
         if not path:
             return
+        if os.path.isdir(path):
+            path = os.path.join(path, f"{self.bucket}.json")
         import json
         c = self.s3.client()
         keys = {}
@@ -711,9 +714,11 @@ class World:
                 Bucket=self.bucket):
             for o in pg.get("Contents", []):
                 k = o["Key"]
-                keys[k] = (c.get_object(Bucket=self.bucket, Key=k)["Body"]
-                           .read().decode(errors="replace")
-                           if k.endswith(".json") else o["Size"])
+                keys[k] = [o["Size"], o["ETag"],
+                           o["LastModified"].isoformat()]
+                if k.endswith(".json"):
+                    keys[k].append(c.get_object(Bucket=self.bucket, Key=k)
+                                   ["Body"].read().decode(errors="replace"))
         with open(path, "w") as f:
             json.dump({"diffs": diffs, "keys": keys}, f, indent=1)
 
@@ -723,7 +728,15 @@ class World:
         diffs = self._compare(got, want, "mount")
         if diffs:
             self._dump_bucket(diffs)
-            raise Divergence(n, st, "state: " + "; ".join(diffs[:6]))
+            # whether the mount agrees a moment later tells a view that
+            # was stale for a moment from a lasting one (the message says;
+            # either is a divergence)
+            time.sleep(2)
+            later = self._compare(snapshot(self.mp), want, "mount")
+            raise Divergence(n, st, "state: " + "; ".join(diffs[:6]) +
+                             (" [2 s later: " + ("agrees" if not later
+                                                 else "; ".join(later[:3]))
+                              + "]"))
         self._check_other(n, st, self.mp)
         if not observer:
             return

@@ -430,6 +430,37 @@ def test_metadata_round_trip(tool, s3server, bucket, data_file):
     assert tool.run(bucket, "head-meta", "n").last["meta"] == {"from": "boto3"}
 
 
+def test_get_whole_object(tool, s3server, bucket):
+    """s3_get_object reads an object whole, whatever size it was listed
+    at (a manifest rewritten longer since), within a bound."""
+    c = s3server.client()
+    body = det_bytes(5, 70000)  # more than one receive buffer
+    c.put_object(Bucket=bucket, Key="doc", Body=body)
+    r = tool.run(bucket, "get", "doc").last
+    assert r["size"] == len(body)
+    assert r["sha256"] == hashlib.sha256(body).hexdigest()
+    assert r["etag"] == f'"{md5(body)}"'
+    assert r["terminated"]
+    # the version pinned by its ETag, and one replaced since
+    assert tool.run(bucket, "get", "doc", "--if-match",
+                    r["etag"]).last["size"] == len(body)
+    c.put_object(Bucket=bucket, Key="doc", Body=body + b"more")
+    stale = tool.run(bucket, "get", "doc", "--if-match", r["etag"], ok=False)
+    assert stale.error["errno"] == "ESTALE"
+    assert tool.run(bucket, "get", "doc").last["size"] == len(body) + 4
+    # the bound: at it passes, past it fails with EFBIG, not a cut body
+    assert tool.run(bucket, "get", "doc", "--length",
+                    len(body) + 4).last["size"] == len(body) + 4
+    big = tool.run(bucket, "get", "doc", "--length", len(body), ok=False)
+    assert big.error["errno"] == "EFBIG"
+    # empty and missing objects
+    c.put_object(Bucket=bucket, Key="empty", Body=b"")
+    e = tool.run(bucket, "get", "empty").last
+    assert e["size"] == 0 and e["terminated"]
+    assert tool.run(bucket, "get", "nothing",
+                    ok=False).error["errno"] == "ENOENT"
+
+
 def test_invalid_metadata_is_refused_before_sending(tool, s3server, bucket, data_file):
     path, _ = data_file(100)
     for bad in ["bad name=1", "ok=line\r\nX-Injected: 1", "u=\u00fc", "t= lead",

@@ -235,3 +235,47 @@ def test_a_reader_never_pairs_a_new_index_with_an_older_shard(s3, bucket, mount)
         t.join()
     assert steps > 30 and reads > 100
     assert not bad, f"{len(bad)} of {reads} reads paired index N with an older shard: {bad[:5]}"
+
+
+def test_a_manifest_rewritten_after_the_listing_is_read_whole(
+        s3, s3server, bucket, mount, tmp_path):
+    """A writer's manifest is rewritten in place as its transaction
+    moves on (the intent, then the committed document, longer).  A reader
+    that listed the short version and reads it after the rewrite must
+    read the new one whole.  Before, it read the listed size of the new
+    version: a cut document, ignored ("not JSON"), and the checkpoint it
+    committed stayed hidden until the next listing, or, the directory's
+    only manifest, everything in it showed (seen in the model bench's and
+    CI's logs)."""
+    from faultproxy import FaultProxy
+    files = {"model.pt": b"m" * 1000, "optim.pt": b"o" * 500}
+    for name, b in files.items():
+        put(s3, bucket, f"run/ckpt/{name}", b)
+    put(s3, bucket, "run/ckpt/partial.pt", b"p" * 10)  # no manifest has it
+    key = "run/ckpt/.ckptfs/manifest.w1.json"
+    put(s3, bucket, key, manifest({"model.pt": files["model.pt"]}))
+    longer = manifest(files)  # the same writer's document, rewritten
+    rewrites = []
+
+    def rewrite_first_read(method, path, query, headers):
+        if method == "GET" and path.endswith("/" + key) and not rewrites:
+            put(s3, bucket, key, longer)
+            rewrites.append(path)
+        return None
+
+    proxy = FaultProxy(s3server.endpoint, inspect=rewrite_first_read)
+    try:
+        mp = tmp_path / "mnt"
+        mp.mkdir()
+        argv = mount.argv(bucket, "", mp, (), endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        m = mount(bucket, argv=argv, mountpoint=mp)
+        got = listdir(m.path / "run" / "ckpt")
+        assert rewrites, "the reader never read the manifest"
+        assert got == sorted(files), (
+            f"{got}: the reader did not show what the rewritten manifest "
+            f"commits\n{m.log_tail()}")
+        assert (m.path / "run/ckpt/optim.pt").read_bytes() == files["optim.pt"]
+        assert "not JSON" not in m.log_text()
+    finally:
+        proxy.close()

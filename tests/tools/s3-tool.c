@@ -17,6 +17,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,7 @@ static const char *errno_name(int e)
 	case EINVAL: return "EINVAL";
 	case ENOMEM: return "ENOMEM";
 	case ENODATA: return "ENODATA";
+	case EFBIG: return "EFBIG";
 	default: return "other";
 	}
 }
@@ -107,7 +109,8 @@ static _Noreturn void usage(const char *why)
 	      "  part-copy SRC DST [--part-size N] [--parallel N] "
 	      "[--if-match E]\n"
 	      "  delete KEY | delete-many [--stdin [-0]] [KEY...]\n"
-	      "  head-meta KEY | part-size SIZE [MIN]\n",
+	      "  head-meta KEY | part-size SIZE [MIN]\n"
+	      "  get KEY [--length MAX] [--if-match E]   (whole, at most MAX)\n",
 	      stderr);
 	exit(2);
 }
@@ -769,6 +772,32 @@ static int cmd_head_meta(struct opts *o)
 	return 0;
 }
 
+/* s3_get_object: the whole object (at most --length bytes, default 64
+ * MiB), printed as its size, SHA-256 and the version's ETag. */
+static int cmd_get(struct opts *o)
+{
+	need_args(o, 1);
+	char *body = NULL;
+	size_t len = 0;
+	s3_head_result h;
+	s3_err e;
+	size_t max = o->have_length ? (size_t)o->length : (64u << 20);
+	if (s3_get_object(C, o->args[0], max, o->if_match, &body, &len, &h,
+			  &e) < 0)
+		return fail(&e);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	char hex[2 * EVP_MAX_MD_SIZE + 1] = "";
+	EVP_Digest(body, len, md, &mdlen, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < mdlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	emit(json_pack("{s:I,s:s,s:o,s:b}", "size", (json_int_t)len, "sha256",
+		       hex, "etag", jstr(h.etag), "terminated",
+		       body[len] == '\0'));
+	free(body);
+	return 0;
+}
+
 static int cmd_part_size(struct opts *o)
 {
 	if (o->n_args < 1 || o->n_args > 2)
@@ -799,6 +828,7 @@ static const struct {
     {"delete", cmd_delete, true},
     {"delete-many", cmd_delete_many, true},
     {"head-meta", cmd_head_meta, true},
+    {"get", cmd_get, true},
     {"part-size", cmd_part_size, false},
 };
 
