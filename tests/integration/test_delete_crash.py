@@ -274,6 +274,9 @@ def test_rmdir_held_behind_its_commit_stays_gone_after_a_kill(
         hold.release()
         run([CKPTFS_BIN, "sync", str(w)], timeout=120)
         assert sorted(os.listdir(w / "run")) == ["latest"]
+        # unmounted while its proxy runs (after, its unmount could not
+        # reach the server and the mount was left behind, detached)
+        assert w.unmount() == []
     finally:
         hold.release()
         proxy.clear()
