@@ -685,6 +685,18 @@ static int rename_local(fs_ctx *fs, ov_node *o, fs_inode *np, const char *to)
 		ov_node *moved = ov_get(&fs->ov, to);
 		ov_txn *nx = moved ? moved->txn : NULL;
 		wr_touch(nx);
+		/* a copy made for a write that changed nothing (opened for
+		 * writing, closed clean) was never handed to the engine:
+		 * its bytes were stored only under the old name, whose
+		 * object goes (wo).  They are stored under the new one
+		 * (model seed 8312: a rename after a write of 0 bytes lost
+		 * the file at the next sync) */
+		if (wo && moved && moved->kind != OV_DIR && !moved->put &&
+		    !moved->dirty) {
+			moved->dirty = true;
+			if (moved->writers == 0)
+				rc = wr_put_file(fs, moved);
+		}
 		if (reseal && nx && nx->open == 0 &&
 		    (nx->is_dir || moved->writers == 0))
 			rc = wr_seal(fs, nx);

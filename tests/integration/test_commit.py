@@ -20,6 +20,7 @@ import pytest
 import helpers
 
 from helpers import (Poller, ckptfs_commit, ckptfs_sync, det_bytes,
+                     kill_ckptfs,
                      is_protocol_key, observer_options, observer_settle, pending_markers,
                      s3_get, s3_sizes, sha256_bytes, tree_view, wait_for)
 
@@ -675,7 +676,7 @@ class SlowPuts:
 
 def proxied_writer(mount, bucket, tmp_path, proxy, name="w"):
     mp = tmp_path / f"mnt-{name}"
-    mp.mkdir()
+    mp.mkdir(exist_ok=True)
     argv = mount.argv(bucket, "", mp, [f"cache_dir={tmp_path}/cache-{name}",
                                        "commit_delay=3600"], endpoint=False)
     argv += ["--endpoint", proxy.endpoint, "--region", mount.s3.region]
@@ -821,6 +822,54 @@ def test_rename_of_a_remote_file_just_rewritten(s3server, bucket, mount, tmp_pat
     (w.path / "r1").write_bytes(new)
     os.rename(w.path / "r1", w.path / "f0")
     assert_renamed_over(s3server, bucket, w, new)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("then", ["sync", "sigkill"])
+def test_rename_of_a_remote_file_opened_for_writing_and_left_unchanged(
+        s3server, bucket, mount, tmp_path, then):
+    """A committed file opened for writing, written 0 bytes and closed (its
+    copy for the write changed nothing, so it was never stored) beside a
+    new directory, whose commit (sealed by the file after it, issue 21)
+    the link slows: the file's empty transaction waits behind it, and the
+    file is renamed meanwhile.  The new name keeps the bytes, on the mount,
+    after a sync or a SIGKILL and the next mount, and in the bucket.
+    Before, the old name's object was deleted and the new name never
+    stored: the file was gone after the sync (model seed 8312)."""
+    from faultproxy import FaultProxy
+    old = det_bytes(710, 19887)
+    s3server.put(bucket, "f1", old)
+    seen = []
+
+    def slow_commit(method, path, query, hdrs):
+        # the directory's intent goes through, its commit takes 3 s
+        if method == "PUT" and "/d/.ckptfs/manifest." in path:
+            seen.append(path)
+            if len(seen) == 2:
+                time.sleep(3)
+        return None
+
+    with FaultProxy(s3server.endpoint, inspect=slow_commit) as proxy:
+        w = proxied_writer(mount, bucket, tmp_path, proxy)
+        (w.path / "d").mkdir()
+        fd = os.open(w.path / "f1", os.O_WRONLY)
+        try:
+            assert os.pwrite(fd, b"", 9478) == 0
+        finally:
+            os.close(fd)
+        os.rename(w.path / "f1", w.path / "f0")
+        if then == "sigkill":
+            kill_ckptfs(w)
+            w = proxied_writer(mount, bucket, tmp_path, proxy)
+        assert sorted(os.listdir(w.path)) == ["d", "f0"]
+        assert (w.path / "f0").read_bytes() == old, "f0 after the rename"
+        ckptfs_sync(w.path)
+        assert sorted(os.listdir(w.path)) == ["d", "f0"], "after the sync"
+        assert (w.path / "f0").read_bytes() == old, "f0 after the sync"
+        assert len(seen) >= 2, "the directory's commit never came"
+        unmount_in(proxy, w)
+    assert user_keys(s3server.client(), bucket, "") == ["f0"]
+    assert s3_get(s3server.client(), bucket, "f0") == old
 
 
 @pytest.mark.timeout(120)
