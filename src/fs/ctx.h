@@ -160,6 +160,7 @@ struct fs_dirhandle {
 	fs_dirhandle *prev, *next; /* fs->dirhandles [table lock] */
 	fs_dirent_snap *v;
 	size_t n;
+	uint64_t gen; /* fs->listing_gen when the snapshot was taken */
 };
 
 

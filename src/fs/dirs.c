@@ -19,6 +19,7 @@
 #include "fs/metaread.h"
 #include "fs/nodes.h"
 #include "proto/namespace.h"
+#include "util/buf.h"
 #include "util/log.h"
 
 void rd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -235,6 +236,7 @@ void rd_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	dh->gen = fs->listing_gen;
 	dh->prev = NULL;
 	dh->next = fs->dirhandles;
 	if (fs->dirhandles)
@@ -246,8 +248,29 @@ void rd_opendir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_open(req, fi);
 }
 
-static fs_inode *snap_child(fs_ctx *fs, fs_inode *d, const fs_dirent_snap *s)
+/*
+ * The inode of snapshot entry s of d.  A snapshot taken before a commit of
+ * this mount landed (the listing generation moved since) does not
+ * overwrite the attributes of a file that commit stored: they are what
+ * was committed, and the snapshot (and the manifests d was listed with)
+ * may be from before it (model seed 8200: a file written and closed,
+ * os.walk's opendir while its commit was on its way, the next readdir
+ * after it landed: the file showed its new size with the mtime the
+ * manifest listed before the commit recorded).  Table locked.
+ */
+static fs_inode *snap_child(fs_ctx *fs, fs_inode *d, const fs_dirhandle *dh,
+			    const fs_dirent_snap *s)
 {
+	if (dh->gen != fs->listing_gen && !s->is_dir) {
+		buf p = BUF_INIT;
+		if (d->path[0])
+			buf_printf(&p, "%s/", d->path);
+		buf_puts(&p, s->name);
+		fs_inode *c = p.data ? fs_itable_find(fs->it, p.data) : NULL;
+		buf_free(&p);
+		if (c && !c->is_dir && c->attrs_committed)
+			return c;
+	}
 	ns_entry e = {.name = s->name, .is_dir = s->is_dir, .size = s->size,
 		      .etag = s->etag, .mtime = s->mtime};
 	return fs_child_for(fs, d, &e);
@@ -276,7 +299,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			c = i == 0 || !d->parent ? d : d->parent;
 		} else {
 			name = dh->v[i - 2].name;
-			c = snap_child(fs, d, &dh->v[i - 2]);
+			c = snap_child(fs, d, dh, &dh->v[i - 2]);
 			if (!c)
 				break;
 			/* an empty object may be a symlink (its metadata

@@ -920,3 +920,65 @@ def test_a_name_committed_in_a_subdirectory_stays_listed(bucket, mount,
                 lost.append(i)
                 break
     assert lost == []
+
+
+@pytest.mark.timeout(180)
+def test_a_listing_opened_before_a_commit_landed_shows_what_it_committed(
+        s3server, bucket, mount, tmp_path):
+    """A committed file rewritten; a directory listing opened (os.scandir:
+    opendir) while its commit is on its way and read after it landed.  The
+    file shows what the commit stored: its new size and the mtime of the
+    write, not the mtime the manifest listed before the commit recorded
+    (model seed 8200: os.walk showed a file's new size with its old
+    mtime)."""
+    import re
+    import threading
+    from faultproxy import FaultProxy
+    addendum = re.compile(r"/f1/\.ckptfs/manifest\.[^/]*\.\d+\.json$")
+    armed, reached, release = (threading.Event(), threading.Event(),
+                               threading.Event())
+
+    def hold(method, path, query, headers):
+        if method == "PUT" and armed.is_set() and addendum.search(path):
+            reached.set()
+            release.wait(60)
+        return None
+
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    old_mtime = 1_000_000_000_123_456_789  # 2001
+    with FaultProxy(s3server.endpoint, inspect=hold) as proxy:
+        argv = mount.argv(bucket, "", mp, [f"cache_dir={tmp_path}/cache-w"],
+                          endpoint=False)
+        argv += ["--endpoint", proxy.endpoint, "--region", s3server.region]
+        w = mount(bucket, argv=argv, mountpoint=mp, timeout=60)
+        (w / "f1").mkdir()
+        (w / "f1" / "a").write_bytes(b"v1" * 4000)
+        ckptfs_sync(w)
+        os.utime(w / "f1" / "a", ns=(old_mtime, old_mtime))
+        ckptfs_sync(w)
+        assert os.lstat(w / "f1" / "a").st_mtime_ns == old_mtime
+        assert sorted(os.listdir(w / "f1")) == ["a"]  # listed, as recorded
+        armed.set()
+        before = time.time_ns()
+        with open(w / "f1" / "a", "r+b") as f:
+            f.seek(20000)
+            f.write(b"v2" * 3000)
+        try:
+            assert reached.wait(30), "the rewrite's commit never came"
+            it = os.scandir(w / "f1")  # opendir: the commit on its way
+        finally:
+            armed.clear()
+            release.set()
+        try:
+            ckptfs_sync(w)  # landed
+            names = sorted(e.name for e in it)  # readdir after it
+        finally:
+            it.close()
+        assert names == ["a"]
+        st = os.lstat(w / "f1" / "a")
+        assert st.st_size == 26000
+        assert st.st_mtime_ns >= before - 10**9, (
+            f"mtime {st.st_mtime_ns}: the write was at {before} "
+            f"(the old record said {old_mtime})")
+        assert w.unmount() == []
