@@ -525,6 +525,15 @@ static void move_entries(eng *e, etxn *tf, const char *from, etxn *tt,
 			 const char *to)
 {
 	CKPTFS_ASSERT_HELD(&e->mu);
+	/* the objects already stored under the old name are garbage of the
+	 * transaction whose marker hides them: tf's when its root moves
+	 * into another (it is left an orphan, aborted, and its clean-up
+	 * deletes them with that marker).  As tt's garbage they outlived
+	 * the orphan's marker until tt committed, and showed meanwhile as a
+	 * plain directory at the old name (model seed 8511) */
+	etxn *g = tf != tt && tf->kind == T_DIR && !strcmp(from, tf->root)
+			  ? tf
+			  : tt;
 	for (efile *f = tf->files, *nx; f; f = nx) {
 		nx = f->next;
 		if (!proto_under(f->path, from, NULL))
@@ -533,7 +542,7 @@ static void move_entries(eng *e, etxn *tf, const char *from, etxn *tt,
 		efile *old = tt ? eng_find_file(tt, np) : NULL;
 		if (old && old != f)
 			drop_file(e, tt, old);
-		reset_upload(e, tt, f, NULL);
+		reset_upload(e, g, f, NULL);
 		eng_unlink_file(tf, f);
 		free(f->path);
 		f->path = np;

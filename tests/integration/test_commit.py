@@ -872,6 +872,42 @@ def test_rename_of_a_remote_file_opened_for_writing_and_left_unchanged(
     assert s3_get(s3server.client(), bucket, "f0") == old
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("then", ["run", "sigkill"])
+def test_a_directory_moved_into_another_open_one_leaves_nothing_behind(
+        s3server, bucket, mount, tmp_path, then):
+    """mkdir c, a file written in it (its upload starts on close, under
+    c/, which c's marker hides), mkdir f2, mv c f2/c: c's transaction is
+    left with nothing and is cleaned up.  What it had uploaded under c/
+    must go with its marker: before, it stayed (garbage of f2's
+    transaction, not committed for an hour) and every host showed a plain
+    directory c with the file (model seed 8511)."""
+    s3 = s3server.client()
+    body = det_bytes(711, 789)
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=3600")
+    (w.path / "c").mkdir()
+    (w.path / "c" / "f0").write_bytes(body)
+    wait_for(lambda: "c/f0" in s3_sizes(s3, bucket, "c/"), 30,
+             "the upload of c/f0")
+    (w.path / "f2").mkdir()
+    os.rename(w.path / "c", w.path / "f2" / "c")
+    if then == "sigkill":  # the clean-up is journaled: the next mount's
+        kill_ckptfs(w)
+        w = writer(mount, bucket, tmp_path, "w", "commit_delay=3600")
+    assert sorted(os.listdir(w.path)) == ["f2"]
+    wait_for(lambda: not [k for k in s3_sizes(s3, bucket, "")
+                          if k.startswith("c/") or "-pending/c/" in k], 30,
+             "c's keys gone (its objects, intent and marker)")
+    o = observer(mount, bucket, tmp_path)
+    assert "c" not in os.listdir(o.path)
+    assert (w.path / "f2" / "c" / "f0").read_bytes() == body
+    ckptfs_sync(w.path)
+    wait_for(lambda: (o.path / "f2" / "c" / "f0").exists(), 10,
+             "f2/c/f0 on the other host after the sync")
+    assert (o.path / "f2" / "c" / "f0").read_bytes() == body
+    assert sorted(os.listdir(o.path)) == ["f2"]
+
+
 @pytest.mark.timeout(120)
 def test_rename_inside_a_checkpoint_being_committed(s3server, bucket, mount,
                                                    tmp_path):
