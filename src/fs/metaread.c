@@ -76,11 +76,14 @@ static void apply_meta(fs_inode *n, const char *etag, struct timespec lm,
 		n->gid = m.gid;
 	if ((has & PROTO_HAS_MTIME) && m.mtime_ns) /* 0: not recorded */
 		proto_ns_time(m.mtime_ns, &n->mtime);
-	if (has & PROTO_HAS_XATTRS) {
-		free(n->xattrs_json);
-		n->xattrs_json = xattrs;
+	/* this version's xattrs, none when its metadata records none: a
+	 * removexattr stores the file again without them, and another
+	 * mount kept showing the removed name from the version it read
+	 * before (model seed 8515) */
+	free(n->xattrs_json);
+	n->xattrs_json = (has & PROTO_HAS_XATTRS) ? xattrs : NULL;
+	if (has & PROTO_HAS_XATTRS)
 		xattrs = NULL;
-	}
 	if (has & PROTO_HAS_MODE) {
 		n->has_attrs = true;
 		free(n->symlink);

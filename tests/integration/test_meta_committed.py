@@ -982,3 +982,28 @@ def test_a_listing_opened_before_a_commit_landed_shows_what_it_committed(
             f"mtime {st.st_mtime_ns}: the write was at {before} "
             f"(the old record said {old_mtime})")
         assert w.unmount() == []
+
+
+def test_removexattr_of_a_plain_committed_file_reaches_other_mounts(
+        bucket, mount, tmp_path):
+    """A file outside any checkpoint directory keeps its attributes in its
+    object's metadata; removexattr stores it again without the name.
+    Another mount that had read the name must drop it (before, it kept the
+    xattrs of the version it read first when the new version recorded
+    none: model seed 8515), and so must a fresh one."""
+    w, _ = _writer(bucket, mount, tmp_path)
+    (w / "c").write_bytes(b"c" * 1217)
+    os.setxattr(w / "c", "user.k", b"xyz")
+    os.setxattr(w / "c", "user.m", b"kept")
+    ckptfs_sync(w)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+    helpers.wait_for(lambda: os.getxattr(other / "c", "user.k") == b"xyz",
+                     10, "the xattr on the other mount")
+    os.removexattr(w / "c", "user.k")
+    os.removexattr(w / "c", "user.m")
+    ckptfs_sync(w)
+    assert os.listxattr(w / "c") == []
+    helpers.wait_for(lambda: os.listxattr(other / "c") == [], 10,
+                     "the removed names gone on the other mount")
+    fresh = _elsewhere(bucket, mount, tmp_path, "cache-f")
+    assert os.listxattr(fresh / "c") == []
