@@ -855,6 +855,12 @@ void wr_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 					     : NULL;
 		src_dir = so ? so->kind == OV_DIR : se && se->is_dir;
 	}
+	/* EXDEV (rename_move) before the target goes: a failed rename
+	 * changes nothing (model seed 8611 lost the target) */
+	ov_node *sn = rc == 0 && src_dir ? ov_get(&fs->ov, from) : NULL;
+	if (rc == 0 && src_dir && fs_local_is_dir(fs, np) &&
+	    (!sn || sn->kind == OV_WHITEOUT))
+		rc = -EXDEV;
 	/* the target goes first (rename over an existing name) */
 	if (rc == 0 && (dst_local || dst_remote))
 		rc = rename_clear_target(fs, np, newname, to, src_dir);

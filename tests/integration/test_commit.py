@@ -909,6 +909,31 @@ def test_a_directory_moved_into_another_open_one_leaves_nothing_behind(
 
 
 @pytest.mark.timeout(120)
+def test_a_committed_directory_renamed_over_a_new_empty_one_changes_nothing(
+        s3server, bucket, mount, tmp_path):
+    """rename(2) of a committed directory into a directory not committed
+    yet answers EXDEV (doc/posix.md: mv copies it).  Over an empty
+    directory there, the refused rename must leave that one in place:
+    before, the target was removed first and the rename then refused
+    (model seed 8611)."""
+    import errno
+    w = writer(mount, bucket, tmp_path, "w", "commit_delay=3600")
+    (w.path / "d" / "x").mkdir(parents=True)
+    (w.path / "d" / "x" / "f").write_bytes(b"f" * 100)
+    ckptfs_sync(w.path)
+    (w.path / "n" / "c").mkdir(parents=True)
+    with pytest.raises(OSError) as e:
+        os.rename(w.path / "d" / "x", w.path / "n" / "c")
+    assert e.value.errno == errno.EXDEV
+    assert os.listdir(w.path / "n") == ["c"]
+    assert os.listdir(w.path / "d" / "x") == ["f"]
+    ckptfs_sync(w.path)
+    o = observer(mount, bucket, tmp_path)
+    assert os.listdir(o.path / "n") == ["c"]
+    assert os.listdir(o.path / "d" / "x") == ["f"]
+
+
+@pytest.mark.timeout(120)
 def test_rename_inside_a_checkpoint_being_committed(s3server, bucket, mount,
                                                    tmp_path):
     """A rename of a file inside a checkpoint directory whose commit is on
