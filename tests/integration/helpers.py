@@ -617,6 +617,22 @@ class Poller:
         assert self.seen >= min_seen, f"only {self.seen} observations made"
 
 
+class SlowNth:
+    """A FaultProxy inspect hook: the `nth` request for which
+    match(method, path, query) is true waits `secs` before it is
+    forwarded; `seen` lists the matching paths."""
+
+    def __init__(self, match, nth=2, secs=3.0):
+        self.match, self.nth, self.secs, self.seen = match, nth, secs, []
+
+    def __call__(self, method, path, query, headers):
+        if self.match(method, path, query or ""):
+            self.seen.append(path)
+            if len(self.seen) == self.nth:
+                time.sleep(self.secs)
+        return None
+
+
 def kill_ckptfs(m):
     """SIGKILL the ckptfs process serving mount m (a conftest Mount), wait
     for it to die, then detach the dead mount (fusermount3 -uz) so that the

@@ -839,15 +839,10 @@ def test_rename_of_a_remote_file_opened_for_writing_and_left_unchanged(
     from faultproxy import FaultProxy
     old = det_bytes(710, 19887)
     s3server.put(bucket, "f1", old)
-    seen = []
-
-    def slow_commit(method, path, query, hdrs):
-        # the directory's intent goes through, its commit takes 3 s
-        if method == "PUT" and "/d/.ckptfs/manifest." in path:
-            seen.append(path)
-            if len(seen) == 2:
-                time.sleep(3)
-        return None
+    # the directory's intent goes through, its commit takes 3 s
+    slow_commit = helpers.SlowNth(
+        lambda m, p, q: m == "PUT" and "/d/.ckptfs/manifest." in p)
+    seen = slow_commit.seen
 
     with FaultProxy(s3server.endpoint, inspect=slow_commit) as proxy:
         w = proxied_writer(mount, bucket, tmp_path, proxy)

@@ -315,14 +315,8 @@ def test_old_writer_deleting_its_own_dir_under_new_reader(s3server, bucket, moun
     marker outranks it), so the reader sees it whole, then gone, never
     empty or in part (held 3 s between the data and manifest deletes)."""
     from faultproxy import FaultProxy
-    seen = []
-
-    def slow_second_delete(method, path, query, hdrs):
-        if method == "POST" and "delete" in query:
-            seen.append(path)
-            if len(seen) == 2:
-                time.sleep(3)
-        return None
+    slow_second_delete = helpers.SlowNth(
+        lambda m, p, q: m == "POST" and "delete" in q)
     with FaultProxy(s3server.endpoint, inspect=slow_second_delete) as proxy:
         mp = mount.workdir / "old-own"
         mp.mkdir(parents=True, exist_ok=True)
