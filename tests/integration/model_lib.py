@@ -403,9 +403,9 @@ class World:
         return problems
 
     # ---------------------------------------------------------- bookkeeping
-    def _ino(self, rel):
+    def _ino(self, rel, follow=False):
         try:
-            return os.lstat(self.oracle / rel).st_ino
+            return (os.stat if follow else os.lstat)(self.oracle / rel).st_ino
         except OSError:
             return None
 
@@ -556,7 +556,12 @@ class World:
             else:
                 self.explicit_mtime.add(i)
         elif op in ("create", "write", "truncate"):
-            self.explicit_mtime.discard(self._ino(st[1]))
+            # these follow a symlink: the file written is its target's
+            self.explicit_mtime.discard(self._ino(st[1], follow=True))
+        elif op in ("mkdir", "symlink"):
+            # a new inode may reuse the number of one whose mtime was set
+            self.explicit_mtime.discard(
+                self._ino(st[1] if op == "mkdir" else st[2]))
         elif op == "rename" and remote_rename:
             # a rename of a committed name commits every transaction
             # pending ahead of it (doc/commit.md, "Transactions")
