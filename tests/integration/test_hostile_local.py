@@ -9,6 +9,7 @@ can write is refused with its name; `ckptfs sync` never believes a socket
 someone else listens on; a silent client is dropped after a few seconds
 and never keeps the daemon from unmounting and exiting."""
 
+import fcntl
 import hashlib
 import json
 import os
@@ -205,7 +206,11 @@ def test_silent_client_is_dropped_and_never_holds_the_unmount(s3server, bucket, 
 def victim(s3server):
     """A working area for NOBODY: a traversable directory with a
     mountpoint and a cache of its own, and an environment without
-    XDG_RUNTIME_DIR.  /tmp/ckptfs-NOBODY is removed before and after."""
+    XDG_RUNTIME_DIR.  /tmp/ckptfs-NOBODY is removed before and after,
+    and is this test's alone while it runs: another test session on the
+    machine (CI runs two at once) waits on a lock."""
+    lock = open("/tmp/ckptfs-hostile-victim.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     top = Path(tempfile.mkdtemp(prefix="ckptfs-hostile-", dir="/tmp"))
     os.chmod(top, 0o755)
     for d in ("mnt", "cache", "home"):
@@ -225,6 +230,7 @@ def victim(s3server):
         tmpdir.unlink()
     shutil.rmtree(tmpdir, ignore_errors=True)
     shutil.rmtree(top, ignore_errors=True)
+    lock.close()
 
 
 def _victim_argv(mount, bucket, top, foreground=True):

@@ -81,25 +81,42 @@ FLOORS = {
 COMMITTED_TARGET = 0.95
 
 
+def _known(lookup, name):
+    try:
+        lookup(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _add_id(cmd, lookup, name):
+    """groupadd/useradd NAME unless it exists.  Another test session on
+    the machine may add the same name at the same moment (CI runs the gcc
+    and the sanitizer builds' suites at once): a failure is fine when the
+    name exists afterwards, and one on the other's lock is tried again."""
+    for _ in range(50):
+        if _known(lookup, name):
+            return
+        if run(cmd, check=False).returncode == 0:
+            return
+        time.sleep(0.1)
+    if not _known(lookup, name):
+        run(cmd)  # fails with the command's own message
+
+
 def _ensure_ids():
     for g in GROUPS.values():
-        try:
-            grp.getgrnam(g)
-        except KeyError:
-            run(["groupadd", g])
+        _add_id(["groupadd", g], grp.getgrnam, g)
     spec = {"owner": ("g_owner", ["g_shared"]),
             "group": ("g_other", ["g_owner"]),
             "other": ("g_other", [])}
     for role, name in USERS.items():
         prim, sup = spec[role]
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            cmd = ["useradd", "-M", "-N", "-s", "/usr/sbin/nologin",
-                   "-g", GROUPS[prim]]
-            if sup:
-                cmd += ["-G", ",".join(GROUPS[s] for s in sup)]
-            run(cmd + [name])
+        cmd = ["useradd", "-M", "-N", "-s", "/usr/sbin/nologin",
+               "-g", GROUPS[prim]]
+        if sup:
+            cmd += ["-G", ",".join(GROUPS[s] for s in sup)]
+        _add_id(cmd + [name], pwd.getpwnam, name)
     ids = {"groups": {k: grp.getgrnam(v).gr_gid for k, v in GROUPS.items()}}
     for role, name in USERS.items():
         prim, sup = spec[role]
