@@ -84,9 +84,13 @@ static void apply_meta(fs_inode *n, const char *etag, struct timespec lm,
 	n->xattrs_json = (has & PROTO_HAS_XATTRS) ? xattrs : NULL;
 	if (has & PROTO_HAS_XATTRS)
 		xattrs = NULL;
-	if (has & PROTO_HAS_MODE) {
-		n->has_attrs = true;
-		free(n->symlink);
+	/* a version without ckptfs's metadata (another tool replaced the
+	 * object) shows the mount's defaults, as on a fresh mount, not the
+	 * mode, owner or symlink of the version read before */
+	n->has_attrs = (has & PROTO_HAS_MODE) != 0;
+	free(n->symlink);
+	n->symlink = NULL;
+	if (n->has_attrs) {
 		n->symlink = m.symlink;
 		m.symlink = NULL;
 	}

@@ -1007,3 +1007,36 @@ def test_removexattr_of_a_plain_committed_file_reaches_other_mounts(
                      "the removed names gone on the other mount")
     fresh = _elsewhere(bucket, mount, tmp_path, "cache-f")
     assert os.listxattr(fresh / "c") == []
+
+
+def test_a_plain_file_replaced_by_another_tool_shows_the_defaults(
+        s3server, bucket, mount, tmp_path):
+    """A file outside any checkpoint directory that another tool replaced
+    (a PUT without ckptfs's metadata) shows what any object written by
+    another tool shows: the mount's default mode and owner and the
+    object's LastModified, on a mount that had read the version ckptfs
+    wrote as on a fresh one.  Before, a mount that had read the old
+    version kept its mode and owner."""
+    w, _ = _writer(bucket, mount, tmp_path)
+    (w / "c").write_bytes(b"c" * 1217)
+    os.chmod(w / "c", 0o600)
+    os.chown(w / "c", 1234, 5678)
+    os.utime(w / "c", ns=(10**18, 10**18))
+    ckptfs_sync(w)
+    other = _elsewhere(bucket, mount, tmp_path, "cache-o")
+
+    def attrs(m):
+        st = os.lstat(m / "c")
+        return (oct(st.st_mode), st.st_uid, st.st_gid, st.st_size)
+    helpers.wait_for(lambda: attrs(other) == (oct(0o100600), 1234, 5678, 1217),
+                     10, "the writer's attributes on the other mount")
+    s3server.put(bucket, "c", b"replaced by another tool\n")
+    t_put = time.time()
+    fresh = _elsewhere(bucket, mount, tmp_path, "cache-f")
+    want = (oct(0o100644), 0, 0, 25)
+    assert attrs(fresh) == want
+    helpers.wait_for(lambda: attrs(other) == want, 10,
+                     "the defaults on the mount that had read the old version")
+    for m in (fresh, other):
+        assert abs(os.lstat(m / "c").st_mtime - t_put) < 30
+        assert (m / "c").read_bytes() == b"replaced by another tool\n"
