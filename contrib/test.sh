@@ -5,19 +5,21 @@
 #      make install into a scratch DESTDIR puts the binary, the man page and
 #      the systemd unit where they belong, make uninstall removes them
 #   3. integration tests: real FUSE mounts against a real Ceph RADOS Gateway;
-#      meanwhile, in the background: the clang build (-Werror: warning-free),
-#      make distcheck (the release tarball builds and passes its unit
-#      tests), the Debian package (make deb: its files, dependencies,
-#      version), the ASan+UBSan build and its unit tests
+#      meanwhile, in the background: the ASan+UBSan build, its unit tests
+#      and its integration run (the core integration suites and the fault,
+#      crash-loop and multi-host suites again), the clang build (-Werror:
+#      warning-free), make distcheck (the release tarball builds and
+#      passes its unit tests), the Debian package (make deb: its files,
+#      dependencies, version)
 #   4. portability: the core suites against s3rver, a second S3
 #      implementation (doc/portability.md), about a minute
-#   5. ASan+UBSan: the core integration suites and the fault, crash-loop
-#      and multi-host suites again
+#   5. the verdicts of the background work, and the sanitizer run's output
 # Ends with one line "ckptfs tests: N passed, M failed (in S s)"; each step
 # says when it began, and each integration run lists its slowest tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
+start_epoch=$(date +%s)
 JOBS=$(nproc)
 passed=0
 failed=0
@@ -66,23 +68,25 @@ run_unit() { # run_unit DIR
 	fi
 }
 
-# Integration test files run on WORKERS pytest-xdist processes, a file at a
-# time each (most of a test's time is waiting for the server or a timer, so
-# two workers on two cores take about half the time); each worker starts
-# its own RGW.  CKPTFS_TEST_WORKERS=0 runs them in this process.
-WORKERS=${CKPTFS_TEST_WORKERS:-2}
+# Integration test files run on pytest-xdist processes, a file at a time
+# each; each worker starts its own RGW.  Most of a test's time is waiting
+# for the server or a timer (test_commit.py: 29 s of CPU in 132 s), so
+# the gcc build's suites run on WORKERS processes while the sanitizer
+# build's run on ASAN_WORKERS beside them.  CKPTFS_TEST_WORKERS=0 runs the
+# gcc build's in this process.
+WORKERS=${CKPTFS_TEST_WORKERS:-4}
+ASAN_WORKERS=${CKPTFS_ASAN_WORKERS:-2}
 
-run_integration() { # run_integration BINARY LABEL [TEST FILES...]
-	local bin=$1 label=$2 log="$top/build/integration-$2.out"
-	shift 2
+run_integration() { # run_integration BINARY LABEL WORKERS [TEST FILES...]
+	local bin=$1 label=$2 workers=$3 log="$top/build/integration-$2.out"
+	shift 3
 	local what=("$@") par=()
 	[ ${#what[@]} -gt 0 ] || what=("$top/tests/integration")
-	[ "$WORKERS" -gt 0 ] && par=(-n "$WORKERS" --dist loadfile)
+	[ "$workers" -gt 0 ] && par=(-n "$workers" --dist loadfile)
 	# the slowest tests, printed above the summary: where CI time goes
 	CKPTFS_BIN="$bin" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
 		--durations=25 --durations-min=10 \
-		"${par[@]}" "${what[@]}" 2>&1 | tee "$log"
-	count_pytest "$log"
+		"${par[@]}" "${what[@]}" >"$log" 2>&1
 }
 
 # Under ASan+UBSan the suites that exercise the daemon's own code paths
@@ -128,13 +132,14 @@ if (cd build && make -s check-install); then passed=$((passed + 1)); else failed
 # unit tests, the clang build, distcheck and the Debian package.  Each writes its verdict
 # to build/bg-*.rc, read after the integration tests.
 background_builds() {
-	# the sanitizer build first: its integration run comes next
+	# the sanitizer build first: its integration run starts when it is
+	# built (build/bg-asan.rc), beside its unit tests
 	if build build-asan CC=gcc --enable-sanitizers; then
+		echo 0 >build/bg-asan.rc
 		(export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 		 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 		 cd build-asan && make -j"$JOBS" check) >build-asan-check.out 2>&1
 		echo $? >build/bg-asan-unit.rc
-		echo 0 >build/bg-asan.rc
 	else
 		echo 1 >build/bg-asan.rc
 	fi
@@ -145,13 +150,32 @@ background_builds() {
 	if (cd build && DEB_BUILD_OPTIONS=nocheck make -s check-deb >check-deb.out 2>&1); then
 		echo 0; else echo 1; fi >build/bg-deb.rc
 }
-rm -f build/bg-*.rc
+# The sanitizer build's integration run, beside the gcc build's: starts
+# when background_builds has built it, at the tests' priority.
+asan_integration() {
+	while [ ! -e build/bg-asan.rc ] && kill -0 "$bg_pid" 2>/dev/null; do
+		sleep 5
+	done
+	[ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ] || return 0
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+	# the crash loops' restarts under the sanitizers: 6 kills (the gcc
+	# run has 10, bench/crashloop.py the long one)
+	export CKPTFS_CRASHLOOP_KILLS=${CKPTFS_ASAN_CRASHLOOP_KILLS:-6}
+	date +%s >build/asan-integration.start
+	run_integration "$top/build-asan/ckptfs" asan "$ASAN_WORKERS" \
+		"${ASAN_SUITES[@]/#/$top/tests/integration/}"
+}
+
+rm -f build/bg-*.rc build/asan-integration.start
 # at the lowest priority: the tests' timers and the links they emulate
 # must not wait behind the compilers (load-sensitive tests flaked at a
 # load average of 10 when the builds ran at the tests' priority)
 export -f build background_builds
 JOBS=$JOBS top=$top nice -n 19 bash -c background_builds >build/background.out 2>&1 &
 bg_pid=$!
+asan_integration &
+asan_pid=$!
 
 step "shape of src/ (layers, call cycles, file sizes)"
 if /usr/bin/python3 tests/tools/layers.py --build build; then
@@ -160,15 +184,27 @@ else
 	failed=$((failed + 1))
 fi
 
-step "integration tests (gcc build)"
-if [ -x build/ckptfs ]; then run_integration "$top/build/ckptfs" gcc; else failed=$((failed + 1)); fi
+# show_integration LABEL: a run's output, and its counts
+show_integration() {
+	cat "$top/build/integration-$1.out"
+	count_pytest "$top/build/integration-$1.out"
+}
+
+step "integration tests (gcc build; the sanitizer build's run beside it)"
+if [ -x build/ckptfs ]; then
+	run_integration "$top/build/ckptfs" gcc "$WORKERS"
+	show_integration gcc
+else
+	failed=$((failed + 1))
+fi
 
 step "portability: core suites against s3rver"
 if [ -x build/ckptfs ]; then
 	export CKPTFS_S3_SERVER=s3rver
-	run_integration "$top/build/ckptfs" s3rver \
+	run_integration "$top/build/ckptfs" s3rver "$WORKERS" \
 		"${PORTABILITY_SUITES[@]/#/$top/tests/integration/}"
 	unset CKPTFS_S3_SERVER
+	show_integration s3rver
 else
 	failed=$((failed + 1))
 fi
@@ -191,6 +227,7 @@ grep -E '^(ok|FAIL|check-install)' build/check-deb.out 2>/dev/null
 verdict "sanitizer build" build/bg-asan.rc
 
 step "ASan+UBSan: unit + integration tests"
+wait "$asan_pid"
 if [ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ]; then
 	grep -E '^(# |PASS|FAIL|ERROR)' build-asan-check.out || true
 	count_make_check build-asan-check.out
@@ -198,13 +235,8 @@ if [ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ]; then
 		find build-asan/tests -name '*.log' -exec tail -n 30 {} \; 2>/dev/null
 		failed=$((failed + 1))
 	fi
-	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-	# the crash loops' restarts under the sanitizers: 6 kills (the gcc
-	# run above has 10, bench/crashloop.py the long one)
-	export CKPTFS_CRASHLOOP_KILLS=${CKPTFS_ASAN_CRASHLOOP_KILLS:-6}
-	run_integration "$top/build-asan/ckptfs" asan \
-		"${ASAN_SUITES[@]/#/$top/tests/integration/}"
+	echo "(integration run started at $(( $(cat build/asan-integration.start) - start_epoch )) s)"
+	show_integration asan
 fi
 
 echo
