@@ -4,22 +4,23 @@
 #   2. build with gcc (-Werror) and run the criterion unit tests (make check);
 #      make install into a scratch DESTDIR puts the binary, the man page and
 #      the systemd unit where they belong, make uninstall removes them
-#   3. integration tests: real FUSE mounts against a real Ceph RADOS Gateway;
-#      meanwhile, in the background: the ASan+UBSan build, its unit tests
-#      and its integration run (the core integration suites and the fault,
-#      crash-loop and multi-host suites again), the clang build (-Werror:
-#      warning-free), make distcheck (the release tarball builds and
-#      passes its unit tests), the Debian package (make deb: its files,
-#      dependencies, version)
-#   4. portability: the core suites against s3rver, a second S3
+#   3. the ASan+UBSan build, and one Ceph RADOS Gateway for the
+#      integration tests
+#   4. integration tests: real FUSE mounts against that RGW, of the gcc
+#      build and, beside them, of the ASan+UBSan build (the core suites
+#      and the fault, crash-loop and multi-host suites); meanwhile, in
+#      the background: the ASan+UBSan unit tests, the clang build
+#      (-Werror: warning-free), make distcheck (the release tarball
+#      builds and passes its unit tests), the Debian package (make deb:
+#      its files, dependencies, version)
+#   5. portability: the core suites against s3rver, a second S3
 #      implementation (doc/portability.md), about a minute
-#   5. the verdicts of the background work, and the sanitizer run's output
+#   6. the verdicts of the background work, and the sanitizer run's output
 # Ends with one line "ckptfs tests: N passed, M failed (in S s)"; each step
 # says when it began, and each integration run lists its slowest tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
-start_epoch=$(date +%s)
 JOBS=$(nproc)
 passed=0
 failed=0
@@ -127,21 +128,18 @@ if build build CC=gcc; then run_unit build; else echo "gcc build failed"; failed
 step "make install / uninstall (DESTDIR)"
 if (cd build && make -s check-install); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
-# The other builds run while the gcc build's integration tests do (those
-# mostly wait on the server and on timers): the ASan+UBSan build with its
-# unit tests, the clang build, distcheck and the Debian package.  Each writes its verdict
-# to build/bg-*.rc, read after the integration tests.
+# The other builds run while the integration tests do (those mostly wait
+# on the server and on timers): the ASan+UBSan unit tests, the clang
+# build, distcheck and the Debian package.  Each writes its verdict to
+# build/bg-*.rc, read after the integration tests.
 background_builds() {
-	# the sanitizer build first: its integration run starts when it is
-	# built (build/bg-asan.rc), beside its unit tests
-	if build build-asan CC=gcc --enable-sanitizers; then
-		echo 0 >build/bg-asan.rc
+	# the sanitizer build's unit tests (it was built before, in the
+	# foreground: its integration run starts with the gcc build's)
+	if [ "$(cat build/bg-asan.rc)" = 0 ]; then
 		(export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 		 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 		 cd build-asan && make -j"$JOBS" check) >build-asan-check.out 2>&1
 		echo $? >build/bg-asan-unit.rc
-	else
-		echo 1 >build/bg-asan.rc
 	fi
 	if build build-clang CC=clang; then echo 0; else echo 1; fi >build/bg-clang.rc
 	if (cd build && make -j"$JOBS" distcheck >distcheck.out 2>&1); then echo 0; else echo 1; fi \
@@ -150,32 +148,54 @@ background_builds() {
 	if (cd build && DEB_BUILD_OPTIONS=nocheck make -s check-deb >check-deb.out 2>&1); then
 		echo 0; else echo 1; fi >build/bg-deb.rc
 }
-# The sanitizer build's integration run, beside the gcc build's: starts
-# when background_builds has built it, at the tests' priority.
+# The sanitizer build's integration run, beside the gcc build's.
 asan_integration() {
-	while [ ! -e build/bg-asan.rc ] && kill -0 "$bg_pid" 2>/dev/null; do
-		sleep 5
-	done
-	[ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ] || return 0
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 	# the crash loops' restarts under the sanitizers: 6 kills (the gcc
 	# run has 10, bench/crashloop.py the long one)
 	export CKPTFS_CRASHLOOP_KILLS=${CKPTFS_ASAN_CRASHLOOP_KILLS:-6}
-	date +%s >build/asan-integration.start
 	run_integration "$top/build-asan/ckptfs" asan "$ASAN_WORKERS" \
 		"${ASAN_SUITES[@]/#/$top/tests/integration/}"
 }
 
-rm -f build/bg-*.rc build/asan-integration.start
+rm -f build/bg-*.rc
+step "ASan+UBSan build"
+if build build-asan CC=gcc --enable-sanitizers; then
+	echo 0 >build/bg-asan.rc
+else
+	echo 1 >build/bg-asan.rc
+fi
+
+# One RGW for every RGW run (the gcc and the sanitizer builds' workers)
+# instead of a stack of Ceph daemons per worker (mon, osd, radosgw: 17-28
+# s to start, about 5% of a core each when idle).  Stopped when this
+# script ends.
+step "S3 server for the integration tests (Ceph RGW)"
+rgw_dir=$(mktemp -d /tmp/ckptfs-ci-rgw.XXXXXX)  # short: Ceph's socket paths
+if env -u CEPH_CONF -u CEPH_ARGS tests/s3server/rgw.sh start "$rgw_dir" \
+	>build/rgw-shared.out 2>&1; then
+	export CKPTFS_TEST_S3_SERVER_DIR=$rgw_dir
+	trap 'tests/s3server/rgw.sh stop "$rgw_dir" >/dev/null 2>&1; rm -rf "$rgw_dir"' EXIT
+	tail -n 1 build/rgw-shared.out
+else
+	# each worker starts its own
+	echo "shared RGW failed to start:"; tail -n 20 build/rgw-shared.out
+	tests/s3server/rgw.sh stop "$rgw_dir" >/dev/null 2>&1
+	rm -rf "$rgw_dir"
+fi
+
 # at the lowest priority: the tests' timers and the links they emulate
 # must not wait behind the compilers (load-sensitive tests flaked at a
 # load average of 10 when the builds ran at the tests' priority)
 export -f build background_builds
 JOBS=$JOBS top=$top nice -n 19 bash -c background_builds >build/background.out 2>&1 &
 bg_pid=$!
-asan_integration &
-asan_pid=$!
+asan_pid=
+if [ "$(cat build/bg-asan.rc)" = 0 ]; then
+	asan_integration &
+	asan_pid=$!
+fi
 
 step "shape of src/ (layers, call cycles, file sizes)"
 if /usr/bin/python3 tests/tools/layers.py --build build; then
@@ -200,16 +220,15 @@ fi
 
 step "portability: core suites against s3rver"
 if [ -x build/ckptfs ]; then
-	export CKPTFS_S3_SERVER=s3rver
-	run_integration "$top/build/ckptfs" s3rver "$WORKERS" \
+	CKPTFS_S3_SERVER=s3rver CKPTFS_TEST_S3_SERVER_DIR= \
+		run_integration "$top/build/ckptfs" s3rver "$WORKERS" \
 		"${PORTABILITY_SUITES[@]/#/$top/tests/integration/}"
-	unset CKPTFS_S3_SERVER
 	show_integration s3rver
 else
 	failed=$((failed + 1))
 fi
 
-step "clang build (warning-free), distcheck, Debian package, ASan+UBSan build (run meanwhile)"
+step "clang build (warning-free), distcheck, Debian package (built meanwhile)"
 wait "$bg_pid"
 verdict() { # verdict NAME FILE: 0 in FILE is a pass
 	if [ "$(cat "$2" 2>/dev/null)" = 0 ]; then
@@ -226,8 +245,8 @@ grep -E '^(ok|FAIL|check-install)' build/check-deb.out 2>/dev/null
 [ "$(cat build/bg-deb.rc 2>/dev/null)" = 0 ] || tail -n 40 build/check-deb.out
 verdict "sanitizer build" build/bg-asan.rc
 
-step "ASan+UBSan: unit + integration tests"
-wait "$asan_pid"
+step "ASan+UBSan: unit + integration tests (run meanwhile)"
+[ -z "$asan_pid" ] || wait "$asan_pid"
 if [ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ]; then
 	grep -E '^(# |PASS|FAIL|ERROR)' build-asan-check.out || true
 	count_make_check build-asan-check.out
@@ -235,7 +254,6 @@ if [ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ]; then
 		find build-asan/tests -name '*.log' -exec tail -n 30 {} \; 2>/dev/null
 		failed=$((failed + 1))
 	fi
-	echo "(integration run started at $(( $(cat build/asan-integration.start) - start_epoch )) s)"
 	show_integration asan
 fi
 
