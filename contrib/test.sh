@@ -4,18 +4,15 @@
 #   2. build with gcc (-Werror) and run the criterion unit tests (make check);
 #      make install into a scratch DESTDIR puts the binary, the man page and
 #      the systemd unit where they belong, make uninstall removes them
-#   3. the ASan+UBSan build, and one Ceph RADOS Gateway for the
-#      integration tests
-#   4. integration tests: real FUSE mounts against that RGW, of the gcc
-#      build and, beside them, of the ASan+UBSan build (the core suites
-#      and the fault, crash-loop and multi-host suites); meanwhile, in
-#      the background: the ASan+UBSan unit tests, the clang build
-#      (-Werror: warning-free), make distcheck (the release tarball
-#      builds and passes its unit tests), the Debian package (make deb:
-#      its files, dependencies, version)
-#   5. portability: the core suites against s3rver, a second S3
+#   3. integration tests: real FUSE mounts against a real Ceph RADOS Gateway;
+#      meanwhile, in the background: the clang build (-Werror: warning-free),
+#      make distcheck (the release tarball builds and passes its unit
+#      tests), the Debian package (make deb: its files, dependencies,
+#      version), the ASan+UBSan build and its unit tests
+#   4. portability: the core suites against s3rver, a second S3
 #      implementation (doc/portability.md), about a minute
-#   6. the verdicts of the background work, and the sanitizer run's output
+#   5. ASan+UBSan: the core integration suites and the fault, crash-loop
+#      and multi-host suites again
 # Ends with one line "ckptfs tests: N passed, M failed (in S s)"; each step
 # says when it began, and each integration run lists its slowest tests.
 set -uo pipefail
@@ -69,25 +66,23 @@ run_unit() { # run_unit DIR
 	fi
 }
 
-# Integration test files run on pytest-xdist processes, a file at a time
-# each; each worker starts its own RGW.  Most of a test's time is waiting
-# for the server or a timer (test_commit.py: 29 s of CPU in 132 s), so
-# the gcc build's suites run on WORKERS processes while the sanitizer
-# build's run on ASAN_WORKERS beside them.  CKPTFS_TEST_WORKERS=0 runs the
-# gcc build's in this process.
-WORKERS=${CKPTFS_TEST_WORKERS:-4}
-ASAN_WORKERS=${CKPTFS_ASAN_WORKERS:-2}
+# Integration test files run on WORKERS pytest-xdist processes, a file at a
+# time each (most of a test's time is waiting for the server or a timer, so
+# two workers on two cores take about half the time); each worker starts
+# its own RGW.  CKPTFS_TEST_WORKERS=0 runs them in this process.
+WORKERS=${CKPTFS_TEST_WORKERS:-2}
 
-run_integration() { # run_integration BINARY LABEL WORKERS [TEST FILES...]
-	local bin=$1 label=$2 workers=$3 log="$top/build/integration-$2.out"
-	shift 3
+run_integration() { # run_integration BINARY LABEL [TEST FILES...]
+	local bin=$1 label=$2 log="$top/build/integration-$2.out"
+	shift 2
 	local what=("$@") par=()
 	[ ${#what[@]} -gt 0 ] || what=("$top/tests/integration")
-	[ "$workers" -gt 0 ] && par=(-n "$workers" --dist loadfile)
+	[ "$WORKERS" -gt 0 ] && par=(-n "$WORKERS" --dist loadfile)
 	# the slowest tests, printed above the summary: where CI time goes
 	CKPTFS_BIN="$bin" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
 		--durations=25 --durations-min=10 \
-		"${par[@]}" "${what[@]}" >"$log" 2>&1
+		"${par[@]}" "${what[@]}" 2>&1 | tee "$log"
+	count_pytest "$log"
 }
 
 # Under ASan+UBSan the suites that exercise the daemon's own code paths
@@ -128,18 +123,20 @@ if build build CC=gcc; then run_unit build; else echo "gcc build failed"; failed
 step "make install / uninstall (DESTDIR)"
 if (cd build && make -s check-install); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
-# The other builds run while the integration tests do (those mostly wait
-# on the server and on timers): the ASan+UBSan unit tests, the clang
-# build, distcheck and the Debian package.  Each writes its verdict to
-# build/bg-*.rc, read after the integration tests.
+# The other builds run while the gcc build's integration tests do (those
+# mostly wait on the server and on timers): the ASan+UBSan build with its
+# unit tests, the clang build, distcheck and the Debian package.  Each writes its verdict
+# to build/bg-*.rc, read after the integration tests.
 background_builds() {
-	# the sanitizer build's unit tests (it was built before, in the
-	# foreground: its integration run starts with the gcc build's)
-	if [ "$(cat build/bg-asan.rc)" = 0 ]; then
+	# the sanitizer build first: its integration run comes next
+	if build build-asan CC=gcc --enable-sanitizers; then
 		(export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 		 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 		 cd build-asan && make -j"$JOBS" check) >build-asan-check.out 2>&1
 		echo $? >build/bg-asan-unit.rc
+		echo 0 >build/bg-asan.rc
+	else
+		echo 1 >build/bg-asan.rc
 	fi
 	if build build-clang CC=clang; then echo 0; else echo 1; fi >build/bg-clang.rc
 	if (cd build && make -j"$JOBS" distcheck >distcheck.out 2>&1); then echo 0; else echo 1; fi \
@@ -148,54 +145,13 @@ background_builds() {
 	if (cd build && DEB_BUILD_OPTIONS=nocheck make -s check-deb >check-deb.out 2>&1); then
 		echo 0; else echo 1; fi >build/bg-deb.rc
 }
-# The sanitizer build's integration run, beside the gcc build's.
-asan_integration() {
-	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-	# the crash loops' restarts under the sanitizers: 6 kills (the gcc
-	# run has 10, bench/crashloop.py the long one)
-	export CKPTFS_CRASHLOOP_KILLS=${CKPTFS_ASAN_CRASHLOOP_KILLS:-6}
-	run_integration "$top/build-asan/ckptfs" asan "$ASAN_WORKERS" \
-		"${ASAN_SUITES[@]/#/$top/tests/integration/}"
-}
-
 rm -f build/bg-*.rc
-step "ASan+UBSan build"
-if build build-asan CC=gcc --enable-sanitizers; then
-	echo 0 >build/bg-asan.rc
-else
-	echo 1 >build/bg-asan.rc
-fi
-
-# One RGW for every RGW run (the gcc and the sanitizer builds' workers)
-# instead of a stack of Ceph daemons per worker (mon, osd, radosgw: 17-28
-# s to start, about 5% of a core each when idle).  Stopped when this
-# script ends.
-step "S3 server for the integration tests (Ceph RGW)"
-rgw_dir=$(mktemp -d /tmp/ckptfs-ci-rgw.XXXXXX)  # short: Ceph's socket paths
-if env -u CEPH_CONF -u CEPH_ARGS tests/s3server/rgw.sh start "$rgw_dir" \
-	>build/rgw-shared.out 2>&1; then
-	export CKPTFS_TEST_S3_SERVER_DIR=$rgw_dir
-	trap 'tests/s3server/rgw.sh stop "$rgw_dir" >/dev/null 2>&1; rm -rf "$rgw_dir"' EXIT
-	tail -n 1 build/rgw-shared.out
-else
-	# each worker starts its own
-	echo "shared RGW failed to start:"; tail -n 20 build/rgw-shared.out
-	tests/s3server/rgw.sh stop "$rgw_dir" >/dev/null 2>&1
-	rm -rf "$rgw_dir"
-fi
-
 # at the lowest priority: the tests' timers and the links they emulate
 # must not wait behind the compilers (load-sensitive tests flaked at a
 # load average of 10 when the builds ran at the tests' priority)
 export -f build background_builds
 JOBS=$JOBS top=$top nice -n 19 bash -c background_builds >build/background.out 2>&1 &
 bg_pid=$!
-asan_pid=
-if [ "$(cat build/bg-asan.rc)" = 0 ]; then
-	asan_integration &
-	asan_pid=$!
-fi
 
 step "shape of src/ (layers, call cycles, file sizes)"
 if /usr/bin/python3 tests/tools/layers.py --build build; then
@@ -204,31 +160,20 @@ else
 	failed=$((failed + 1))
 fi
 
-# show_integration LABEL: a run's output, and its counts
-show_integration() {
-	cat "$top/build/integration-$1.out"
-	count_pytest "$top/build/integration-$1.out"
-}
-
-step "integration tests (gcc build; the sanitizer build's run beside it)"
-if [ -x build/ckptfs ]; then
-	run_integration "$top/build/ckptfs" gcc "$WORKERS"
-	show_integration gcc
-else
-	failed=$((failed + 1))
-fi
+step "integration tests (gcc build)"
+if [ -x build/ckptfs ]; then run_integration "$top/build/ckptfs" gcc; else failed=$((failed + 1)); fi
 
 step "portability: core suites against s3rver"
 if [ -x build/ckptfs ]; then
-	CKPTFS_S3_SERVER=s3rver CKPTFS_TEST_S3_SERVER_DIR= \
-		run_integration "$top/build/ckptfs" s3rver "$WORKERS" \
+	export CKPTFS_S3_SERVER=s3rver
+	run_integration "$top/build/ckptfs" s3rver \
 		"${PORTABILITY_SUITES[@]/#/$top/tests/integration/}"
-	show_integration s3rver
+	unset CKPTFS_S3_SERVER
 else
 	failed=$((failed + 1))
 fi
 
-step "clang build (warning-free), distcheck, Debian package (built meanwhile)"
+step "clang build (warning-free), distcheck, Debian package, ASan+UBSan build (run meanwhile)"
 wait "$bg_pid"
 verdict() { # verdict NAME FILE: 0 in FILE is a pass
 	if [ "$(cat "$2" 2>/dev/null)" = 0 ]; then
@@ -245,8 +190,7 @@ grep -E '^(ok|FAIL|check-install)' build/check-deb.out 2>/dev/null
 [ "$(cat build/bg-deb.rc 2>/dev/null)" = 0 ] || tail -n 40 build/check-deb.out
 verdict "sanitizer build" build/bg-asan.rc
 
-step "ASan+UBSan: unit + integration tests (run meanwhile)"
-[ -z "$asan_pid" ] || wait "$asan_pid"
+step "ASan+UBSan: unit + integration tests"
 if [ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ]; then
 	grep -E '^(# |PASS|FAIL|ERROR)' build-asan-check.out || true
 	count_make_check build-asan-check.out
@@ -254,7 +198,13 @@ if [ "$(cat build/bg-asan.rc 2>/dev/null)" = 0 ]; then
 		find build-asan/tests -name '*.log' -exec tail -n 30 {} \; 2>/dev/null
 		failed=$((failed + 1))
 	fi
-	show_integration asan
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+	# the crash loops' restarts under the sanitizers: 6 kills (the gcc
+	# run above has 10, bench/crashloop.py the long one)
+	export CKPTFS_CRASHLOOP_KILLS=${CKPTFS_ASAN_CRASHLOOP_KILLS:-6}
+	run_integration "$top/build-asan/ckptfs" asan \
+		"${ASAN_SUITES[@]/#/$top/tests/integration/}"
 fi
 
 echo
