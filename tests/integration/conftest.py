@@ -479,8 +479,9 @@ def s3server():
     """The session's S3 server on 127.0.0.1: Ceph RGW, or s3rver when
     CKPTFS_S3_SERVER=s3rver.  With CKPTFS_TEST_S3_SERVER_DIR, the one
     that `rgw.sh start DIR` started there (its DIR/env) instead, shared
-    with other workers and sessions and left running: contrib/test.sh
-    starts one for all its RGW runs instead of one per worker."""
+    with other workers and sessions and left running (nothing sets it
+    yet: a shared server needs the capacity of all its runs, and
+    memstore's is sized for one worker's tests)."""
     shared = os.environ.get("CKPTFS_TEST_S3_SERVER_DIR")
     if shared:
         env = dict(line.split("=", 1) for line in
