@@ -9,9 +9,6 @@ Environment:
   CKPTFS_S3_SERVER      rgw (default) or s3rver: which S3 implementation the
                         session starts (tests/s3server/<name>.sh); the
                         portability run (doc/portability.md) uses s3rver
-  CKPTFS_TEST_S3_SERVER_DIR  use the RGW `tests/s3server/rgw.sh start DIR`
-                        started (shared by workers and sessions) instead
-                        of starting one per worker
   S3RVER_*              passed to tests/s3server/s3rver.sh (see there)
 
 One throwaway S3 server serves the whole session: Ceph RGW
@@ -477,24 +474,7 @@ class S3Server:
 @pytest.fixture(scope="session")
 def s3server():
     """The session's S3 server on 127.0.0.1: Ceph RGW, or s3rver when
-    CKPTFS_S3_SERVER=s3rver.  With CKPTFS_TEST_S3_SERVER_DIR, the one
-    that `rgw.sh start DIR` started there (its DIR/env) instead, shared
-    with other workers and sessions and left running (nothing sets it
-    yet: a shared server needs the capacity of all its runs, and
-    memstore's is sized for one worker's tests)."""
-    shared = os.environ.get("CKPTFS_TEST_S3_SERVER_DIR")
-    if shared:
-        env = dict(line.split("=", 1) for line in
-                   (Path(shared) / "env").read_text().splitlines()
-                   if "=" in line)
-        srv = S3Server(shared, env)
-        if srv.kind != S3_SERVER:
-            pytest.exit(f"CKPTFS_TEST_S3_SERVER_DIR={shared} runs "
-                        f"{srv.kind}, not {S3_SERVER}", returncode=3)
-        srv.start_seconds = 0.0
-        sys.stderr.write(f"\n[s3server] shared {srv.kind} at {srv.endpoint}\n")
-        yield srv
-        return
+    CKPTFS_S3_SERVER=s3rver."""
     d = _SESSION_TMP / S3_SERVER
     _RGW_DIRS.append(d)
     try:

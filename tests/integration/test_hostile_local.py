@@ -208,7 +208,7 @@ def victim(s3server):
     mountpoint and a cache of its own, and an environment without
     XDG_RUNTIME_DIR.  /tmp/ckptfs-NOBODY is removed before and after,
     and is this test's alone while it runs: another test session on the
-    machine (CI runs two at once) waits on a lock."""
+    machine (a second run beside this one) waits on a lock."""
     lock = open("/tmp/ckptfs-hostile-victim.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     top = Path(tempfile.mkdtemp(prefix="ckptfs-hostile-", dir="/tmp"))

@@ -91,9 +91,9 @@ def _known(lookup, name):
 
 def _add_id(cmd, lookup, name):
     """groupadd/useradd NAME unless it exists.  Another test session on
-    the machine may add the same name at the same moment (CI runs the gcc
-    and the sanitizer builds' suites at once): a failure is fine when the
-    name exists afterwards, and one on the other's lock is tried again."""
+    the machine (a second run beside this one) may add the same name at
+    the same moment: a failure is fine when the name exists afterwards,
+    and one on the other's lock is tried again."""
     for _ in range(50):
         if _known(lookup, name):
             return
