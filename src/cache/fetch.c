@@ -279,7 +279,12 @@ static void start_range(cache *c, centry *e, uint32_t idx, uint32_t count)
 	t->x.fresh_connect = tried > 0;
 	if (s3_prepare_get(c->s3, e->key, t->off, t->len, e->etag, &t->x,
 			   &err) < 0) {
-		range_failed(c, t, &err, 0, false, 0);
+		/* no credentials this moment: a refresh still running is
+		 * waited for like a failed attempt, a failed one is final */
+		unsigned delay = 0;
+		bool retry = s3_client_retry_next(c->s3, &t->x, t->x.attempt, 0,
+						  0, err.code, &delay);
+		range_failed(c, t, &err, t->x.attempt, retry, delay);
 		http_xfer_free(&t->x);
 		free(t);
 		return;

@@ -157,8 +157,13 @@ void creds_chain_free(creds_chain *ch);
  * meanwhile without waiting.  Only when no set is valid (the first call,
  * or every refresh failed until expiry) does a caller fetch itself.
  * Returns 0, or -1 with *err (malloc'd, no secrets) saying which sources
- * were tried and why each gave nothing.  Thread-safe.
+ * were tried and why each gave nothing, or CREDS_BUSY (with *err too):
+ * the set is in its last second and the refresh that will replace it is
+ * still waiting on the provider, not failed yet; the caller never waits
+ * here, but may try again shortly (s3/request.c retries such a request
+ * within its budget).  Thread-safe.
  */
+#define CREDS_BUSY (-2)
 int creds_chain_get(creds_chain *ch, s3_creds *out, char **err);
 
 /* When a set fetched at `fetched` and expiring at `expires` is refreshed. */

@@ -43,7 +43,9 @@
  * metrics).  If the set expires while the refresher keeps failing, or
  * while it still waits on a provider that hangs, callers get that failure
  * at once (they never wait on a provider after start-up); the refresher
- * goes on trying.  A caller
+ * goes on trying; while that first try of a refresh still runs, the
+ * failure is CREDS_BUSY, which the request layer retries within the
+ * request's budget (the provider's deadline ends the try).  A caller
  * fetches itself only when no set was ever found, or when the set expired
  * without the refresher having failed (it had no chance: a suspended
  * machine); such fetches are serialised (fetch_mu) and a caller that
@@ -469,11 +471,13 @@ int creds_chain_get(creds_chain *ch, s3_creds *out, char **err)
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&ch->mu);
 	int r = take(ch, out, err);
+	/* the refresh's first try still runs: busy, not failed */
+	bool busy = r == 0 && ch->have && ch->refreshing && !ch->refresh_err;
 	if (r == 0 && ch->have && (ch->refresh_err || ch->refreshing))
 		r = expired_error(ch, err);
 	pthread_mutex_unlock(&ch->mu);
 	if (r != 0)
-		return r > 0 ? 0 : -1;
+		return r > 0 ? 0 : busy ? CREDS_BUSY : -1;
 	pthread_mutex_lock(&ch->fetch_mu);
 	pthread_mutex_lock(&ch->mu);
 	r = take(ch, out, err); /* another caller may have fetched */

@@ -176,10 +176,14 @@ static int prepare_attempt(s3_client *c, const s3_request *r,
 	s3_creds cr = {0};
 	char *cerr = NULL;
 	x->metric_op = (int)metric_op_from_name(r->op);
-	if (creds_chain_get(c->creds, &cr, &cerr) < 0) {
+	int got = creds_chain_get(c->creds, &cr, &cerr);
+	if (got < 0) {
 		memset(e, 0, sizeof *e);
 		e->err = EACCES;
-		snprintf(e->code, sizeof e->code, "NoCredentials");
+		/* busy: retried like throttling (retry.c), within the budget */
+		snprintf(e->code, sizeof e->code, "%s",
+			 got == CREDS_BUSY ? "CredentialsRefreshing"
+					   : "NoCredentials");
 		snprintf(e->msg, sizeof e->msg, "%s", cerr ? cerr : "no credentials");
 		free(cerr);
 		return -1;
@@ -435,8 +439,17 @@ static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
 		xfer_setup(c, r, x, &pol);
 		x->sink = r->sink;
 		x->sink_arg = r->sink_arg;
-		if (prepare_attempt(c, r, path, x, e) < 0)
-			break;
+		unsigned delay;
+		if (prepare_attempt(c, r, path, x, e) < 0) {
+			/* no credentials this moment: a refresh still running
+			 * is waited for (err_class), a failed one is final */
+			if (!next_attempt(c, &pol, attempt, x, 0, err_class(x, e),
+					  budget, &delay))
+				break;
+			log_debug("waiting %u ms: %s", delay, e->msg);
+			sleep_ms(delay);
+			continue;
+		}
 		log_debug("%s %s%s%s (attempt %u)", r->method, path,
 			  r->query && r->query[0] ? "?" : "",
 			  r->query ? r->query : "", attempt);
@@ -446,7 +459,6 @@ static int do_request_n(s3_client *c, const s3_request *r, http_xfer *x,
 			rc = 0;
 			break;
 		}
-		unsigned delay;
 		if (!next_attempt(c, &pol, attempt, x, x->curl_code,
 				  err_class(x, e), budget, &delay))
 			break;

@@ -123,6 +123,10 @@ static const char *const retry_throttle_codes[] = {
     "TooManyRequestsException",
     "RequestLimitExceeded",
     "BandwidthLimitExceeded",
+    /* not a server's: s3/request.c's for "the credential refresh is still
+     * waiting on its provider"; a wait that, like throttling, uses up the
+     * request's budget, not its attempts */
+    "CredentialsRefreshing",
 };
 
 static bool in_table(const char *code, const char *const *t, size_t n)

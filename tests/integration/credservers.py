@@ -35,7 +35,9 @@ STSServer      STS's query API, POST / form-encoded:
                with AWS's response and ErrorResponse XML shapes.
 
 Each server can be told to misbehave: mode "garbage" (200 with a body that
-is not the document) or "hang" (accept, read the request, never answer);
+is not the document), "hang" (accept, read the request, never answer) or
+"slow" (answer as "ok" does, after `slow_s` seconds; a set it issues is
+issued after the wait);
 `plan`, a list of modes, gives the next requests theirs, one each, before
 `mode` applies again; STSServer.fail_next(n) answers the next n calls with
 503.  Every server records what it was asked in `requests`, and when and
@@ -151,6 +153,7 @@ class _Server:
         """tls: (certificate file, key file) to serve https://; sock: a
         listening socket to serve."""
         self.mode = mode
+        self.slow_s = 3.0
         self.plan = []
         self.log = []
         self.requests = []
@@ -176,6 +179,8 @@ class _Server:
                     owner.released.wait(120)
                     self.close_connection = True
                     return
+                if mode == "slow":
+                    time.sleep(owner.slow_s)
                 if mode == "garbage":  # nothing issued, nothing checked
                     status, headers = 200, [("Content-Type", "text/html")]
                     out = b"<html><body>Service temporarily moved</body>"

@@ -206,6 +206,49 @@ def test_imds_v2(mount, s3server, bucket, keys, guard, proxy, servers,
     assert guard.static == 0 and guard.used and guard.refused == []
 
 
+def test_a_request_in_the_last_second_waits_for_a_slow_refresh(
+        mount, s3server, bucket, keys, guard, proxy, servers, tmp_path):
+    """6 s IMDS credentials; the refresh's credentials document comes 3 s
+    late (within the 5 s AWS_METADATA_SERVICE_TIMEOUT), so for about two
+    seconds the old set is in its last second, which is never used to
+    sign, and the new one has not come.  A read of an object the mount
+    never saw (lookup and GET) and a save started in that window wait for
+    the new set; they do not fail with EACCES."""
+    keys.announce = 6
+    imds = servers(IMDSServer, keys, require_v2=True)
+    env = env_for(s3server, AWS_EC2_METADATA_DISABLED="false",
+                  AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url,
+                  AWS_METADATA_SERVICE_TIMEOUT="5")
+    m = mount_via(mount, s3server, bucket, proxy, env, tmp_path)
+    first = keys.issued[0]
+    body = helpers.det_bytes(7, 300_000)
+    s3server.put(bucket, "in/late", body)
+    # the refresh: a token, the role's name, then its document, late
+    imds.plan = ["ok", "ok", "slow"]
+    assert helpers.wait_until(
+        lambda: any(mode == "slow" for _, mode in imds.log), 15), \
+        f"no refresh began: {imds.log}\n{m.log_tail()}"
+    while time.time() < first["expires"] - 1 + 0.2:
+        time.sleep(0.02)
+    t_op = time.time()
+    assert len(keys.issued) == 1, \
+        f"the slow document came before the window: {imds.log}"
+    assert (m.path / "in" / "late").read_bytes() == body
+    data = helpers.det_bytes(8, 1_000_000)
+    (m.path / "saved.bin").write_bytes(data)
+    run([CKPTFS_BIN, "sync", str(m.path)], timeout=60)
+    got = s3server.client().get_object(Bucket=bucket,
+                                       Key="saved.bin")["Body"].read()
+    assert got == data
+    # the read had to wait: the new set came after it began
+    assert len(keys.issued) >= 2 and keys.issued[1]["t"] > t_op, \
+        (keys.issued, t_op)
+    assert guard.refused == [], f"expired keys used: {guard.refused}"
+    assert guard.used.get(keys.issued[1]["id"])
+    assert "refreshing the credentials from" not in m.log_text(), \
+        "the slow refresh counted as a failure"
+
+
 def test_imds_v1_fallback_only_when_allowed(mount, s3server, bucket, keys,
                                            guard, proxy, servers, tmp_path):
     imds = servers(IMDSServer, keys, require_v2=False, tokens=False)

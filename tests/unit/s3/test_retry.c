@@ -356,6 +356,22 @@ Test(retry, classify_err_local_failures)
 	cr_expect_eq(retry_classify_err(EIO, 0, 501, NULL), RETRY_FINAL);
 }
 
+/* s3/request.c's own code for "the credential refresh still runs": waited
+ * for within the budget like throttling; a failed refresh is final. */
+Test(retry, a_credential_refresh_in_flight_is_waited_for)
+{
+	cr_expect_eq(retry_classify(0, 0, "CredentialsRefreshing"),
+		     RETRY_THROTTLED);
+	cr_expect_eq(retry_classify(0, 0, "NoCredentials"), RETRY_FINAL);
+	retry_policy p = RETRY_POLICY_DEFAULT;
+	uint64_t b = retry_request_budget_ms(&p, 0);
+	cr_expect(retry_again(&p, 10, 5000, b,
+			      retry_classify(0, 0, "CredentialsRefreshing"), 0,
+			      1000));
+	cr_expect_not(retry_again(&p, 2, 0, b,
+				  retry_classify(0, 0, "NoCredentials"), 0, 0));
+}
+
 /* ---- attempts, budget ---------------------------------------------------- */
 
 Test(retry, again_follows_attempts_without_budget)
