@@ -186,6 +186,20 @@ def _writer_behind(mount, s3server, bucket, tmp_path, proxy):
     return mount(bucket, argv=argv, mountpoint=mp)
 
 
+def _committed(s3, bucket, prefix):
+    """Whether the directory `prefix` has a manifest in the committed state
+    in the bucket (the intent manifest, same key, says "pending")."""
+    for k in s3_sizes(s3, bucket, prefix + ".ckptfs/"):
+        if "/manifest." in k:
+            try:
+                body = s3.get_object(Bucket=bucket, Key=k)["Body"].read()
+            except s3.exceptions.NoSuchKey:
+                continue
+            if json.loads(body).get("state") == "committed":
+                return True
+    return False
+
+
 @pytest.mark.timeout(150)
 def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tmp_path):
     """What the crash loop produces whenever commits lag behind saves (a
@@ -195,7 +209,12 @@ def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tm
     delete of its own behind the commit, the rmdir another: an observer
     must still never list that checkpoint partial or empty.  The writer's
     link is slow (4 MiB/s up, 0.6 s per response) so the commit runs
-    after the rotation and each queued step lasts long enough to be seen."""
+    after the rotation and each queued step lasts long enough to be seen.
+    The rotation comes right after checkpoint-1's rename, before the next
+    save: saving checkpoint-2 first waits behind checkpoint-1's upload
+    (about 12 s here), and a loaded or sanitizer run then rotated after
+    the commit point.  Checked by the manifest's state, not by a pending
+    marker (the rotation's own delete puts one too)."""
     s3 = s3server.client()
     s3server.put(bucket, "run/")
     o = mount(bucket, options=observer_options(tmp_path / "cache-o"))
@@ -211,11 +230,11 @@ def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tm
         w = _writer_behind(mount, s3server, bucket, tmp_path, proxy)
         t0 = time.monotonic()
         save_checkpoint(w / "run", 1)
-        save_checkpoint(w / "run", 2)
         shutil.rmtree(w / "run" / "checkpoint-1")       # keep the newest one
         hist[1] = [(round(time.monotonic() - t0, 2), "deleted")]
-        # its marker still there: the rotation came before its commit point
-        still_pending = [k for k in s3_sizes(s3, bucket, "run/.ckptfs-pending/checkpoint-1/")]
+        # no committed manifest yet: the rotation came before its commit point
+        before_commit_point = not _committed(s3, bucket, "run/checkpoint-1/")
+        save_checkpoint(w / "run", 2)
         t_sync = time.monotonic()
         ckptfs_sync(w)
         sync_s = time.monotonic() - t_sync
@@ -225,8 +244,11 @@ def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tm
     summary = obs.summary()
     print(f"observer {summary}; checkpoint-1 shown complete after its delete: "
           f"{1 in obs.first_complete}; sync {sync_s:.1f}s")
-    assert still_pending, "checkpoint-1 was visible before the rotation: the link is too " \
-        "fast for the test"
+    assert before_commit_point, "checkpoint-1 was committed before the rotation: the " \
+        "link is too fast for the test"
+    assert _committed(s3, bucket, "run/checkpoint-2/"), \
+        "the check of the commit point does not see a committed manifest"
+
     assert not obs.partial, f"{len(obs.partial)} partial sightings ({len(obs.empty)} empty) " \
         f"of the rotated-away checkpoint: {obs.partial_report()}"
     assert not [k for k in keys if k.startswith("run/checkpoint-1/")], sorted(keys)
