@@ -211,9 +211,9 @@ def test_rotating_away_a_checkpoint_still_committing(s3server, bucket, mount, tm
     link is slow (4 MiB/s up, 0.6 s per response) so the commit runs
     after the rotation and each queued step lasts long enough to be seen.
     The rotation comes right after checkpoint-1's rename, before the next
-    save: saving checkpoint-2 first waits behind checkpoint-1's upload
-    (about 12 s here), and a loaded or sanitizer run then rotated after
-    the commit point.  Checked by the manifest's state, not by a pending
+    save: saving checkpoint-2 first took about 12 s here (the writer's
+    log: mostly LISTs of run/ at 0.6 s each while checkpoint-1 committed),
+    and a loaded or sanitizer run then rotated after the commit point.  Checked by the manifest's state, not by a pending
     marker (the rotation's own delete puts one too)."""
     s3 = s3server.client()
     s3server.put(bucket, "run/")
