@@ -58,8 +58,8 @@ build() { # build DIR CONFIGURE-ARGS...
 # Unit tests that bound wall-clock times (stall deadlines, credential
 # refresh timing, idle release, the log's one-second windows): a sanitizer
 # build run at nice 19 beside the integration tests can be starved past
-# those bounds (tests/unit/http/test_stall failed that way), so the
-# background runs leave them out and they run in the foreground.
+# those bounds (CI's ASan test_stall failed there, its log cut off), so
+# the background runs leave them out and they run in the foreground.
 TIMED_UNIT="tests/unit/http/test_stall tests/unit/s3/test_creds tests/unit/cache/test_idle tests/unit/util/test_log"
 
 # unit_tests_but_timed DIR: the TESTS list of DIR's Makefile without TIMED_UNIT
